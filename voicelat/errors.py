@@ -1,0 +1,47 @@
+"""Errors that reach the user as one clear line and a documented exit code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_GATE_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INFRA = 3
+EXIT_INTERRUPTED = 130
+
+
+class VoicelatError(Exception):
+    """A problem the user can fix; ``str()`` is the whole message, ``exit_code`` the process status."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class ConfigError(VoicelatError):
+    """A pipeline, budget or fixture file that cannot be used as given."""
+
+
+class AudioError(VoicelatError):
+    """Audio input that cannot be read or used."""
+
+
+class StageError(VoicelatError):
+    """A stage that cannot be built or reached (unknown name, server down, missing key)."""
+
+
+class InfraError(VoicelatError):
+    """The pipeline's infrastructure is not usable (stack down, every turn failed)."""
+
+    exit_code = EXIT_INFRA
+
+
+class StageFailure(Exception):
+    """A stage failed in the middle of a turn; the turn is recorded as failed and the run goes on."""
+
+    def __init__(self, stage: str, reason: str) -> None:
+        super().__init__(f"{stage}: {reason}")
+        self.stage = stage
+        self.reason = reason
