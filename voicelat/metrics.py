@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 from voicelat.contract import CRITICAL_PATH, SEGMENTS
@@ -10,7 +11,9 @@ from voicelat.events import Audio, Delta
 NS_PER_S = 1_000_000_000
 
 
-def critical_segments(milestones: Mapping[str, int]) -> tuple[dict[str, int], int | None, list[str]]:
+def critical_segments(
+    milestones: Mapping[str, int],
+) -> tuple[dict[str, int], int | None, list[str]]:
     """The contiguous segments of the critical path, their total (e2e) and any flags.
 
     A provider can reorder things (a streaming STT that finalizes before the endpoint): then a
@@ -77,7 +80,7 @@ def llm_figures(
         out["llm_ttfd_ns"] = anything[0].t_ns - request_ns
     if content:
         out["llm_ttft_ns"] = content[0].t_ns - request_ns
-        gaps = [b.t_ns - a.t_ns for a, b in zip(content, content[1:], strict=False)]
+        gaps = [b.t_ns - a.t_ns for a, b in itertools.pairwise(content)]
         if gaps:
             ordered = sorted(gaps)
             out["llm_chunk_gap_p50_ns"] = _median_int(ordered)

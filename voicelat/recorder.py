@@ -148,9 +148,7 @@ class TurnRecorder:
         if fab is not None:
             found["tts_first_byte"] = fab
         if "tts_first_audible" not in found and self._onset_sample is not None:
-            audible = first_audible_ns(
-                [e for e in tts if isinstance(e, Audio)], self._onset_sample
-            )
+            audible = first_audible_ns([e for e in tts if isinstance(e, Audio)], self._onset_sample)
             if audible is not None:
                 found["tts_first_audible"] = audible
         tts_done = _first(tts, lambda e: isinstance(e, Done))
@@ -173,7 +171,9 @@ class TurnRecorder:
         flags = [*self._flags, *seg_flags, *order_violations(absolute, STRICT_ORDER)]
         failure = self._failure
         if failure is None and e2e is None:
-            missing = [m for m in ("stt_final", "llm_first_token", "tts_first_byte") if m not in absolute]
+            missing = [
+                m for m in ("stt_final", "llm_first_token", "tts_first_byte") if m not in absolute
+            ]
             what = ", ".join(missing) if missing else "a milestone of the critical path"
             failure = ("turn", f"incomplete turn: no {what}")
         figures = dict(self._figures)

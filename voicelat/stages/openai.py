@@ -1,0 +1,359 @@
+"""OpenAI-compatible LLM stage: ``/v1/chat/completions`` or ``/v1/completions`` over SSE (httpx).
+
+Every raw read of the response body is stamped on arrival, before parsing; the SSE decoder hands
+each event the stamp of the read that completed it. Network sub-spans come from httpcore's
+``trace`` extension (connect, TLS, request sent, response headers) and a missing ``connect_tcp``
+marks a warm (reused) connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, ClassVar, Self
+
+import httpx
+
+from voicelat.errors import StageError
+from voicelat.events import (
+    Connected,
+    Delta,
+    Done,
+    Failed,
+    RequestSent,
+    ServerTiming,
+    Span,
+    StageEvent,
+    StageName,
+)
+from voicelat.sse import SSEDecoder
+from voicelat.stages.base import Options
+
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_ALLOWED = {
+    "base_url",
+    "endpoint",
+    "model",
+    "max_tokens",
+    "temperature",
+    "stop",
+    "system",
+    "prompt_template",
+    "api_key_env",
+    "auth",
+    "timeout_s",
+    "keepalive",
+    "include_usage",
+    "seed",
+    "extra_body",
+}
+_DEFAULT_TEMPLATE = (
+    "The following is a conversation with a friendly voice assistant.\nUser: {text}\nAssistant:"
+)
+
+
+class _Trace:
+    """Collects httpcore trace events of one request as (name, t_ns) in arrival order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    async def __call__(self, name: str, info: Mapping[str, Any]) -> None:
+        self.events.append((name, time.perf_counter_ns()))
+
+    def first(self, suffix: str) -> int | None:
+        for name, t in self.events:
+            if name.endswith(suffix):
+                return t
+        return None
+
+    def spans(self, request_ns: int) -> list[Span]:
+        out: list[Span] = []
+        for phase, start_suffix, end_suffix in (
+            ("connect", "connect_tcp.started", "connect_tcp.complete"),
+            ("tls", "start_tls.started", "start_tls.complete"),
+            ("request_sent", "send_request_headers.started", "send_request_body.complete"),
+        ):
+            a, b = self.first(start_suffix), self.first(end_suffix)
+            if a is not None and b is not None:
+                out.append(Span(phase, a, b))
+        begin = self.first("connect_tcp.started") or self.first("send_request_headers.started")
+        if begin is not None:
+            out.append(Span("pool_wait", request_ns, begin))
+        headers = self.first("receive_response_headers.complete")
+        if headers is not None:
+            out.append(Span("response_headers", request_ns, headers))
+        return out
+
+    @property
+    def new_connection(self) -> bool:
+        return self.first("connect_tcp.started") is not None
+
+
+class OpenAILLM:
+    """Streams a completion from any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, ...)."""
+
+    kind: ClassVar[StageName] = "llm"
+
+    def __init__(self, options: Mapping[str, Any], *, table: str = "llm") -> None:
+        o = Options(table, options, _ALLOWED)
+        self.base_url = o.text("base_url").rstrip("/")
+        self.endpoint = o.text("endpoint", "chat")
+        if self.endpoint not in ("chat", "completions"):
+            raise StageError(
+                f"[{table}] endpoint must be 'chat' or 'completions', not {self.endpoint!r}"
+            )
+        self.model = o.text("model", "default")
+        self.max_tokens = o.integer("max_tokens", 64)
+        self.temperature = o.number("temperature", 0.0)
+        self.stop = o.text_list("stop", [])
+        self.system = o.opt_text("system")
+        self.template = o.text("prompt_template", _DEFAULT_TEMPLATE)
+        self.timeout_s = o.number("timeout_s", 30.0)
+        self.keepalive = o.flag("keepalive", True)
+        self.include_usage = o.flag("include_usage", True)
+        self.seed = self._seed(o)
+        extra = o.values.get("extra_body", {})
+        if not isinstance(extra, dict):
+            raise StageError(f"[{table}] extra_body must be a table")
+        self.extra_body: dict[str, Any] = extra
+        auth = o.text("auth", "bearer")
+        if auth not in ("bearer", "basic", "none"):
+            raise StageError(f"[{table}] auth must be bearer, basic or none, not {auth!r}")
+        key = o.secret("api_key_env")
+        self._headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
+        if key is not None and auth != "none":
+            self._headers["Authorization"] = f"{'Basic' if auth == 'basic' else 'Bearer'} {key}"
+        self._client: httpx.AsyncClient | None = None
+        self._last_use_ns = 0
+        self._server_info: dict[str, Any] = {}
+
+    @staticmethod
+    def _seed(o: Options) -> int | None:
+        v = o.values.get("seed")
+        if v is None:
+            return None
+        return o.integer("seed", 0)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        # Built before any timing: an AsyncClient costs ~40 ms (its SSL context).
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout_s, connect=10.0),
+            limits=httpx.Limits(keepalive_expiry=60.0),
+        )
+        await self._warm(first=True)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def prepare(self) -> None:
+        # Servers close idle keep-alive connections (uvicorn after 5 s): re-warm while the user
+        # speaks, as a real agent would, so the measured request is not charged a connect.
+        if self.keepalive and time.perf_counter_ns() - self._last_use_ns > 2_000_000_000:
+            with contextlib.suppress(StageError):
+                await self._warm(first=False)
+
+    async def _warm(self, *, first: bool) -> None:
+        assert self._client is not None
+        url = f"{self.base_url}/models"
+        try:
+            r = await self._client.get(url, headers=self._auth_only())
+        except httpx.HTTPError as exc:
+            raise StageError(
+                f"LLM server not reachable at {self.base_url} ({type(exc).__name__}): "
+                "start it (voicelat stack up) or fix base_url in the pipeline file",
+                exit_code=3,
+            ) from None
+        self._last_use_ns = time.perf_counter_ns()
+        if first:
+            if r.status_code in (401, 403):
+                raise StageError(
+                    f"LLM server at {self.base_url} refused the API key (HTTP {r.status_code}): "
+                    "check the variable named by api_key_env",
+                    exit_code=3,
+                )
+            try:
+                data = r.json().get("data") or []
+                self._server_info = {"models": [m.get("id") for m in data][:5]}
+            except (ValueError, AttributeError):
+                self._server_info = {}
+            self._server_info["server"] = r.headers.get("server")
+
+    def _auth_only(self) -> dict[str, str]:
+        return {k: v for k, v in self._headers.items() if k == "Authorization"}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "stage": "openai",
+            "base_url": self.base_url,
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            **self._server_info,
+        }
+
+    # -- the turn ----------------------------------------------------------------------------
+    def _body(self, text: str) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "stream": True,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+        }
+        if self.stop:
+            body["stop"] = self.stop
+        if self.seed is not None:
+            body["seed"] = self.seed
+        if self.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if self.endpoint == "chat":
+            messages = []
+            if self.system:
+                messages.append({"role": "system", "content": self.system})
+            messages.append({"role": "user", "content": text})
+            body["messages"] = messages
+            path = "/chat/completions"
+        else:
+            body["prompt"] = self.template.replace("{text}", text)
+            path = "/completions"
+        body.update(self.extra_body)
+        return f"{self.base_url}{path}", body
+
+    async def complete(self, text: str) -> AsyncIterator[StageEvent]:
+        assert self._client is not None, "use the stage as an async context manager"
+        url, body = self._body(text)
+        trace = _Trace()
+        request = self._client.build_request(
+            "POST",
+            url,
+            content=json.dumps(body).encode(),
+            headers={**self._headers, "Content-Type": "application/json"},
+            extensions={"trace": trace},
+        )
+        t_request = time.perf_counter_ns()
+        yield RequestSent(t_request, "completion")
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            yield Failed(time.perf_counter_ns(), f"request to {url} failed: {_describe(exc)}")
+            return
+        try:
+            t_conn = trace.first("connect_tcp.complete") or t_request
+            yield Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection)
+            for span in trace.spans(t_request):
+                yield span
+            if response.status_code >= 400:
+                body_bytes = await response.aread()
+                yield Failed(
+                    time.perf_counter_ns(),
+                    f"HTTP {response.status_code} from {url}: {_error_message(body_bytes)}",
+                )
+                return
+            async for event in self._read(response):
+                yield event
+        finally:
+            await response.aclose()
+            self._last_use_ns = time.perf_counter_ns()
+
+    async def _read(self, response: httpx.Response) -> AsyncIterator[StageEvent]:
+        decoder = SSEDecoder()
+        finish: str | None = None
+        usage: dict[str, int] = {}
+        raw = response.aiter_raw()
+        while True:
+            try:
+                chunk = await anext(raw)
+            except StopAsyncIteration:
+                break
+            except httpx.HTTPError as exc:
+                yield Failed(time.perf_counter_ns(), f"stream broke: {_describe(exc)}")
+                return
+            t = time.perf_counter_ns()
+            for ev in decoder.feed(chunk, t):
+                if ev.data.startswith("[DONE]"):
+                    yield Done(ev.t_ns, finish, usage)
+                    return
+                try:
+                    data = json.loads(ev.data)
+                except ValueError:
+                    yield Failed(ev.t_ns, f"malformed SSE data: {ev.data[:80]!r}")
+                    return
+                if not isinstance(data, dict):
+                    continue
+                error = _stream_error(data)
+                if error is not None:
+                    yield Failed(ev.t_ns, f"error event mid-stream: {error}")
+                    return
+                if isinstance(data.get("usage"), dict):
+                    usage = {k: int(v) for k, v in data["usage"].items() if isinstance(v, int)}
+                if isinstance(data.get("timings"), dict):
+                    yield ServerTiming(
+                        ev.t_ns,
+                        {
+                            k: float(v)
+                            for k, v in data["timings"].items()
+                            if isinstance(v, int | float)
+                        },
+                    )
+                for choice in data.get("choices") or []:
+                    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                        continue
+                    content, reasoning = _choice_text(choice)
+                    yield Delta(ev.t_ns, content, reasoning)
+                    if choice.get("finish_reason"):
+                        finish = str(choice["finish_reason"])
+        t_end = time.perf_counter_ns()
+        if finish is not None:
+            # Closed after a finish_reason but without [DONE]: truncated but complete.
+            yield Done(t_end, finish, usage)
+        else:
+            yield Failed(t_end, "stream ended before [DONE] and without a finish_reason")
+
+
+def _choice_text(choice: Mapping[str, Any]) -> tuple[str, str]:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        content = delta.get("content") or ""
+        reasoning = ""
+        for field in _REASONING_FIELDS:
+            value = delta.get(field)
+            if isinstance(value, str) and value:
+                reasoning = value
+                break
+        return (content if isinstance(content, str) else ""), reasoning
+    text = choice.get("text")
+    return (text if isinstance(text, str) else ""), ""
+
+
+def _stream_error(data: Mapping[str, Any]) -> str | None:
+    err = data.get("error")
+    if err:
+        if isinstance(err, dict):
+            return str(err.get("message") or err)
+        return str(err)
+    if data.get("object") == "error":
+        return str(data.get("message") or data)
+    return None
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body[:200].decode("utf-8", errors="replace").strip() or "(empty body)"
+    if isinstance(data, dict):
+        msg = _stream_error(data) or data.get("detail") or data.get("message")
+        if msg:
+            return str(msg)[:300]
+    return str(data)[:300]
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

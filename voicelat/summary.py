@@ -1,0 +1,132 @@
+"""The run summary: counts, percentiles, the percentile waterfall bands (pure; no I/O)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from voicelat.contract import SEGMENTS
+from voicelat.results import SCHEMA_VERSION
+from voicelat.stats import PERCENTILES, Distribution, percentile_band
+from voicelat.turn import Turn
+
+#: Per-turn figures summarized as distributions (ns unless the name says otherwise).
+FIGURES: tuple[str, ...] = (
+    "stt_finalization_ns",
+    "stt_first_partial_ns",
+    "llm_ttfd_ns",
+    "llm_ttft_ns",
+    "llm_chunk_gap_p50_ns",
+    "llm_chunk_gap_max_ns",
+    "llm_itl_ns",
+    "llm_tokens_per_s",
+    "llm_total_ns",
+    "tts_rtf",
+    "tts_audio_ns",
+    "tts_stalls",
+    "tts_stall_total_ns",
+    "pacer_lag_max_ns",
+    "loop_lag_max_ns",
+    "sink_underruns",
+)
+
+
+def headline_turns(turns: Iterable[Turn]) -> list[Turn]:
+    """The turns the headline numbers are made of: measured, warm, not warm-up."""
+    return [t for t in turns if t.headline]
+
+
+def counts(turns: Sequence[Turn]) -> dict[str, int]:
+    return {
+        "turns": len(turns),
+        "headline": sum(t.headline for t in turns),
+        "warmup": sum(t.warmup for t in turns),
+        "cold": sum(t.cold and not t.warmup and t.ok for t in turns),
+        "failed": sum(t.failed for t in turns),
+        "flagged": sum(bool(t.flags) for t in turns),
+    }
+
+
+def segment_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
+    out = {"e2e": Distribution.of([t.e2e_ns for t in turns if t.e2e_ns is not None])}
+    for s in SEGMENTS:
+        out[s] = Distribution.of([t.segments[s] for t in turns if s in t.segments])
+    return out
+
+
+def figure_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
+    out: dict[str, Distribution] = {}
+    for name in FIGURES:
+        values = [float(v) for t in turns if isinstance(v := t.figures.get(name), int | float)]
+        if values:
+            out[name] = Distribution.of(values)
+    return out
+
+
+def span_distributions(turns: Sequence[Turn]) -> dict[str, dict[str, Distribution]]:
+    per: dict[str, dict[str, list[float]]] = {}
+    for t in turns:
+        for stage in ("stt", "llm", "tts"):
+            for name, dur in t.spans_of(stage).items():
+                per.setdefault(stage, {}).setdefault(name, []).append(float(dur))
+    return {st: {n: Distribution.of(v) for n, v in spans.items()} for st, spans in per.items()}
+
+
+def waterfall(turns: Sequence[Turn], percentiles: Sequence[int] = PERCENTILES) -> dict[int, Any]:
+    """Percentile bands of the headline turns (each band's segments sum to its mean e2e)."""
+    rows = [(t.index, float(t.e2e_ns), t.segments) for t in turns if t.e2e_ns is not None]
+    out: dict[int, Any] = {}
+    for p in percentiles:
+        band = percentile_band(rows, p, SEGMENTS)
+        if band is not None:
+            out[p] = band
+    return out
+
+
+def build_summary(
+    turns: Sequence[Turn],
+    *,
+    run: Mapping[str, Any],
+    pipeline: Mapping[str, Any],
+    fixtures: Sequence[Mapping[str, Any]],
+    stages: Mapping[str, Any],
+    loop_lag_ns: Sequence[int] = (),
+    budget: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``summary.json`` document (schema ``SCHEMA_VERSION``)."""
+    head = headline_turns(turns)
+    segs = segment_distributions(head)
+    bands = waterfall(head)
+    failures = Counter(
+        f"{t.failure_stage}: {t.failure_reason}" for t in turns if t.failed and t.failure_reason
+    )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run": dict(run),
+        "pipeline": dict(pipeline),
+        "stages": dict(stages),
+        "fixtures": [dict(f) for f in fixtures],
+        "counts": counts(turns),
+        "e2e": segs["e2e"].to_json(),
+        "segments": {s: segs[s].to_json() for s in SEGMENTS},
+        "figures": {k: v.to_json() for k, v in figure_distributions(head).items()},
+        "spans": {
+            st: {n: d.to_json() for n, d in spans.items()}
+            for st, spans in span_distributions(head).items()
+        },
+        "waterfall": {
+            f"p{p}": {
+                "n": b.n,
+                "band_n": b.band_n,
+                "e2e_percentile_ns": round(b.e2e_percentile),
+                "mean_e2e_ns": round(b.mean_e2e),
+                "segments_ns": {k: round(v) for k, v in b.segments.items()},
+                "turns": list(b.indexes),
+            }
+            for p, b in bands.items()
+        },
+        "failures": [{"reason": r, "count": c} for r, c in failures.most_common()],
+        "loop_lag": Distribution.of([float(x) for x in loop_lag_ns]).to_json(),
+        "budget": dict(budget or {}),
+    }
