@@ -1,0 +1,5 @@
+"""``python -m voicelat``."""
+
+from voicelat.cli import main
+
+raise SystemExit(main())

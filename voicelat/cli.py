@@ -1,0 +1,257 @@
+"""The ``voicelat`` command.
+
+Exit codes: 0 success; 1 a latency budget broken or a significant regression (``ci``);
+2 usage or configuration error; 3 infrastructure failure (a server down, every turn failed);
+130 interrupted (finished turns are kept and the summary is written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from voicelat import __version__
+from voicelat.config import Pipeline, default_pipeline_path, load_pipeline
+from voicelat.errors import (
+    EXIT_INFRA,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ConfigError,
+    VoicelatError,
+)
+from voicelat.fixtures import Fixture, default_fixtures_dir, load_fixtures
+from voicelat.plan import PlannedTurn, plan_turns
+from voicelat.report.text import summary_table, turn_line
+from voicelat.turn import Turn
+
+
+def _err(msg: str) -> None:
+    print(f"voicelat: error: {msg}", file=sys.stderr, flush=True)
+
+
+def _info(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line plus a hint, exit code 2."""
+
+    def error(self, message: str) -> Any:
+        _err(f"{message} (see {self.prog} --help)")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return n
+
+
+def _non_negative(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value} cannot be negative")
+    return n
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``run`` and the commands built on it (``ci``)."""
+    p.add_argument(
+        "--pipeline", "-p", type=Path, help="pipeline TOML file (default: the embedded local stack)"
+    )
+    p.add_argument(
+        "--fixtures",
+        "-f",
+        type=Path,
+        help="fixtures directory with manifest.json (default: bundled)",
+    )
+    p.add_argument(
+        "--turns",
+        "-n",
+        type=_positive,
+        help="number of measured turns (default: every fixture once per repeat)",
+    )
+    p.add_argument(
+        "--repeat",
+        "-r",
+        type=_positive,
+        default=1,
+        help="rounds over the fixtures, interleaved (default 1)",
+    )
+    p.add_argument(
+        "--warmup",
+        "-w",
+        type=_non_negative,
+        default=1,
+        help="warm-up turns, run first and excluded (default 1)",
+    )
+    p.add_argument(
+        "--out", "-o", type=Path, help="results directory (default: runs/<time>-<pipeline>)"
+    )
+    p.add_argument(
+        "--save-audio",
+        action="store_true",
+        help="write each reply's audio into the results directory",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="voicelat", description="Latency profiler for realtime voice pipelines.")
+    parser.add_argument("--version", action="version", version=f"voicelat {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    run = sub.add_parser(
+        "run", help="replay audio fixtures through a pipeline and measure every turn"
+    )
+    add_run_arguments(run)
+    run.set_defaults(func=cmd_run)
+    from voicelat.stack.cli import add_parser as add_stack_parser
+
+    add_stack_parser(sub)  # type: ignore[arg-type]
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        if args.command is None:
+            args = parser.parse_args(["run", *(argv or [])])
+        else:
+            parser.print_help()
+            return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except VoicelatError as exc:
+        _err(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_INTERRUPTED
+
+
+# -- run ------------------------------------------------------------------------------------
+class PrintObserver:
+    """Prints one line per finished turn (runs on the measuring loop: printing a line is cheap)."""
+
+    def __init__(self) -> None:
+        self.t_start = time.monotonic()
+
+    def turn_started(self, planned: PlannedTurn, total: int) -> None:
+        return None
+
+    def milestone(self, index: int, name: str, t_rel_ns: int) -> None:
+        return None
+
+    def turn_finished(self, turn: Turn, total: int) -> None:
+        print(turn_line(turn, total), flush=True)
+
+
+def resolve_inputs(args: argparse.Namespace) -> tuple[Pipeline, list[Fixture]]:
+    pipeline_path = args.pipeline or default_pipeline_path()
+    pipeline = load_pipeline(pipeline_path)
+    fixtures = load_fixtures(args.fixtures or default_fixtures_dir())
+    if getattr(args, "save_audio", False):
+        from dataclasses import replace
+
+        pipeline = replace(pipeline, output=replace(pipeline.output, save_audio=True))
+    return pipeline, fixtures
+
+
+def default_out_dir(pipeline: Pipeline, kind: str = "") -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = f"{stamp}-{pipeline.name}{'-' + kind if kind else ''}"
+    out = Path("runs") / name
+    n = 1
+    while out.exists():
+        n += 1
+        out = Path("runs") / f"{name}-{n}"
+    return out
+
+
+@contextlib.contextmanager
+def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
+    """Bring the embedded stack up when the pipeline needs it; stop only what was started here."""
+    if pipeline.stack != "local":
+        yield {}
+        return
+    from voicelat.stack import LocalStack, StackConfig
+
+    stack = LocalStack(StackConfig())
+    t0 = time.monotonic()
+    _info("embedded stack: checking / starting servers (first start assembles the models) ...")
+    try:
+        status = stack.up(progress=lambda p: _info(f"  {p}"))
+    except VoicelatError as exc:
+        raise VoicelatError(
+            str(exc), exit_code=exc.exit_code if exc.exit_code != EXIT_USAGE else EXIT_INFRA
+        ) from None
+    _info(f"embedded stack ready in {time.monotonic() - t0:.1f} s")
+    for line in status.lines():
+        _info(f"  {line}")
+    try:
+        yield {
+            s.name: {"url": s.url, "version": s.version, "reused": s.name not in stack.started}
+            for s in status
+        }
+    finally:
+        if stack.started:
+            _info(f"stopping the servers this run started: {', '.join(stack.started)}")
+        stack.release()
+
+
+def execute_run(
+    args: argparse.Namespace,
+    pipeline: Pipeline,
+    fixtures: list[Fixture],
+    out_dir: Path,
+    observer: Any,
+    argv: Sequence[str] = (),
+) -> Any:
+    """Run the plan on the current thread's new event loop; returns the runner's outcome."""
+    from voicelat.runner import Runner
+
+    plan = plan_turns(
+        [f.id for f in fixtures], repeat=args.repeat, turns=args.turns, warmup=args.warmup
+    )
+    with stack_for(pipeline) as stack_info:
+        runner = Runner(
+            pipeline, fixtures, out_dir, observer=observer, argv=list(argv), stack_info=stack_info
+        )
+        try:
+            asyncio.run(runner.run(plan))
+        except KeyboardInterrupt:
+            outcome = getattr(runner, "outcome", None)
+            kept = len(outcome.turns) if outcome else 0
+            _info(f"interrupted: {kept} finished turn(s) kept, summary written to {out_dir}")
+            raise
+        return runner.outcome
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    pipeline, fixtures = resolve_inputs(args)
+    out_dir = args.out or default_out_dir(pipeline)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"results directory {out_dir} is not empty: choose another --out")
+    _info(
+        f"pipeline {pipeline.name} ({pipeline.path}); {len(fixtures)} fixtures; results -> {out_dir}"
+    )
+    outcome = execute_run(args, pipeline, fixtures, out_dir, PrintObserver(), argv=sys.argv)
+    print()
+    print(summary_table(outcome.summary, str(out_dir)))
+    if outcome.summary["counts"]["headline"] == 0 and outcome.turns:
+        return EXIT_INFRA
+    return EXIT_OK

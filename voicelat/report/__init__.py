@@ -1,0 +1,1 @@
+"""Renderers of turns and summaries: plain text, JSON, Markdown, JUnit, HTML/SVG."""

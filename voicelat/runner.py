@@ -1,0 +1,463 @@
+"""The runner: plays fixtures into the pipeline in real time and records each turn.
+
+It owns concurrency: pacing the input audio, endpointing, streaming LLM deltas through the
+chunker into TTS while the LLM still runs, playing the reply into the sink, timeouts and
+cancellation. Every turn is written the moment it ends; Ctrl-C keeps every finished turn and
+still writes the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import platform
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from voicelat import __version__
+from voicelat.audio import (
+    PCM,
+    Endpoint,
+    Endpointer,
+    OnsetDetector,
+    Pacer,
+    SimulatedSink,
+    SpeechEnd,
+    StopPacing,
+    first_audible_sample,
+    frames,
+    load_for_stage,
+)
+from voicelat.chunker import Chunker
+from voicelat.config import Pipeline
+from voicelat.errors import InfraError
+from voicelat.events import Audio, Delta, Done, EndOfTurn, Failed, Final, StageEvent, StageName
+from voicelat.fixtures import Fixture, fixture_set_hash
+from voicelat.plan import PlannedTurn
+from voicelat.recorder import TurnRecorder
+from voicelat.results import TurnsWriter, write_summary
+from voicelat.stages.base import LLMStage, STTStage, TTSStage, load_stage_class
+from voicelat.summary import build_summary
+from voicelat.turn import Turn
+
+FRAME_MS = 20
+NS_PER_MS = 1_000_000
+
+
+class Observer(Protocol):
+    """Receives progress from the runner. Calls must be cheap: they run on the measuring loop."""
+
+    def turn_started(self, planned: PlannedTurn, total: int) -> None: ...
+
+    def milestone(self, index: int, name: str, t_rel_ns: int) -> None: ...
+
+    def turn_finished(self, turn: Turn, total: int) -> None: ...
+
+
+class NullObserver:
+    def turn_started(self, planned: PlannedTurn, total: int) -> None:
+        return None
+
+    def milestone(self, index: int, name: str, t_rel_ns: int) -> None:
+        return None
+
+    def turn_finished(self, turn: Turn, total: int) -> None:
+        return None
+
+
+@dataclass
+class _Input:
+    fixture: Fixture
+    pcm: PCM
+    frames: list[bytes]
+    speech_start_ms: int | None
+    speech_end_ms: int | None
+
+
+@dataclass
+class RunOutcome:
+    """What a run produced."""
+
+    run_dir: Path
+    turns: list[Turn]
+    summary: dict[str, Any]
+    interrupted: bool = False
+    planned: int = 0
+
+
+class _LoopLag:
+    """Scheduled-vs-actual wake-up probe of the event loop that stamps events."""
+
+    def __init__(self, period_ms: float = 10.0) -> None:
+        self.period_ns = int(period_ms * NS_PER_MS)
+        self.samples: list[tuple[int, int]] = []  # (t_ns, lag_ns)
+
+    async def run(self) -> None:
+        while True:
+            t = time.perf_counter_ns()
+            await asyncio.sleep(self.period_ns / 1e9)
+            now = time.perf_counter_ns()
+            self.samples.append((now, max(0, now - t - self.period_ns)))
+
+    def max_between(self, a: int, b: int) -> int | None:
+        lags = [lag for t, lag in self.samples if a <= t <= b]
+        return max(lags) if lags else None
+
+
+@dataclass
+class Runner:
+    """Runs planned turns through a pipeline's stages on the current event loop."""
+
+    pipeline: Pipeline
+    fixtures: Sequence[Fixture]
+    out_dir: Path
+    observer: Observer = field(default_factory=NullObserver)
+    argv: Sequence[str] = ()
+    stack_info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._by_id = {f.id: f for f in self.fixtures}
+        self._inputs: dict[str, _Input] = {}
+        self._stages: dict[str, Any] = {}
+        self.turns: list[Turn] = []
+        self._lag = _LoopLag()
+
+    # -- set-up ------------------------------------------------------------------------------
+    def build_stages(self) -> tuple[STTStage, LLMStage, TTSStage]:
+        """Construct (but do not connect) the pipeline's stages; config errors surface here."""
+        p = self.pipeline
+        stt = load_stage_class(p.stt["stage"], "stt")(p.stt)
+        llm = load_stage_class(p.llm["stage"], "llm")(p.llm)
+        tts = load_stage_class(p.tts["stage"], "tts")(p.tts)
+        return stt, llm, tts
+
+    def load_inputs(self, rate: int) -> None:
+        """Read and resample every fixture before any timing starts."""
+        for fx in self.fixtures:
+            pcm = load_for_stage(fx.path, rate)
+            start, end = fx.speech_start_ms, fx.speech_end_ms
+            if start is None or end is None:
+                # Not annotated: the first and last audible samples stand in for ground truth.
+                first = first_audible_sample(pcm)
+                last = _last_audible_ms(pcm)
+                start = None if first is None else first * 1000 // pcm.rate
+                end = last
+            self._inputs[fx.id] = _Input(fx, pcm, frames(pcm, FRAME_MS), start, end)
+
+    # -- the run -----------------------------------------------------------------------------
+    async def run(self, plan: Sequence[PlannedTurn]) -> RunOutcome:
+        stt, llm, tts = self.build_stages()
+        self.load_inputs(stt.input_rate)
+        started_wall = time.time()
+        writer = TurnsWriter(self.out_dir)
+        status = "complete"
+        lag_task = asyncio.create_task(self._lag.run())
+        try:
+            async with AsyncExitStack() as stack:
+                for name, stage in (("stt", stt), ("llm", llm), ("tts", tts)):
+                    await stack.enter_async_context(stage)
+                    self._stages[name] = stage
+                for planned in plan:
+                    self.observer.turn_started(planned, len(plan))
+                    turn = await self._run_turn(planned, stt, llm, tts)
+                    writer.write(turn)
+                    self.turns.append(turn)
+                    self.observer.turn_finished(turn, len(plan))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status = "interrupted"
+            raise
+        except BaseException:
+            status = "failed"
+            raise
+        finally:
+            lag_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lag_task
+            writer.close()
+            summary = self._summary(plan, status, started_wall)
+            write_summary(self.out_dir, summary)
+            self.outcome = RunOutcome(
+                self.out_dir, list(self.turns), summary, status == "interrupted", len(plan)
+            )
+        if self.turns and all(t.failed for t in self.turns):
+            reasons = {t.failure_reason for t in self.turns}
+            raise InfraError(
+                f"every turn failed ({len(self.turns)}); first reason: {next(iter(reasons))}"
+            )
+        return self.outcome
+
+    def _summary(
+        self, plan: Sequence[PlannedTurn], status: str, started_wall: float
+    ) -> dict[str, Any]:
+        return build_summary(
+            self.turns,
+            run={
+                "tool": "voicelat",
+                "version": __version__,
+                "status": status,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall)),
+                "duration_s": round(time.time() - started_wall, 3),
+                "planned_turns": len(plan),
+                "argv": list(self.argv),
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "stack": self.stack_info,
+            },
+            pipeline=self.pipeline.to_json(),
+            fixtures=[f.to_json() for f in self.fixtures],
+            stages={k: v.describe() for k, v in self._stages.items()},
+            loop_lag_ns=[lag for _, lag in self._lag.samples],
+            budget=self.pipeline.budget,
+        ) | {"fixture_set_sha256": fixture_set_hash(list(self.fixtures))}
+
+    # -- one turn ----------------------------------------------------------------------------
+    async def _run_turn(
+        self, planned: PlannedTurn, stt: STTStage, llm: LLMStage, tts: TTSStage
+    ) -> Turn:
+        inp = self._inputs[planned.fixture]
+        rec = TurnRecorder(
+            index=planned.index,
+            fixture=planned.fixture,
+            t0_ns=0,
+            repeat=planned.repeat,
+            warmup=planned.warmup,
+            expected=inp.fixture.text,
+            wall_time_ns=time.time_ns(),
+        )
+        for stage in (stt, llm, tts):
+            try:
+                await stage.prepare()
+            except Exception as exc:  # a warm-up that fails shows again in the turn itself
+                rec.flag(f"prepare_failed:{type(exc).__name__}")
+        turn_start = time.perf_counter_ns()
+        try:
+            async with asyncio.timeout(self.pipeline.turn.timeout_s):
+                await self._turn_body(planned, inp, rec, stt, llm, tts)
+        except TimeoutError:
+            last = list(rec.milestones())[-1:] or ["start"]
+            rec.fail(
+                "turn",
+                f"timed out after {self.pipeline.turn.timeout_s:g} s (last milestone: {last[0]})",
+            )
+        except Exception as exc:
+            rec.fail("runner", f"{type(exc).__name__}: {exc}")
+        rec.figure("loop_lag_max_ns", self._lag.max_between(turn_start, time.perf_counter_ns()))
+        return rec.finish()
+
+    def _live(self, rec: TurnRecorder, name: str, t_ns: int) -> None:
+        self.observer.milestone(rec.index, name, t_ns - rec.t0_ns)
+
+    async def _turn_body(
+        self,
+        planned: PlannedTurn,
+        inp: _Input,
+        rec: TurnRecorder,
+        stt: STTStage,
+        llm: LLMStage,
+        tts: TTSStage,
+    ) -> None:
+        ep = self.pipeline.endpointing
+        endpointer = Endpointer(
+            threshold_dbfs=ep.threshold_dbfs,
+            hangover_ms=ep.hangover_ms,
+            min_speech_ms=ep.min_speech_ms,
+            frame_ms=FRAME_MS,
+        )
+        audio_q: asyncio.Queue[bytes | None] = asyncio.Queue()
+        stt_done = asyncio.Event()
+        provider_eot = asyncio.Event()
+
+        async def audio_iter() -> AsyncIterator[bytes]:
+            while (frame := await audio_q.get()) is not None:
+                yield frame
+
+        async def run_stt() -> None:
+            try:
+                async for ev in stt.transcribe(audio_iter()):
+                    self._record(rec, "stt", ev)
+                    if isinstance(ev, Final):
+                        self._live(rec, "stt_final", ev.t_ns)
+                    if isinstance(ev, EndOfTurn):
+                        provider_eot.set()
+                    if isinstance(ev, Final | Failed):
+                        stt_done.set()
+            except Exception as exc:
+                rec.fail("stt", f"{type(exc).__name__}: {exc}")
+            finally:
+                stt_done.set()
+                provider_eot.set()
+
+        stt_task = asyncio.create_task(run_stt())
+        pacer = Pacer(frame_ms=FRAME_MS)
+        endpoint_seen = False
+        vad_mode = ep.mode == "vad"
+
+        async def send(k: int, frame: bytes) -> None:
+            nonlocal endpoint_seen
+            if k == 0:
+                rec.t0_ns = pacer.t0_ns
+                if inp.speech_start_ms is not None:
+                    rec.mark("speech_start", pacer.t0_ns + inp.speech_start_ms * NS_PER_MS)
+                if inp.speech_end_ms is not None:
+                    rec.mark("speech_end", pacer.t0_ns + inp.speech_end_ms * NS_PER_MS)
+            t = time.perf_counter_ns()
+            audio_q.put_nowait(frame)
+            for event in endpointer.feed(frame, k):
+                if isinstance(event, SpeechEnd) and inp.speech_end_ms is None:
+                    rec.mark("speech_end", t)
+                if isinstance(event, Endpoint) and vad_mode:
+                    endpoint_seen = True
+                    rec.mark("endpoint", t)
+                    self._live(rec, "endpoint", t)
+                    raise StopPacing
+            if not vad_mode and provider_eot.is_set():
+                raise StopPacing
+            if stt_done.is_set():
+                raise StopPacing
+
+        await pacer.run(inp.frames, send)
+        if not endpoint_seen and vad_mode:
+            t = time.perf_counter_ns()
+            rec.mark("endpoint", t)
+            rec.flag("endpoint:end_of_audio")
+        audio_q.put_nowait(None)
+        lags = pacer.lags_ns
+        if lags:
+            lag_max = max(lags)
+            rec.figure("pacer_lag_max_ns", lag_max)
+            rec.figure("pacer_lag_p50_ns", sorted(lags)[len(lags) // 2])
+            if lag_max > self.pipeline.turn.pacer_lag_limit_ms * NS_PER_MS:
+                rec.flag("pacer_lag")
+        await stt_task
+        if rec.failed:
+            return
+        transcript = rec.transcript()
+        if not transcript:
+            rec.fail("stt", "empty transcript (no speech recognized)")
+            return
+        await self._reply(planned, rec, transcript, llm, tts)
+
+    async def _reply(
+        self, planned: PlannedTurn, rec: TurnRecorder, transcript: str, llm: LLMStage, tts: TTSStage
+    ) -> None:
+        text_q: asyncio.Queue[str | None] = asyncio.Queue()
+        chunker = Chunker(self.pipeline.chunker.mode, self.pipeline.chunker.min_chars)  # type: ignore[arg-type]
+        record_path = None
+        if self.pipeline.output.save_audio:
+            record_path = self.out_dir / "audio" / f"turn-{planned.index:04d}-{planned.fixture}.wav"
+            record_path.parent.mkdir(parents=True, exist_ok=True)
+        sink = SimulatedSink(
+            output_latency_ms=self.pipeline.output.latency_ms, record_path=record_path
+        )
+        onset = OnsetDetector()
+        seen_samples = 0
+
+        async def text_iter() -> AsyncIterator[str]:
+            while (piece := await text_q.get()) is not None:
+                yield piece
+
+        async def run_tts() -> None:
+            nonlocal seen_samples
+            first = True
+            try:
+                async for ev in tts.synthesize(text_iter()):
+                    self._record(rec, "tts", ev)
+                    if isinstance(ev, Audio) and ev.pcm:
+                        if first:
+                            first = False
+                            self._live(rec, "tts_first_byte", ev.t_ns)
+                        sink.feed(ev.pcm, ev.rate, ev.t_ns)
+                        found = (
+                            onset.feed(ev.pcm, ev.rate)
+                            if _takes_rate(onset)
+                            else onset.feed(ev.pcm)
+                        )
+                        if found is not None:
+                            rec.set_onset(found)
+                        seen_samples += ev.n_samples
+                    elif isinstance(ev, Failed):
+                        break
+            except Exception as exc:
+                rec.fail("tts", f"{type(exc).__name__}: {exc}")
+            finally:
+                sink.finish()
+
+        async def watch_sink() -> None:
+            await sink.audible.wait()
+            if sink.first_audible_ns is not None:
+                rec.mark("output_first_audible", sink.first_audible_ns)
+                self._live(rec, "output_first_audible", sink.first_audible_ns)
+
+        tts_task = asyncio.create_task(run_tts())
+        play_task = asyncio.create_task(sink.play())
+        watch_task = asyncio.create_task(watch_sink())
+        first_speakable = True
+        first_token = True
+        try:
+            async for ev in llm.complete(transcript):
+                self._record(rec, "llm", ev)
+                if isinstance(ev, Delta) and ev.content:
+                    if first_token:
+                        first_token = False
+                        self._live(rec, "llm_first_token", ev.t_ns)
+                    for piece in chunker.feed(ev.content):
+                        if first_speakable:
+                            first_speakable = False
+                            t = time.perf_counter_ns()
+                            rec.mark("llm_first_speakable", t)
+                            self._live(rec, "llm_first_speakable", t)
+                        text_q.put_nowait(piece)
+                elif isinstance(ev, Done | Failed):
+                    break
+        except Exception as exc:
+            rec.fail("llm", f"{type(exc).__name__}: {exc}")
+        if not rec.failed:
+            for piece in chunker.flush():
+                if first_speakable:
+                    first_speakable = False
+                    t = time.perf_counter_ns()
+                    rec.mark("llm_first_speakable", t)
+                    self._live(rec, "llm_first_speakable", t)
+                text_q.put_nowait(piece)
+            if first_speakable:
+                rec.fail("llm", "empty reply: the model produced no speakable text")
+        text_q.put_nowait(None)
+        try:
+            await tts_task
+            await play_task
+        finally:
+            for task in (tts_task, play_task, watch_task):
+                if not task.done():
+                    task.cancel()
+            for task in (tts_task, play_task, watch_task):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        rec.figure("sink_underruns", sink.underruns)
+        rec.figure("sink_underrun_total_ns", sink.underrun_total_ns)
+        if sink.started_ns is not None and sink.first_audible_ns is None and not rec.failed:
+            rec.fail("tts", "the reply audio is silent (no sample above the onset threshold)")
+
+    def _record(self, rec: TurnRecorder, stage: StageName, ev: StageEvent) -> None:
+        rec.on_event(stage, ev)
+
+
+def _takes_rate(detector: Any) -> bool:
+    import inspect
+
+    return len(inspect.signature(detector.feed).parameters) > 1
+
+
+def _last_audible_ms(pcm: PCM) -> int | None:
+    reversed_pcm = PCM(pcm.to_array()[::-1].tobytes(), pcm.rate)
+    idx = first_audible_sample(reversed_pcm)
+    if idx is None:
+        return None
+    return (pcm.n_samples - idx) * 1000 // pcm.rate
+
+
+__all__ = ["NullObserver", "Observer", "RunOutcome", "Runner"]
