@@ -140,6 +140,9 @@ class StackConfig:
     startup_timeout_s: float = 120.0
     # Seconds between SIGTERM and SIGKILL when stopping a server.
     stop_timeout_s: float = 5.0
+    # Seconds a running server may take to answer a health probe (status, reuse by `up`);
+    # an idle local server answers in milliseconds, so longer means hung.
+    health_timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
         self.cache_dir = Path(self.cache_dir).expanduser()

@@ -7,7 +7,6 @@ a protocol round trip, and warm-up means one real request of each kind.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import random
@@ -201,10 +200,3 @@ async def llm_complete(
         raise StackError(
             f"POST {base_url}/v1/completions: unexpected answer {str(data)[:200]}"
         ) from None
-
-
-async def wait_closed(task: asyncio.Task[Any]) -> None:
-    """Cancel ``task`` and wait for it, swallowing its cancellation."""
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
