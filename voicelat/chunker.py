@@ -61,7 +61,10 @@ class Chunker:
                 continue
             words = self._buf[:end].split()
             if words and words[-1].lower() in _ABBREV:
-                continue
+                # "no." abbreviates a number only before one ("No. 5"); "No. I can't." ends.
+                after = self._buf[end:].lstrip()
+                if words[-1].lower() != "no." or not after or after[0].isdigit():
+                    continue
             if end == len(self._buf) and m.start() > 0 and self._buf[m.start() - 1].isdigit():
                 # "3." may continue as "3.5": wait for the next token.
                 continue

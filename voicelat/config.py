@@ -17,6 +17,11 @@ from voicelat.errors import ConfigError
 
 _TOP_LEVEL = {"pipeline", "stt", "llm", "tts", "endpointing", "chunker", "output", "turn", "budget"}
 _SECRET_LOOKING = re.compile(r"^(sk-|xi-|Bearer |Token )|^[A-Za-z0-9_\-]{32,}$")
+#: Stage keys that name a credential (``api_key``, ``xi_api_key``, ``token``...). Provider options
+#: that merely contain "key" (Deepgram's ``keywords``/``keyterm``) are not credentials.
+_SECRET_KEY = re.compile(
+    r"(^|_)(api_?key|key|token|secret|password|passwd|credentials?)$", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,9 @@ def load_pipeline(path: Path) -> Pipeline:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        at = re.search(r"at line (\d+)", str(exc))
+        loc = f"{path}:{at.group(1)}" if at else str(path)
+        raise ConfigError(f"{loc}: not valid TOML: {exc}") from None
     return parse_pipeline(data, text=text, path=path, sha256=hashlib.sha256(raw).hexdigest())
 
 
@@ -126,8 +133,10 @@ def parse_pipeline(
 
     unknown = sorted(set(data) - _TOP_LEVEL)
     if unknown:
+        line = _line_of(text, unknown[0], None) or _line_of(text, "", unknown[0])
+        loc = f"{where}:{line}" if line else where
         raise ConfigError(
-            f"{where}: unknown table(s) {', '.join(unknown)}; valid tables: {', '.join(sorted(_TOP_LEVEL))}"
+            f"{loc}: unknown table(s) {', '.join(unknown)}; valid tables: {', '.join(sorted(_TOP_LEVEL))}"
         )
     for stage in ("stt", "llm", "tts"):
         table = data.get(stage)
@@ -136,7 +145,7 @@ def parse_pipeline(
         if not isinstance(table.get("stage"), str):
             raise err(stage, "stage", 'is missing: name the stage to use (e.g. stage = "openai")')
         for key, value in table.items():
-            if "key" in key.lower() and key != "api_key_env" and isinstance(value, str):
+            if _SECRET_KEY.search(key) and isinstance(value, str):
                 raise err(
                     stage,
                     key,

@@ -31,14 +31,17 @@ def critical_segments(
         return {}, None, ["order:output_first_audible<speech_end"]
     segments: dict[str, int] = {}
     prev = start
+    raw_prev = start
     for name, milestone in zip(SEGMENTS, CRITICAL_PATH[1:], strict=True):
         raw = milestones[milestone]
         # The last boundary is the true total; later boundaries cannot exceed it.
         effective = min(max(prev, raw), end)
-        if raw < prev:
+        # Negative raw segment (raw < raw_prev), or one squeezed by an earlier clamp (raw < prev).
+        if raw < max(prev, raw_prev):
             flags.append(f"clamped:{name}")
         segments[name] = effective - prev
         prev = effective
+        raw_prev = raw
     assert prev == end
     return segments, end - start, flags
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from voicelat.contract import MILESTONES, STRICT_ORDER
+from voicelat.contract import CRITICAL_PATH, MILESTONES, STRICT_ORDER
 from voicelat.events import (
     Audio,
     Connected,
@@ -171,11 +171,12 @@ class TurnRecorder:
         flags = [*self._flags, *seg_flags, *order_violations(absolute, STRICT_ORDER)]
         failure = self._failure
         if failure is None and e2e is None:
-            missing = [
-                m for m in ("stt_final", "llm_first_token", "tts_first_byte") if m not in absolute
-            ]
-            what = ", ".join(missing) if missing else "a milestone of the critical path"
-            failure = ("turn", f"incomplete turn: no {what}")
+            # The first gap on the critical path is where the turn stopped (and groups failures).
+            missing = [m for m in CRITICAL_PATH if m not in absolute]
+            if missing:
+                failure = ("turn", f"incomplete turn: no {missing[0]}")
+            else:
+                failure = ("turn", "output_first_audible is before speech_end: no e2e")
         figures = dict(self._figures)
         figures.update(self._stage_figures(absolute))
         spans: list[SpanRecord] = []

@@ -52,9 +52,13 @@ class Distribution:
     def at(self, p: int) -> float | None:
         return {50: self.p50, 90: self.p90, 99: self.p99, 100: self.max}.get(p)
 
-    def to_json(self) -> dict[str, float | int | None]:
+    def to_json(self, *, integer: bool = True) -> dict[str, float | int | None]:
+        """Integer ns by default; ``integer=False`` keeps ratios and rates (RTF, tokens/s)."""
+
         def r(v: float | None) -> float | int | None:
-            return None if v is None else round(v)
+            if v is None:
+                return None
+            return round(v) if integer else round(v, 6)
 
         return {
             "n": self.n,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -84,6 +85,17 @@ def waterfall(turns: Sequence[Turn], percentiles: Sequence[int] = PERCENTILES) -
     return out
 
 
+def _round_to_total(values: Mapping[str, float], total: int) -> dict[str, int]:
+    """Round to integers that still sum to ``total`` (largest remainder): rounding each bar on
+    its own could make the waterfall's bars miss its total by a few ns."""
+    floors = {k: math.floor(v) for k, v in values.items()}
+    short = total - sum(floors.values())
+    by_remainder = sorted(values, key=lambda k: values[k] - floors[k], reverse=short > 0)
+    for k in by_remainder[: abs(short)]:
+        floors[k] += 1 if short > 0 else -1
+    return floors
+
+
 def build_summary(
     turns: Sequence[Turn],
     *,
@@ -110,7 +122,9 @@ def build_summary(
         "counts": counts(turns),
         "e2e": segs["e2e"].to_json(),
         "segments": {s: segs[s].to_json() for s in SEGMENTS},
-        "figures": {k: v.to_json() for k, v in figure_distributions(head).items()},
+        "figures": {
+            k: v.to_json(integer=k.endswith("_ns")) for k, v in figure_distributions(head).items()
+        },
         "spans": {
             st: {n: d.to_json() for n, d in spans.items()}
             for st, spans in span_distributions(head).items()
@@ -121,7 +135,7 @@ def build_summary(
                 "band_n": b.band_n,
                 "e2e_percentile_ns": round(b.e2e_percentile),
                 "mean_e2e_ns": round(b.mean_e2e),
-                "segments_ns": {k: round(v) for k, v in b.segments.items()},
+                "segments_ns": _round_to_total(b.segments, round(b.mean_e2e)),
                 "turns": list(b.indexes),
             }
             for p, b in bands.items()
