@@ -182,11 +182,22 @@ def default_out_dir(pipeline: Pipeline, kind: str = "") -> Path:
     return out
 
 
+def with_stack_urls(pipeline: Pipeline, status: Any) -> Pipeline:
+    """Point stages that name no server at the embedded stack's servers."""
+    from dataclasses import replace
+
+    stt, llm, tts = dict(pipeline.stt), dict(pipeline.llm), dict(pipeline.tts)
+    stt.setdefault("url", status.stt_url)
+    tts.setdefault("url", status.tts_url)
+    llm.setdefault("base_url", f"{status.llm_url}/v1")
+    return replace(pipeline, stt=stt, llm=llm, tts=tts)
+
+
 @contextlib.contextmanager
-def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
+def stack_for(pipeline: Pipeline) -> Iterator[tuple[Pipeline, dict[str, Any]]]:
     """Bring the embedded stack up when the pipeline needs it; stop only what was started here."""
     if pipeline.stack != "local":
-        yield {}
+        yield pipeline, {}
         return
     from voicelat.stack import LocalStack, StackConfig
 
@@ -203,7 +214,7 @@ def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
     for line in status.lines():
         _info(f"  {line}")
     try:
-        yield {
+        yield with_stack_urls(pipeline, status), {
             s.name: {"url": s.url, "version": s.version, "reused": s.name not in stack.started}
             for s in status
         }
@@ -227,7 +238,7 @@ def execute_run(
     plan = plan_turns(
         [f.id for f in fixtures], repeat=args.repeat, turns=args.turns, warmup=args.warmup
     )
-    with stack_for(pipeline) as stack_info:
+    with stack_for(pipeline) as (pipeline, stack_info):
         runner = Runner(
             pipeline, fixtures, out_dir, observer=observer, argv=list(argv), stack_info=stack_info
         )

@@ -156,12 +156,14 @@ class Runner:
         started_wall = time.time()
         writer = TurnsWriter(self.out_dir)
         status = "complete"
-        lag_task = asyncio.create_task(self._lag.run())
+        lag_task: asyncio.Task[None] | None = None
         try:
             async with AsyncExitStack() as stack:
                 for name, stage in (("stt", stt), ("llm", llm), ("tts", tts)):
                     await stack.enter_async_context(stage)
                     self._stages[name] = stage
+                # Probe the loop only once set-up work (client construction, handshakes) is done.
+                lag_task = asyncio.create_task(self._lag.run())
                 for planned in plan:
                     self.observer.turn_started(planned, len(plan))
                     turn = await self._run_turn(planned, stt, llm, tts)
@@ -175,9 +177,10 @@ class Runner:
             status = "failed"
             raise
         finally:
-            lag_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await lag_task
+            if lag_task is not None:
+                lag_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await lag_task
             writer.close()
             summary = self._summary(plan, status, started_wall)
             write_summary(self.out_dir, summary)
@@ -229,11 +232,7 @@ class Runner:
             expected=inp.fixture.text,
             wall_time_ns=time.time_ns(),
         )
-        for stage in (stt, llm, tts):
-            try:
-                await stage.prepare()
-            except Exception as exc:  # a warm-up that fails shows again in the turn itself
-                rec.flag(f"prepare_failed:{type(exc).__name__}")
+        await self._prepare(rec, stt)
         turn_start = time.perf_counter_ns()
         try:
             async with asyncio.timeout(self.pipeline.turn.timeout_s):
@@ -248,6 +247,13 @@ class Runner:
             rec.fail("runner", f"{type(exc).__name__}: {exc}")
         rec.figure("loop_lag_max_ns", self._lag.max_between(turn_start, time.perf_counter_ns()))
         return rec.finish()
+
+    async def _prepare(self, rec: TurnRecorder, *stages: Any) -> None:
+        for stage in stages:
+            try:
+                await stage.prepare()
+            except Exception as exc:  # a warm-up that fails shows again in the turn itself
+                rec.flag(f"prepare_failed:{type(exc).__name__}")
 
     def _live(self, rec: TurnRecorder, name: str, t_ns: int) -> None:
         self.observer.milestone(rec.index, name, t_ns - rec.t0_ns)
@@ -300,16 +306,19 @@ class Runner:
         async def send(k: int, frame: bytes) -> None:
             nonlocal endpoint_seen
             if k == 0:
-                rec.t0_ns = pacer.t0_ns
+                t0 = pacer.t0_ns
+                assert t0 is not None
+                rec.t0_ns = t0
                 if inp.speech_start_ms is not None:
-                    rec.mark("speech_start", pacer.t0_ns + inp.speech_start_ms * NS_PER_MS)
+                    rec.mark("speech_start", t0 + inp.speech_start_ms * NS_PER_MS)
                 if inp.speech_end_ms is not None:
-                    rec.mark("speech_end", pacer.t0_ns + inp.speech_end_ms * NS_PER_MS)
+                    rec.mark("speech_end", t0 + inp.speech_end_ms * NS_PER_MS)
             t = time.perf_counter_ns()
             audio_q.put_nowait(frame)
             for event in endpointer.feed(frame, k):
                 if isinstance(event, SpeechEnd) and inp.speech_end_ms is None:
-                    rec.mark("speech_end", t)
+                    # The VAD confirms an offset only at the endpoint: place it where it was.
+                    rec.mark("speech_end", pacer.time_of_sample(event.sample_offset, inp.pcm.rate))
                 if isinstance(event, Endpoint) and vad_mode:
                     endpoint_seen = True
                     rec.mark("endpoint", t)
@@ -321,6 +330,9 @@ class Runner:
                 raise StopPacing
 
         await pacer.run(inp.frames, send)
+        # Re-warm the next stages' connections while STT finalizes (servers drop idle
+        # keep-alive connections after a few seconds; a real agent keeps them warm too).
+        warm = asyncio.create_task(self._prepare(rec, llm, tts))
         if not endpoint_seen and vad_mode:
             t = time.perf_counter_ns()
             rec.mark("endpoint", t)
@@ -334,6 +346,7 @@ class Runner:
             if lag_max > self.pipeline.turn.pacer_lag_limit_ms * NS_PER_MS:
                 rec.flag("pacer_lag")
         await stt_task
+        await warm
         if rec.failed:
             return
         transcript = rec.transcript()
@@ -372,11 +385,7 @@ class Runner:
                             first = False
                             self._live(rec, "tts_first_byte", ev.t_ns)
                         sink.feed(ev.pcm, ev.rate, ev.t_ns)
-                        found = (
-                            onset.feed(ev.pcm, ev.rate)
-                            if _takes_rate(onset)
-                            else onset.feed(ev.pcm)
-                        )
+                        found = onset.feed(ev.pcm, ev.rate)
                         if found is not None:
                             rec.set_onset(found)
                         seen_samples += ev.n_samples
@@ -444,12 +453,6 @@ class Runner:
 
     def _record(self, rec: TurnRecorder, stage: StageName, ev: StageEvent) -> None:
         rec.on_event(stage, ev)
-
-
-def _takes_rate(detector: Any) -> bool:
-    import inspect
-
-    return len(inspect.signature(detector.feed).parameters) > 1
 
 
 def _last_audible_ms(pcm: PCM) -> int | None:

@@ -33,7 +33,8 @@ class Stage(Protocol):
         ...
 
     async def prepare(self) -> None:
-        """Called when a turn starts (the user begins speaking): keep connections warm."""
+        """Keep connections warm: STT's is called as a turn starts, LLM's and TTS's at the
+        endpoint, shortly before they are needed (never inside a measured request)."""
         ...
 
 

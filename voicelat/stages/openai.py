@@ -155,7 +155,7 @@ class OpenAILLM:
     async def prepare(self) -> None:
         # Servers close idle keep-alive connections (uvicorn after 5 s): re-warm while the user
         # speaks, as a real agent would, so the measured request is not charged a connect.
-        if self.keepalive and time.perf_counter_ns() - self._last_use_ns > 2_000_000_000:
+        if self.keepalive and time.perf_counter_ns() - self._last_use_ns > 1_000_000_000:
             with contextlib.suppress(StageError):
                 await self._warm(first=False)
 

@@ -1,0 +1,41 @@
+"""Shared fixtures: the embedded local stack on test ports, started once per session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Ports that do not clash with a stack a developer keeps running on the defaults.
+TEST_STACK_ENV = {
+    "VOICELAT_STT_PORT": "10311",
+    "VOICELAT_TTS_PORT": "10211",
+    "VOICELAT_LLM_PORT": "8091",
+}
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The three real servers, up and warmed; yields the environment that points at them."""
+    from voicelat.stack import LocalStack, StackConfig
+
+    state = tmp_path_factory.mktemp("stack-state")
+    env = {**TEST_STACK_ENV, "VOICELAT_STATE_DIR": str(state)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    stack = LocalStack(StackConfig())
+    try:
+        status = stack.up()
+        yield {"env": env, "status": status, "config": stack.config}
+    finally:
+        stack.release()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
