@@ -19,7 +19,6 @@ from typing import Any
 from voicelat import __version__
 from voicelat.config import Pipeline, default_pipeline_path, load_pipeline
 from voicelat.errors import (
-    EXIT_INFRA,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -182,39 +181,39 @@ def default_out_dir(pipeline: Pipeline, kind: str = "") -> Path:
     return out
 
 
-def with_stack_urls(pipeline: Pipeline, status: Any) -> Pipeline:
-    """Point stages that name no server at the embedded stack's servers."""
+def with_stack_urls(pipeline: Pipeline) -> Pipeline:
+    """Point stages that name no server at the embedded stack's servers (when it is used)."""
+    if pipeline.stack != "local":
+        return pipeline
     from dataclasses import replace
 
+    from voicelat.stack import StackConfig
+
+    cfg = StackConfig()
     stt, llm, tts = dict(pipeline.stt), dict(pipeline.llm), dict(pipeline.tts)
-    stt.setdefault("url", status.stt_url)
-    tts.setdefault("url", status.tts_url)
-    llm.setdefault("base_url", f"{status.llm_url}/v1")
+    stt.setdefault("url", cfg.stt_url)
+    tts.setdefault("url", cfg.tts_url)
+    llm.setdefault("base_url", f"{cfg.llm_url}/v1")
     return replace(pipeline, stt=stt, llm=llm, tts=tts)
 
 
 @contextlib.contextmanager
-def stack_for(pipeline: Pipeline) -> Iterator[tuple[Pipeline, dict[str, Any]]]:
+def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
     """Bring the embedded stack up when the pipeline needs it; stop only what was started here."""
     if pipeline.stack != "local":
-        yield pipeline, {}
+        yield {}
         return
     from voicelat.stack import LocalStack, StackConfig
 
     stack = LocalStack(StackConfig())
     t0 = time.monotonic()
     _info("embedded stack: checking / starting servers (first start assembles the models) ...")
-    try:
-        status = stack.up(progress=lambda p: _info(f"  {p}"))
-    except VoicelatError as exc:
-        raise VoicelatError(
-            str(exc), exit_code=exc.exit_code if exc.exit_code != EXIT_USAGE else EXIT_INFRA
-        ) from None
+    status = stack.up(progress=lambda p: _info(f"  {p}"))
     _info(f"embedded stack ready in {time.monotonic() - t0:.1f} s")
     for line in status.lines():
         _info(f"  {line}")
     try:
-        yield with_stack_urls(pipeline, status), {
+        yield {
             s.name: {"url": s.url, "version": s.version, "reused": s.name not in stack.started}
             for s in status
         }
@@ -232,16 +231,20 @@ def execute_run(
     observer: Any,
     argv: Sequence[str] = (),
 ) -> Any:
-    """Run the plan on the current thread's new event loop; returns the runner's outcome."""
+    """Run the plan on the current thread's new event loop; returns the runner's outcome.
+
+    Stage options and fixture audio are validated before any server starts, so bad input
+    fails in a second, not after the stack's start-up.
+    """
     from voicelat.runner import Runner
 
     plan = plan_turns(
         [f.id for f in fixtures], repeat=args.repeat, turns=args.turns, warmup=args.warmup
     )
-    with stack_for(pipeline) as (pipeline, stack_info):
-        runner = Runner(
-            pipeline, fixtures, out_dir, observer=observer, argv=list(argv), stack_info=stack_info
-        )
+    runner = Runner(with_stack_urls(pipeline), fixtures, out_dir, observer=observer, argv=list(argv))
+    runner.validate()
+    with stack_for(pipeline) as stack_info:
+        runner.stack_info = stack_info
         try:
             asyncio.run(runner.run(plan))
         except KeyboardInterrupt:
@@ -264,5 +267,5 @@ def cmd_run(args: argparse.Namespace) -> int:
     print()
     print(summary_table(outcome.summary, str(out_dir)))
     if outcome.summary["counts"]["headline"] == 0 and outcome.turns:
-        return EXIT_INFRA
+        _info("note: no warm turn to report (cold and warm-up turns are kept apart); add turns")
     return EXIT_OK

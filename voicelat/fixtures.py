@@ -109,6 +109,15 @@ def load_fixtures(directory: Path) -> list[Fixture]:
             raise ConfigError(
                 f"{manifest}: fixtures[{i}] speech_end_ms must be after speech_start_ms"
             )
+        digest = _sha256(path)
+        pinned = entry.get("sha256")
+        if isinstance(pinned, str) and pinned and pinned.lower() != digest:
+            # The annotations belong to the audio they were made on: a changed file with stale
+            # speech_end_ms would silently shift every e2e.
+            raise ConfigError(
+                f"{manifest}: {entry['file']} changed since it was annotated (sha256 differs): "
+                "re-annotate it and update its sha256, or remove the sha256 to accept it as is"
+            )
         out.append(
             Fixture(
                 id=fid,
@@ -116,7 +125,7 @@ def load_fixtures(directory: Path) -> list[Fixture]:
                 text=entry.get("text") if isinstance(entry.get("text"), str) else None,
                 speech_start_ms=start,
                 speech_end_ms=end,
-                sha256=_sha256(path),
+                sha256=digest,
                 voice=entry.get("voice") if isinstance(entry.get("voice"), str) else None,
                 annotated=start is not None and end is not None,
             )

@@ -136,6 +136,12 @@ class Runner:
         tts = load_stage_class(p.tts["stage"], "tts")(p.tts)
         return stt, llm, tts
 
+    def validate(self) -> None:
+        """Build the stages and read every fixture: configuration and audio errors surface
+        here, before any server is started or any timing begins."""
+        stt, _, _ = self.build_stages()
+        self.load_inputs(stt.input_rate)
+
     def load_inputs(self, rate: int) -> None:
         """Read and resample every fixture before any timing starts."""
         for fx in self.fixtures:
@@ -152,7 +158,8 @@ class Runner:
     # -- the run -----------------------------------------------------------------------------
     async def run(self, plan: Sequence[PlannedTurn]) -> RunOutcome:
         stt, llm, tts = self.build_stages()
-        self.load_inputs(stt.input_rate)
+        if not self._inputs:
+            self.load_inputs(stt.input_rate)
         started_wall = time.time()
         writer = TurnsWriter(self.out_dir)
         status = "complete"
