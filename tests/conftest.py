@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,27 @@ TEST_STACK_ENV = {
 }
 
 
+def _free(port: int) -> int:
+    """``port`` or the next one nobody listens on (another test session may hold the first)."""
+    for candidate in range(port, port + 50):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return candidate
+    raise RuntimeError(f"no free port near {port}")
+
+
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The three real servers, up and warmed; yields the environment that points at them."""
     from voicelat.stack import LocalStack, StackConfig
 
     state = tmp_path_factory.mktemp("stack-state")
-    env = {**TEST_STACK_ENV, "VOICELAT_STATE_DIR": str(state)}
+    env = {k: str(_free(int(v))) for k, v in TEST_STACK_ENV.items()}
+    env["VOICELAT_STATE_DIR"] = str(state)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     stack = LocalStack(StackConfig())
