@@ -8,6 +8,7 @@ marks a warm (reused) connection.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -277,6 +278,9 @@ class OpenAILLM:
             t = time.perf_counter_ns()
             for ev in decoder.feed(chunk, t):
                 if ev.data.startswith("[DONE]"):
+                    # Read the end of the chunked body before reporting: a response closed
+                    # unread costs the pooled connection, and the next turn would be cold.
+                    await _drain(raw)
                     yield Done(ev.t_ns, finish, usage)
                     return
                 try:
@@ -316,6 +320,15 @@ class OpenAILLM:
             yield Failed(t_end, "stream ended before [DONE] and without a finish_reason")
 
 
+async def _drain(raw: AsyncIterator[bytes], timeout_s: float = 1.0) -> None:
+    async def consume() -> None:
+        async for _ in raw:
+            pass
+
+    with contextlib.suppress(httpx.HTTPError, TimeoutError):
+        await asyncio.wait_for(consume(), timeout_s)
+
+
 def _choice_text(choice: Mapping[str, Any]) -> tuple[str, str]:
     delta = choice.get("delta")
     if isinstance(delta, dict):
@@ -343,6 +356,11 @@ def _stream_error(data: Mapping[str, Any]) -> str | None:
 
 
 def _error_message(body: bytes) -> str:
+    """The provider's error message from a JSON or text body, on one line."""
+    return " ".join(_raw_error_message(body).split())[:300]
+
+
+def _raw_error_message(body: bytes) -> str:
     try:
         data = json.loads(body)
     except ValueError:
