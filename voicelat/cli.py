@@ -120,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     from voicelat.stack.cli import add_parser as add_stack_parser
 
     add_stack_parser(sub)  # type: ignore[arg-type]
+    from voicelat.ci import add_parser as add_ci_parser; add_ci_parser(sub)  # noqa: E702, I001
     return parser
 
 

@@ -1,0 +1,133 @@
+"""Markdown for a pull request (or ``$GITHUB_STEP_SUMMARY``): the verdict, the budget table, the
+baseline comparison and the P50/P90 waterfall, readable without opening the run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from voicelat.budget import NS_PER_MS, Check
+from voicelat.contract import SEGMENTS
+from voicelat.gate import GateResult
+
+
+def _ms(ns: object) -> str:
+    return "–" if not isinstance(ns, int | float) else f"{ns / NS_PER_MS:.0f} ms"
+
+
+def _cell(text: str) -> str:
+    # A pipe inside a cell would end the cell early.
+    return text.replace("|", "\\|")
+
+
+def _measured(c: Check) -> str:
+    if c.measured is None:
+        return "–"
+    if c.unit == "ratio":
+        return f"{c.measured:.1%}"
+    if c.unit == "turns":
+        return f"{c.measured:.0f}"
+    return f"{c.measured:.0f} ms"
+
+
+def _limit(c: Check) -> str:
+    if c.limit is None:
+        return "–"
+    if c.unit == "ratio":
+        return f"≤ {c.limit:.1%}"
+    if c.unit == "turns":
+        return f"≥ {c.limit:.0f}"
+    return f"≤ {c.limit:g} ms"
+
+
+def _waterfall(summary: Mapping[str, Any]) -> list[str]:
+    wf = summary.get("waterfall") or {}
+    bands = [(k, wf[k]) for k in ("p50", "p90") if wf.get(k)]
+    if not bands:
+        return []
+    head = " | ".join(
+        f"{k.upper()} band ({b.get('band_n')} turn(s), {_ms(b.get('mean_e2e_ns'))})"
+        for k, b in bands
+    )
+    out = [
+        "",
+        "<details><summary>Where the time went (waterfall bands: the mean composition of the "
+        "turns around each percentile)</summary>",
+        "",
+        f"| segment | {head} |",
+        "|---|" + "---:|" * len(bands),
+    ]
+    for s in SEGMENTS:
+        out.append(
+            f"| {s} | "
+            + " | ".join(_ms((b.get("segments_ns") or {}).get(s)) for _, b in bands)
+            + " |"
+        )
+    out.append(
+        "| **exact e2e percentile** | "
+        + " | ".join(f"**{_ms(b.get('e2e_percentile_ns'))}**" for _, b in bands)
+        + " |"
+    )
+    out += ["", "</details>"]
+    return out
+
+
+def markdown_report(result: GateResult) -> str:
+    """The whole report as GitHub-flavoured Markdown."""
+    s = result.summary
+    e2e = s.get("e2e") or {}
+    c = s.get("counts") or {}
+    name = (s.get("pipeline") or {}).get("name", "?")
+    verdict = "✅ passed" if result.passed else f"❌ failed ({len(result.failures)} check(s))"
+    lines = [
+        f"### voicelat latency gate: {verdict}",
+        "",
+        f"Pipeline **{_cell(str(name))}**: e2e P50 **{_ms(e2e.get('p50'))}**, "
+        f"P90 **{_ms(e2e.get('p90'))}** (n={c.get('headline', 0)} warm turns; "
+        f"{c.get('turns', 0)} run, {c.get('warmup', 0)} warm-up, {c.get('failed', 0)} failed).",
+    ]
+    for note in result.notes:
+        lines += ["", f"> {_cell(note)}"]
+    lines += [
+        "",
+        f"**Budget** ({_cell(result.budget_source)})",
+        "",
+        "| check | measured | limit | result |",
+        "|---|---:|---:|---|",
+    ]
+    for ch in result.checks:
+        if ch.suite in ("budget", "sample"):
+            status = "✅ pass" if ch.passed else f"❌ {_cell(ch.message)}"
+            lines.append(f"| {ch.name} | {_measured(ch)} | {_limit(ch)} | {status} |")
+    if result.baseline is not None:
+        cmp = result.comparisons
+        level = f"{cmp[0].interval.level:.0%} CI" if cmp else "CI"
+        lines += [
+            "",
+            f"**Against baseline** `{_cell(result.baseline)}` (change with its {level}; "
+            f"tolerance {result.tolerance.describe()})",
+            "",
+            "| metric | baseline | this run | change | result |",
+            "|---|---:|---:|---|---|",
+        ]
+        for comp in cmp:
+            mark = (
+                "❌ regression"
+                if comp.regression
+                else ("🚀 faster" if comp.verdict == "faster" else "✅")
+            )
+            lines.append(
+                f"| {comp.name} | {_ms(comp.baseline_ns)} | {_ms(comp.current_ns)} | "
+                f"{comp.change_text()} | {mark} |"
+            )
+        if not cmp:
+            lines.append("| – | – | – | not compared (see the sample check above) | ❌ |")
+    lines += _waterfall(s)
+    if result.run_dir:
+        lines += ["", f"Results: `{_cell(result.run_dir)}`"]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_error(message: str) -> str:
+    """The report when the gate could not run at all (exit 3)."""
+    return f"### voicelat latency gate: 💥 could not run\n\n{_cell(message)}\n"
