@@ -195,9 +195,10 @@ class Runner:
                 self.out_dir, list(self.turns), summary, status == "interrupted", len(plan)
             )
         if self.turns and all(t.failed for t in self.turns):
-            reasons = {t.failure_reason for t in self.turns}
+            first = self.turns[0]
             raise InfraError(
-                f"every turn failed ({len(self.turns)}); first reason: {next(iter(reasons))}"
+                f"every turn failed ({len(self.turns)}); the first: "
+                f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
             )
         return self.outcome
 
