@@ -175,7 +175,7 @@ def load_budget_file(path: Path) -> Budget:
 def _ms(ns: float, limit_ms: float | None = None) -> str:
     """Whole milliseconds, unless that would print a broken limit as equal to the value."""
     text = f"{ns / NS_PER_MS:.0f}"
-    if limit_ms is not None and text == f"{limit_ms:g}":
+    if limit_ms is not None and text == f"{limit_ms:g}" and ns != limit_ms * NS_PER_MS:
         text = f"{ns / NS_PER_MS:.2f}"
     return f"{text} ms"
 
