@@ -106,6 +106,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write each reply's audio into the results directory",
     )
+    p.add_argument(
+        "--tui",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the live terminal UI (default: when stdout is a terminal; `run` only)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     from voicelat.stack.cli import add_parser as add_stack_parser
 
     add_stack_parser(sub)  # type: ignore[arg-type]
+    from voicelat.tui.cli import add_parser as add_view_parser; add_view_parser(sub)  # noqa: E702, I001
     from voicelat.ci import add_parser as add_ci_parser; add_ci_parser(sub)  # noqa: E702, I001
     return parser
 
@@ -264,6 +271,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     _info(
         f"pipeline {pipeline.name} ({pipeline.path}); {len(fixtures)} fixtures; results -> {out_dir}"
     )
+    from voicelat.tui.live import want_tui
+
+    if want_tui(args):
+        # The runner moves to a thread of its own so the UI never shares its event loop.
+        from voicelat.tui.live import run_with_tui
+
+        return run_with_tui(args, pipeline, fixtures, out_dir, argv=sys.argv)
     outcome = execute_run(args, pipeline, fixtures, out_dir, PrintObserver(), argv=sys.argv)
     print()
     print(summary_table(outcome.summary, str(out_dir)))

@@ -1,0 +1,5 @@
+"""The terminal UI (Textual): a live run (``voicelat run``) or a saved one (``voicelat view``).
+
+``model`` holds the data, ``render`` the pure renderables, ``app`` (+ ``app.tcss``) the layout,
+``live`` the measuring thread, ``cli`` the ``view`` command. Only ``app`` imports Textual.
+"""

@@ -1,0 +1,316 @@
+"""The Textual app: a saved run (``voicelat view``) or a live one (``voicelat run``).
+
+Widgets here only place things: what they show comes from :class:`~voicelat.tui.model.RunModel`
+and the pure renderables of :mod:`voicelat.tui.render`. In a live run the app never talks to
+the measuring event loop: it drains a thread-safe queue on its own timer (see
+:mod:`voicelat.tui.live`), so a slow repaint can never hold up a timestamp.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import ClassVar, Protocol
+
+from rich.text import Text
+from textual import events
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Static
+
+from voicelat.stats import PERCENTILES
+from voicelat.tui.model import (
+    SORT_KEYS,
+    SORT_LABELS,
+    RunEvent,
+    RunModel,
+    TurnFinished,
+    next_in,
+    sort_turns,
+)
+from voicelat.tui.render import (
+    NOT_ADDITIVE,
+    TURN_COLUMNS,
+    band_view,
+    segment_table,
+    spans_table,
+    status_line,
+    title_line,
+    turn_cells,
+    turn_detail,
+    turn_pane,
+)
+from voicelat.turn import Turn
+
+#: Below this the panes cannot show a waterfall legibly: say so instead of drawing a mess.
+MIN_WIDTH = 100
+MIN_HEIGHT = 30
+
+#: How often the UI drains the event queue (s). Slower than a frame, fast enough to look live.
+POLL_S = 0.05
+#: At most this many events per drain, so a burst cannot starve input handling.
+MAX_EVENTS_PER_POLL = 200
+
+
+class RunController(Protocol):
+    """The measuring thread as the app sees it (see ``voicelat.tui.live.LiveRun``)."""
+
+    events: queue.SimpleQueue[RunEvent]
+
+    def start(self) -> None:
+        """Start measuring (called once the app is up, so its prints are captured)."""
+
+    def request_stop(self) -> None:
+        """Ask the measuring loop to cancel its run; returns at once."""
+
+    @property
+    def done(self) -> bool:
+        """The measuring thread has finished (summary written, servers stopped)."""
+
+
+class TurnDetail(ModalScreen[None]):
+    """One turn in full: milestones, waterfall, sub-spans, texts, lags, flags."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "Back"),
+        Binding("enter", "dismiss", "Back", show=False),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, turn: Turn, model: RunModel, percentile: int) -> None:
+        super().__init__()
+        self.turn = turn
+        self.model = model
+        self.percentile = percentile
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(
+                turn_detail(self.turn, self.model.budget, self.percentile), id="detail-body"
+            )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        box = self.query_one("#detail", VerticalScroll)
+        box.border_title = f"turn {self.turn.index}: {self.turn.fixture}"
+        box.border_subtitle = "esc: back"
+
+
+class TurnsTable(DataTable[Text]):
+    """The turns table; ``enter`` on a row opens its detail (shown in the footer)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Turn detail"),
+    ]
+
+
+class VoicelatApp(App[None]):
+    """Turns, the live turn, the budget waterfall at a percentile, tables and a status line."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "voicelat"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("p", "cycle_percentile", "P50/P90/P99"),
+        Binding("s", "cycle_sort", "Sort turns"),
+    ]
+
+    def __init__(self, model: RunModel, controller: RunController | None = None) -> None:
+        super().__init__()
+        self.model = model
+        self.controller = controller
+        #: Plain attributes, not reactives: each change repaints explicitly, so a repaint can
+        #: never re-enter itself through a watcher.
+        self.percentile = PERCENTILES[0]
+        self.sort_key = SORT_KEYS[0]
+        self.selected: int | None = None
+        self._quitting = False
+
+    # -- layout ------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        with Vertical(id="main"):
+            yield Static(id="title")
+            with Horizontal(id="top"):
+                yield Static(id="turn")
+                yield Static(id="waterfall")
+            with Horizontal(id="bottom"):
+                yield TurnsTable(id="turns", cursor_type="row", zebra_stripes=True)
+                with VerticalScroll(id="stats"):
+                    yield Static(id="segments")
+                    yield Static(NOT_ADDITIVE, id="not-additive")
+                    yield Static(id="spans")
+            yield Static(id="status")
+        yield Static(id="too-small")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#turn", Static).border_title = "Turn"
+        self.query_one("#stats", VerticalScroll).border_title = "Percentiles"
+        table = self.query_one("#turns", TurnsTable)
+        for col in TURN_COLUMNS:
+            table.add_column(col, key=col)
+        self._check_size(self.size.width, self.size.height)
+        self._refresh_all()
+        if self.model.skipped_lines:
+            self.notify(
+                f"{self.model.skipped_lines} unreadable line(s) in turns.jsonl were skipped "
+                "(a run killed mid-write); showing the turns that could be read",
+                severity="warning",
+                timeout=8,
+            )
+        if self.controller is not None:
+            # Stack start-up progress is printed; show it in the turn pane instead of letting
+            # it scribble over the screen.
+            self.begin_capture_print(self, stdout=True, stderr=True)
+            self.controller.start()
+            self.set_interval(POLL_S, self.poll_events)
+        table.focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._check_size(event.size.width, event.size.height)
+
+    def _check_size(self, width: int, height: int) -> None:
+        small = width < MIN_WIDTH or height < MIN_HEIGHT
+        self.screen.set_class(small, "-too-small")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"Terminal too small: {width}×{height}.\n"
+                f"voicelat needs at least {MIN_WIDTH}×{MIN_HEIGHT}: enlarge the window, "
+                "or press q to quit."
+            )
+
+    # -- refreshing --------------------------------------------------------------------------
+    def _refresh_all(self) -> None:
+        self.query_one("#title", Static).update(title_line(self.model))
+        self._refresh_table()
+        self._refresh_waterfall()
+        self._refresh_stats()
+        self._refresh_turn()
+        self._refresh_status()
+
+    def _refresh_table(self) -> None:
+        table = self.query_one("#turns", TurnsTable)
+        keep = self.selected
+        table.clear()
+        for turn in sort_turns(self.model.turns, self.sort_key):
+            table.add_row(*turn_cells(turn), key=str(turn.index))
+        table.border_title = f"Turns ({len(self.model.turns)})"
+        table.border_subtitle = f"s: sort by {SORT_LABELS[self.sort_key]} · enter: detail"
+        if keep is not None and self.model.turn(keep) is not None:
+            table.move_cursor(row=table.get_row_index(str(keep)))
+
+    def _refresh_waterfall(self) -> None:
+        pane = self.query_one("#waterfall", Static)
+        pane.border_title = f"Budget waterfall at P{self.percentile}"
+        pane.border_subtitle = "p: P50/P90/P99"
+        pane.update(band_view(self.model, self.percentile))
+
+    def _refresh_stats(self) -> None:
+        self.query_one("#segments", Static).update(segment_table(self.model.segment_dists()))
+        self.query_one("#spans", Static).update(spans_table(self.model.span_dists()))
+
+    def _refresh_turn(self) -> None:
+        pane = self.query_one("#turn", Static)
+        live = self.model.live
+        pane.border_title = "Live turn" if live is not None else "Turn"
+        selected = None if self.selected is None else self.model.turn(self.selected)
+        pane.update(turn_pane(self.model, selected, self.percentile, time.perf_counter_ns()))
+
+    def _refresh_status(self) -> None:
+        self.query_one("#status", Static).update(status_line(self.model))
+
+    # -- live events -------------------------------------------------------------------------
+    def poll_events(self) -> None:
+        """Drain what the measuring thread queued and repaint what changed."""
+        controller = self.controller
+        if controller is None:
+            return
+        finished = False
+        for _ in range(MAX_EVENTS_PER_POLL):
+            try:
+                event = controller.events.get_nowait()
+            except queue.Empty:
+                break
+            newest = self._newest_index()
+            self.model.apply(event)
+            if isinstance(event, TurnFinished):
+                finished = True
+                # Follow the run: keep the cursor on the newest turn unless the user moved it.
+                if self.selected is None or self.selected == newest:
+                    self.selected = event.turn.index
+        if finished:
+            self._refresh_table()
+            self._refresh_waterfall()
+            self._refresh_stats()
+        self._refresh_turn()
+        self._refresh_status()
+        if self._quitting and controller.done and controller.events.empty():
+            self.exit()
+
+    def _newest_index(self) -> int | None:
+        return max((t.index for t in self.model.turns), default=None)
+
+    def on_print(self, event: events.Print) -> None:
+        for line in event.text.splitlines():
+            if line.strip():
+                self.model.setup_log.append(line.strip())
+
+    # -- actions -----------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        """Quit; a live run is cancelled first, and the app waits for its summary and servers."""
+        controller = self.controller
+        if controller is None or controller.done:
+            self.exit()
+            return
+        if not self._quitting:
+            self._quitting = True
+            self.model.status = "stopping"
+            controller.request_stop()
+            self.notify("stopping: finished turns are saved; writing the summary, stopping servers")
+            self._refresh_status()
+
+    def action_cycle_percentile(self) -> None:
+        """Show the waterfall at the next percentile (P50 -> P90 -> P99)."""
+        self.percentile = next_in(PERCENTILES, self.percentile)
+        self._refresh_waterfall()
+        self._refresh_turn()
+
+    def action_cycle_sort(self) -> None:
+        """Sort the turns table by the next key."""
+        self.set_sort(next_in(SORT_KEYS, self.sort_key))
+
+    def set_sort(self, key: str) -> None:
+        """Sort the turns table by ``key`` (one of ``SORT_KEYS``)."""
+        self.sort_key = key
+        self._refresh_table()
+
+    def action_open_turn(self) -> None:
+        """Open the highlighted turn's detail."""
+        if self.selected is not None and (turn := self.model.turn(self.selected)) is not None:
+            self.push_screen(TurnDetail(turn, self.model, self.percentile))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self.selected = int(event.row_key.value)
+            self._refresh_turn()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.selected = int(event.row_key.value)
+            self.action_open_turn()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        # Clicking a column header sorts by it, where the column has a sort order.
+        by_column = {
+            "#": "index",
+            "fixture": "fixture",
+            "e2e ms": "e2e",
+            "largest": "largest",
+            "result": "status",
+        }
+        key = by_column.get(str(event.column_key.value))
+        if key is not None:
+            self.set_sort(key)

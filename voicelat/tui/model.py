@@ -1,0 +1,396 @@
+"""What the TUI shows, as plain data: a run's turns, the live turn, the budget, sort order.
+
+Nothing here imports Textual or draws anything. Widgets ask this model for numbers and hand
+them to the pure renderables in :mod:`voicelat.tui.render`, so every figure on screen can be
+unit-tested with literal turns and no App.
+
+The live run reaches the model as :data:`RunEvent` values put on a thread-safe queue by the
+runner's observer (see :mod:`voicelat.tui.live`); the UI thread drains the queue and calls
+:meth:`RunModel.apply`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from voicelat.contract import SEGMENTS
+from voicelat.results import LoadedRun
+from voicelat.stats import PERCENTILES, Band, Distribution
+from voicelat.summary import headline_turns, segment_distributions, span_distributions, waterfall
+from voicelat.turn import Turn
+
+NS_PER_MS = 1_000_000
+
+#: Milestones the runner reports live, in the order they happen on a normal turn.
+LIVE_MILESTONES: tuple[str, ...] = (
+    "endpoint",
+    "stt_final",
+    "llm_first_token",
+    "llm_first_speakable",
+    "tts_first_byte",
+    "output_first_audible",
+)
+
+#: Network sub-spans shown first, in this order (the ones DESIGN §2 names); others follow.
+SPAN_ORDER: tuple[str, ...] = ("connect", "tls", "request_sent", "response_headers", "pool_wait")
+
+#: Readable names for span names that are protocol jargon.
+SPAN_LABELS: dict[str, str] = {"response_headers": "TTFB (headers)"}
+
+
+# -- events from the measuring thread ---------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    """A turn is about to be paced in; ``speech_end_ns`` is relative to the turn's t0."""
+
+    index: int
+    fixture: str
+    total: int
+    warmup: bool
+    speech_end_ns: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MilestoneSeen:
+    """A live milestone: ``t_rel_ns`` after t0; ``seen_ns`` is ``perf_counter_ns`` at report time.
+
+    ``seen_ns`` lets the UI place t0 on its own clock (perf_counter is system-wide), so it can
+    draw a "now" cursor without asking the measuring loop for anything.
+    """
+
+    index: int
+    name: str
+    t_rel_ns: int
+    seen_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    """A turn ended and is already on disk."""
+
+    turn: Turn
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    """The measuring thread is done: ``status`` is complete, interrupted or failed."""
+
+    status: str
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetupLine:
+    """A progress line printed while the stack and stages come up."""
+
+    text: str
+
+
+RunEvent = TurnStarted | MilestoneSeen | TurnFinished | RunEnded | SetupLine
+
+
+# -- the live turn -----------------------------------------------------------------------------
+@dataclass
+class LiveTurn:
+    """The turn being measured: the milestones seen so far, relative to its t0."""
+
+    index: int
+    fixture: str
+    warmup: bool
+    speech_end_ns: int | None
+    milestones: dict[str, int] = field(default_factory=dict)
+    #: t0 on the ``perf_counter_ns`` clock, known once the first milestone arrived.
+    t0_clock_ns: int | None = None
+
+    def since_speech_end(self, name: str) -> int | None:
+        """Where a seen milestone lies on the timeline that starts at ``speech_end`` (ns)."""
+        t = self.milestones.get(name)
+        if t is None:
+            return None
+        return t - (self.speech_end_ns or 0)
+
+    def elapsed_ns(self, clock_ns: int) -> int | None:
+        """Time since ``speech_end`` at ``clock_ns`` (``perf_counter_ns``), if t0 is placed."""
+        if self.t0_clock_ns is None:
+            return None
+        return clock_ns - self.t0_clock_ns - (self.speech_end_ns or 0)
+
+
+# -- formatting ------------------------------------------------------------------------------
+def fmt_ms(ns: float | int | None) -> str:
+    """Milliseconds for a table cell: one decimal below 10 ms (sub-spans live there)."""
+    if ns is None:
+        return "-"
+    ms = ns / NS_PER_MS
+    return f"{ms:.1f}" if abs(ms) < 10 else f"{ms:.0f}"
+
+
+def round_to_total(values: Mapping[str, float], total: int) -> dict[str, int]:
+    """Round each value to an integer so that they still sum to ``total`` (largest remainder).
+
+    Bars labelled with independently rounded numbers could miss the printed total by a few
+    ms; the waterfall promises that its labels add up to the total it prints.
+    """
+    floors = {k: math.floor(v) for k, v in values.items()}
+    short = total - sum(floors.values())
+    by_remainder = sorted(values, key=lambda k: values[k] - floors[k], reverse=short > 0)
+    if by_remainder:
+        for i in range(abs(short)):
+            k = by_remainder[i % len(by_remainder)]
+            floors[k] += 1 if short > 0 else -1
+    return floors
+
+
+# -- budget ------------------------------------------------------------------------------------
+def e2e_budget_ns(budget: Mapping[str, Any], p: int) -> float | None:
+    """The pipeline's e2e limit at percentile ``p`` (``[budget.e2e] pNN_ms``), in ns."""
+    return segment_limit_ns(budget, "e2e", p)
+
+
+def segment_limit_ns(budget: Mapping[str, Any], name: str, p: int) -> float | None:
+    """A ``[budget.<name>] pNN_ms`` limit in ns, or None when the budget sets none."""
+    table = budget.get(name)
+    if not isinstance(table, Mapping):
+        return None
+    value = table.get(f"p{p}_ms")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) * NS_PER_MS
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    """How a percentile stands against the budget, and which segment is to blame."""
+
+    p: int
+    limit_ns: float | None
+    #: The exact e2e percentile is over the e2e limit (what a CI gate checks).
+    over: bool
+    #: The segment in which the stacked bars cross the budget line.
+    crossing: str | None
+    #: Segments whose own percentile breaks their own ``[budget.<segment>]`` limit:
+    #: name -> (the segment's percentile, its limit), both ns.
+    own_limit: dict[str, tuple[float, float]]
+
+
+def crossing_segment(
+    segments: Mapping[str, float], limit_ns: float, order: Sequence[str] = SEGMENTS
+) -> str | None:
+    """The segment during which the running sum of ``segments`` passes ``limit_ns``."""
+    total = 0.0
+    for name in order:
+        before = total
+        total += max(0.0, float(segments.get(name, 0.0)))
+        if before <= limit_ns < total:
+            return name
+    return None
+
+
+def judge(
+    p: int,
+    e2e_percentile_ns: float,
+    segments: Mapping[str, float],
+    budget: Mapping[str, Any],
+    seg_dists: Mapping[str, Distribution] | None = None,
+) -> BudgetVerdict:
+    """Judge a composition at percentile ``p`` against the e2e and per-segment limits."""
+    limit = e2e_budget_ns(budget, p)
+    own: dict[str, tuple[float, float]] = {}
+    for name in SEGMENTS:
+        seg_limit = segment_limit_ns(budget, name, p)
+        if seg_limit is None:
+            continue
+        # A per-segment limit is about that segment's own percentile (percentiles do not add),
+        # not about its share of this band; fall back to the band value without a distribution.
+        dist = (seg_dists or {}).get(name)
+        value = dist.at(p) if dist is not None else segments.get(name)
+        if value is not None and value > seg_limit:
+            own[name] = (float(value), seg_limit)
+    return BudgetVerdict(
+        p=p,
+        limit_ns=limit,
+        over=limit is not None and e2e_percentile_ns > limit,
+        crossing=None if limit is None else crossing_segment(segments, limit),
+        own_limit=own,
+    )
+
+
+# -- turns table -------------------------------------------------------------------------------
+SORT_KEYS: tuple[str, ...] = ("index", "e2e", "largest", "fixture", "status")
+SORT_LABELS: dict[str, str] = {
+    "index": "turn #",
+    "e2e": "e2e (slowest first)",
+    "largest": "largest segment (slowest first)",
+    "fixture": "fixture",
+    "status": "status (failed first)",
+}
+
+
+def turn_status(turn: Turn) -> str:
+    """One word for the turns table: failed, warm-up, cold, flagged or ok."""
+    if turn.failed:
+        return "failed"
+    if turn.warmup:
+        return "warm-up"
+    if turn.cold:
+        return "cold"
+    if turn.flags:
+        return "flagged"
+    return "ok"
+
+
+_STATUS_RANK = {"failed": 0, "flagged": 1, "cold": 2, "warm-up": 3, "ok": 4}
+
+
+def sort_turns(turns: Iterable[Turn], key: str) -> list[Turn]:
+    """Turns in table order. Slow-first for times, so the turns worth a look come first;
+    turns without the number (failed) go last; ties keep run order."""
+    items = list(turns)
+    if key == "index":
+        return sorted(items, key=lambda t: t.index)
+    if key == "e2e":
+        return sorted(items, key=lambda t: (t.e2e_ns is None, -(t.e2e_ns or 0), t.index))
+    if key == "largest":
+
+        def largest(t: Turn) -> tuple[bool, int, int]:
+            big = t.largest_segment()
+            return (big is None, -(big[1] if big else 0), t.index)
+
+        return sorted(items, key=largest)
+    if key == "fixture":
+        return sorted(items, key=lambda t: (t.fixture, t.index))
+    if key == "status":
+        return sorted(items, key=lambda t: (_STATUS_RANK[turn_status(t)], t.index))
+    raise ValueError(f"unknown sort key {key!r} (one of {', '.join(SORT_KEYS)})")
+
+
+def next_in(options: Sequence[Any], current: Any) -> Any:
+    """The option after ``current``, wrapping around (keys cycle through choices)."""
+    try:
+        return options[(list(options).index(current) + 1) % len(options)]
+    except ValueError:
+        return options[0]
+
+
+# -- the run ---------------------------------------------------------------------------------
+@dataclass
+class RunModel:
+    """Everything the screen shows about one run, saved or live."""
+
+    results_path: Path | None
+    turns: list[Turn] = field(default_factory=list)
+    planned: int | None = None
+    budget: dict[str, Any] = field(default_factory=dict)
+    pipeline_name: str = "?"
+    #: starting, running, stopping, complete, interrupted, failed (or a saved run's status)
+    status: str = "starting"
+    message: str | None = None
+    skipped_lines: int = 0
+    pacer_lag_limit_ns: int | None = None
+    live: LiveTurn | None = None
+    live_mode: bool = False
+    setup_log: deque[str] = field(default_factory=lambda: deque(maxlen=8))
+    started: str | None = None
+
+    @classmethod
+    def from_loaded(cls, run: LoadedRun) -> RunModel:
+        """A saved run: the turns that could be read, the summary's budget and run facts."""
+        summary = run.summary or {}
+        info = summary.get("run") or {}
+        pipeline = summary.get("pipeline") or {}
+        turn_cfg = pipeline.get("turn") or {}
+        limit_ms = turn_cfg.get("pacer_lag_limit_ms")
+        planned = info.get("planned_turns")
+        status = info.get("status") if run.summary is not None else None
+        return cls(
+            results_path=run.path,
+            turns=sorted(run.turns, key=lambda t: t.index),
+            planned=planned if isinstance(planned, int) else None,
+            budget=dict(summary.get("budget") or {}),
+            pipeline_name=str(pipeline.get("name") or "?"),
+            # No summary means the run never reached its `finally`: killed mid-run.
+            status=str(status) if status else "no summary (run killed?)",
+            skipped_lines=run.skipped_lines,
+            pacer_lag_limit_ns=(
+                int(limit_ms * NS_PER_MS) if isinstance(limit_ms, int | float) else None
+            ),
+            started=info.get("started"),
+        )
+
+    # -- live updates --------------------------------------------------------------------------
+    def apply(self, event: RunEvent) -> None:
+        """Fold one event from the measuring thread into the model."""
+        if isinstance(event, TurnStarted):
+            self.status = "stopping" if self.status == "stopping" else "running"
+            self.planned = event.total
+            self.live = LiveTurn(event.index, event.fixture, event.warmup, event.speech_end_ns)
+        elif isinstance(event, MilestoneSeen):
+            live = self.live
+            if live is None or live.index != event.index:
+                return  # a late event of a turn already settled
+            live.milestones[event.name] = event.t_rel_ns
+            if live.t0_clock_ns is None:
+                live.t0_clock_ns = event.seen_ns - event.t_rel_ns
+        elif isinstance(event, TurnFinished):
+            self.planned = event.total
+            self.turns.append(event.turn)
+            if self.live is not None and self.live.index == event.turn.index:
+                self.live = None
+        elif isinstance(event, RunEnded):
+            self.status = event.status
+            self.message = event.message
+            self.live = None
+        elif isinstance(event, SetupLine):
+            text = event.text.strip()
+            if text:
+                self.setup_log.append(text)
+
+    @property
+    def running(self) -> bool:
+        """The measuring thread is still going (live runs only)."""
+        return self.live_mode and self.status in ("starting", "running", "stopping")
+
+    def turn(self, index: int) -> Turn | None:
+        """A finished turn by its index."""
+        return next((t for t in self.turns if t.index == index), None)
+
+    # -- figures -------------------------------------------------------------------------------
+    def headline(self) -> list[Turn]:
+        """Turns in the headline numbers (measured, warm, not warm-up): what percentiles use."""
+        return headline_turns(self.turns)
+
+    def bands(self) -> dict[int, Band]:
+        """The percentile waterfall bands of the headline turns."""
+        bands: dict[int, Band] = waterfall(self.headline(), PERCENTILES)
+        return bands
+
+    def segment_dists(self) -> dict[str, Distribution]:
+        """Per-segment (and e2e) distributions of the headline turns."""
+        return segment_distributions(self.headline())
+
+    def span_dists(self) -> dict[str, dict[str, Distribution]]:
+        """Network sub-span distributions per stage, of the headline turns."""
+        return span_distributions(self.headline())
+
+    def counts(self) -> dict[str, int]:
+        """Turn counts for the status line."""
+        turns = self.turns
+        return {
+            "done": len(turns),
+            "failed": sum(t.failed for t in turns),
+            "warmup": sum(t.warmup for t in turns),
+            "cold": sum(t.cold and not t.warmup and t.ok for t in turns),
+            "headline": len(self.headline()),
+            "flagged": sum(bool(t.flags) for t in turns),
+        }
+
+    def max_figure(self, name: str) -> int | None:
+        """The largest per-turn figure ``name`` over every turn (lag is judged on all turns)."""
+        values = [v for t in self.turns if isinstance(v := t.figures.get(name), int | float)]
+        return int(max(values)) if values else None
