@@ -173,6 +173,23 @@ def waterfall_lines(summary: Mapping[str, Any], width: int = 40) -> list[str]:
     return lines
 
 
+def waterfall_compact(summary: Mapping[str, Any]) -> list[str]:
+    """The P50 and P90 bands, one line each (for places that truncate long explanations)."""
+    lines: list[str] = []
+    wf = summary.get("waterfall") or {}
+    for key in ("p50", "p90"):
+        band = wf.get(key)
+        if not band:
+            continue
+        segs = band.get("segments_ns") or {}
+        parts = " + ".join(f"{s} {_ms(segs.get(s, 0))}" for s in SEGMENTS)
+        lines.append(
+            f"{key.upper()} band ({band.get('band_n')} turn(s), {_ms(band.get('mean_e2e_ns'))} ms; "
+            f"exact {key.upper()} {_ms(band.get('e2e_percentile_ns'))} ms): {parts} ms"
+        )
+    return lines
+
+
 def gate_text(result: GateResult) -> str:
     """The verdict for a terminal or CI log: one line per check, the failures summed up last."""
     lines = [f"gate: {headline_text(result.summary)}"]

@@ -37,7 +37,7 @@ from voicelat.budget import (
     parse_budget,
 )
 from voicelat.contract import E2E, SEGMENTS
-from voicelat.gate import headline_text, waterfall_lines
+from voicelat.gate import headline_text, waterfall_compact, waterfall_lines
 from voicelat.turn import Turn
 
 __all__ = ["LatencySummary", "Millis", "Percentiles", "assert_latency", "voicelat_run"]
@@ -147,10 +147,14 @@ class LatencySummary:
         c = self.counts
         return c.get("failed", 0) / c["turns"] if c.get("turns") else 0.0
 
-    def explain(self) -> list[str]:
-        """The headline numbers, where the run is and its P50/P90 waterfall, as lines."""
+    def explain(self, *, bars: bool = True) -> list[str]:
+        """The headline numbers, where the run is and its P50/P90 waterfall, as lines.
+
+        ``bars=False`` gives one line per band: pytest truncates a long assert explanation.
+        """
         where = f" ({self.run_dir})" if self.run_dir else ""
-        return [headline_text(self.raw) + where, *waterfall_lines(self.raw)]
+        bands = waterfall_lines(self.raw) if bars else waterfall_compact(self.raw)
+        return [headline_text(self.raw) + where, *bands]
 
 
 _LIMIT = re.compile(r"^(?P<metric>[a-z_0-9]+?)_(?P<pkey>p\d+_ms)$")
@@ -196,7 +200,7 @@ def pytest_assertrepr_compare(
         m, text = right, f"not {left!r} {op} {right.label} ({float(right):.1f} ms)"
     else:
         return None
-    return [text, *m.summary.explain()]
+    return [text, *m.summary.explain(bars=False)]
 
 
 class _QuietObserver:
