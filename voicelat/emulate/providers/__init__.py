@@ -1,0 +1,1 @@
+"""Provider emulators, one module per provider protocol (see voicelat.emulate.registry)."""

@@ -1,0 +1,166 @@
+"""Ground truth: what each emulator did and exactly when, on the measuring clock.
+
+Every HTTP request and every websocket session is an :class:`Exchange`. The server stamps
+``time.perf_counter_ns()`` right after the write that put bytes in the kernel (so a mark
+means "handed to the socket at t"), and right after the read that delivered a request. On
+Linux ``perf_counter_ns`` is CLOCK_MONOTONIC, shared by every process on the machine, so the
+stamps compare with a client's even when the emulator runs in another process (write them
+with ``voicelat serve --truth FILE``).
+
+Mark names used by the built-in emulators (the first occurrence is kept in ``marks``; every
+occurrence is kept in ``events``):
+
+============================  ===========================================================
+``accepted``                  the TCP connection was accepted (copied from the connection)
+``request_received``          the whole request (head and body) was read: the t0 of delays
+``headers_written``           the status line and headers were written
+``first_delta_written``       LLM: the first delta of any kind (reasoning included)
+``first_reasoning_written``   LLM: the first reasoning delta
+``first_content_written``     LLM: the first non-empty content delta (TTFT truth)
+``token_written``             LLM: every content or reasoning delta (ITL truth)
+``partial_written``           STT: an interim transcript
+``final_written``             STT: the final transcript (finalization truth)
+``first_audio_written``       TTS: the first audio payload (TTFA truth)
+``audio_written``             TTS: every audio chunk
+``end_written``               the end of the stream (terminator, [DONE], done event)
+``fault``                     a fault struck (``Exchange.fault`` names it)
+``upgrade_written``           websocket: the 101 answer was written
+``message_received``          websocket: a client message arrived
+============================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+__all__ = ["Exchange", "GroundTruth"]
+
+
+@dataclass
+class Exchange:
+    """One request (or websocket session) as the emulator served it."""
+
+    emulator: str
+    endpoint: str
+    index: int
+    connection: int
+    t_accept_ns: int
+    marks: dict[str, int] = field(default_factory=dict)
+    events: list[tuple[str, int]] = field(default_factory=list)
+    injected: dict[str, list[float]] = field(default_factory=dict)
+    """Every latency drawn for this exchange, in ms, in draw order (``ttft``: [120.0])."""
+    scheduled: dict[str, int] = field(default_factory=dict)
+    """The intended time (ns) of marks the emulator scheduled: mark minus this is timer error."""
+    fault: str | None = None
+    status: int | None = None
+    model: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    finished: bool = False
+
+    def mark(self, name: str, t_ns: int) -> None:
+        """Record that ``name`` happened at ``t_ns`` (the first one also goes into ``marks``)."""
+        self.events.append((name, t_ns))
+        self.marks.setdefault(name, t_ns)
+
+    def injected_ms(self, name: str, i: int = 0) -> float | None:
+        """The ``i``-th value drawn for latency ``name`` (None if it was never drawn)."""
+        values = self.injected.get(name)
+        return values[i] if values and i < len(values) else None
+
+    def between_ms(self, start: str, end: str) -> float | None:
+        """Milliseconds from mark ``start`` to mark ``end`` (first occurrences)."""
+        a, b = self.marks.get(start), self.marks.get(end)
+        return None if a is None or b is None else (b - a) / 1e6
+
+    def all(self, name: str) -> list[int]:
+        """Every stamp of ``name`` in order (e.g. ``token_written`` for inter-token truth)."""
+        return [t for n, t in self.events if n == name]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "emulator": self.emulator,
+            "endpoint": self.endpoint,
+            "index": self.index,
+            "connection": self.connection,
+            "t_accept_ns": self.t_accept_ns,
+            "marks": self.marks,
+            "events": self.events,
+            "injected_ms": self.injected,
+            "scheduled_ns": self.scheduled,
+            "fault": self.fault,
+            "status": self.status,
+            "model": self.model,
+            "detail": self.detail,
+        }
+
+
+class GroundTruth:
+    """Every exchange of every emulator of a run, thread-safe (emulators may run on a thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.exchanges: list[Exchange] = []
+        self._listeners: list[Callable[[Exchange], None]] = []
+
+    def open(
+        self, emulator: str, endpoint: str, index: int, connection: int, t_accept_ns: int
+    ) -> Exchange:
+        ex = Exchange(emulator, endpoint, index, connection, t_accept_ns)
+        with self._lock:
+            self.exchanges.append(ex)
+        return ex
+
+    def close(self, ex: Exchange) -> None:
+        """The exchange is over: listeners (e.g. the ``--truth`` JSONL writer) get it now."""
+        if ex.finished:
+            return
+        ex.finished = True
+        for listener in list(self._listeners):
+            listener(ex)
+
+    def on_close(self, listener: Callable[[Exchange], None]) -> None:
+        self._listeners.append(listener)
+
+    def select(self, emulator: str | None = None, endpoint: str | None = None) -> list[Exchange]:
+        """Exchanges in arrival order, optionally only one emulator's or one endpoint's."""
+        with self._lock:
+            found = list(self.exchanges)
+        return [
+            e
+            for e in found
+            if (emulator is None or e.emulator == emulator)
+            and (endpoint is None or e.endpoint == endpoint)
+        ]
+
+    def last(self, emulator: str | None = None, endpoint: str | None = None) -> Exchange:
+        """The most recent matching exchange; a clear error when there is none."""
+        found = self.select(emulator, endpoint)
+        if not found:
+            raise LookupError(f"no exchange recorded for {emulator or '*'}/{endpoint or '*'}")
+        return found[-1]
+
+    def __iter__(self) -> Iterator[Exchange]:
+        return iter(self.select())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self.exchanges)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.exchanges.clear()
+
+
+class JsonlTruthWriter:
+    """Appends each finished exchange as one JSON line (``voicelat serve --truth FILE``)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def __call__(self, ex: Exchange) -> None:
+        self.stream.write(json.dumps(ex.to_json(), separators=(",", ":")) + "\n")
+        self.stream.flush()

@@ -1,0 +1,131 @@
+"""Inworld TTS over its HTTP stream: ``inworld-tts`` (``POST /tts/v1/voice:stream``).
+
+The response is one JSON object per line, ``{"result":{"audioContent":"<base64>"}}``, and with
+LINEAR16 every chunk carries its own complete WAV header (PROTOCOLS.md §6a): the stage strips
+the header of every chunk, so the first :class:`~voicelat.events.Audio` is the first real
+sample (a header is not audio). Auth is ``Authorization: Basic <key>``, the key exactly as
+Inworld's portal gives it. The Inworld LLM Router needs no stage of its own: it is the
+``openai`` stage with ``auth = "basic"`` (see pipelines/inworld.toml).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, ClassVar
+
+from voicelat.stages.base import Options
+from voicelat.stages.openai import _stream_error
+from voicelat.stages.openai_audio import AudioDecoder, HttpTTS, strip_wav
+
+__all__ = ["InworldTTS"]
+
+
+class _NDJSONAudioDecoder(AudioDecoder):
+    """Lines of ``{"result":{"audioContent"}}`` or ``{"error":{...}}``; the end is EOF."""
+
+    def __init__(self, rate: int) -> None:
+        super().__init__(rate)
+        self._buf = b""
+        self.chunks = 0
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        out: list[bytes] = []
+        while b"\n" in self._buf and self.error is None:
+            line, _, self._buf = self._buf.partition(b"\n")
+            pcm = self._line(line.strip())
+            if pcm:
+                out.append(pcm)
+        return out
+
+    def _line(self, line: bytes) -> bytes:
+        if not line:
+            return b""
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            self.error = f"malformed stream line: {line[:80]!r}"
+            return b""
+        if not isinstance(obj, dict):
+            return b""
+        err = _stream_error(obj)
+        if err is not None:
+            self.error = f"error mid-stream: {err}"
+            return b""
+        result = obj.get("result")
+        if not isinstance(result, dict):
+            return b""
+        status = result.get("status")
+        if isinstance(status, dict) and status.get("code"):
+            self.error = f"error mid-stream: {status.get('message')} (code {status.get('code')})"
+            return b""
+        content = result.get("audioContent")
+        if not isinstance(content, str) or not content:
+            return b""
+        try:
+            blob = base64.b64decode(content)
+        except ValueError:
+            self.error = "audioContent is not valid base64"
+            return b""
+        samples, rate = strip_wav(blob)
+        if rate:
+            self.rate = rate
+        self.chunks += 1
+        return self._pcm(samples)
+
+    def flush(self) -> list[bytes]:
+        # The last line may come without its newline.
+        tail, self._buf = self._buf.strip(), b""
+        pcm = self._line(tail) if tail else b""
+        return [pcm] if pcm else []
+
+    def eof(self) -> str | None:
+        if self.error:
+            return self.error
+        return None if self.chunks else "the stream ended without any audio"
+
+
+class InworldTTS(HttpTTS):
+    """Inworld TTS HTTP streaming (LINEAR16; the WAV header of every chunk is stripped)."""
+
+    stage_name: ClassVar[str] = "inworld-tts"
+    warm_path: ClassVar[str] = "/tts/v1/voices"
+    default_auth: ClassVar[str] = "basic"
+    ALLOWED: ClassVar[set[str]] = HttpTTS.ALLOWED | {"temperature", "speaking_rate"}
+
+    def _configure(self, o: Options) -> None:
+        self.model = o.text("model", "inworld-tts-1.5-max")
+        self.voice = o.text("voice", "Ashley")
+        self.temperature = o.values.get("temperature")
+        if self.temperature is not None:
+            self.temperature = o.number("temperature", 1.0)
+        self.speaking_rate = o.number("speaking_rate", 1.0)
+
+    def _build(self, text: str) -> tuple[str, dict[str, Any]]:
+        config: dict[str, Any] = {"audioEncoding": "LINEAR16", "sampleRateHertz": self.rate}
+        if self.speaking_rate != 1.0:
+            config["speakingRate"] = self.speaking_rate
+        body: dict[str, Any] = {
+            "text": text,
+            "voiceId": self.voice,
+            "modelId": self.model,
+            "audioConfig": config,
+        }
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        return f"{self.base_url}/tts/v1/voice:stream", body
+
+    def _decoder(self) -> AudioDecoder:
+        return _NDJSONAudioDecoder(self.rate)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage_name,
+            "base_url": self.base_url,
+            "model": self.model,
+            "voice": self.voice,
+            "rate": self.rate,
+            "mode": self.mode,
+            "server": self._server,
+        }

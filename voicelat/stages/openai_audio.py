@@ -1,0 +1,631 @@
+"""OpenAI audio stages over HTTP: ``openai-tts`` (``/v1/audio/speech``) and ``openai-stt``
+(``/v1/audio/transcriptions`` with ``stream=true``).
+
+Both stamp every raw read of the response body on arrival, before decoding, and report
+httpcore trace sub-spans (connect, TLS, request sent, response headers) like the ``openai``
+LLM stage. Every failure (refused connection, HTTP error, mid-stream error event, stall,
+truncated stream) ends the request with one :class:`~voicelat.events.Failed` line; read
+timeouts bound every wait, so nothing hangs.
+
+The TTS base class :class:`HttpTTS` (one HTTP request per text piece the chunker hands over,
+audio decoded as it streams) is shared with the Inworld stage.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import time
+import wave
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from typing import Any, ClassVar, Self
+
+import httpx
+
+from voicelat.errors import StageError
+from voicelat.events import (
+    Audio,
+    Connected,
+    Done,
+    Failed,
+    Final,
+    Partial,
+    RequestSent,
+    StageEvent,
+    StageName,
+    TextSent,
+)
+from voicelat.sse import SSEDecoder
+from voicelat.stages.base import Options
+
+# The LLM stage's trace collector and error helpers: one implementation of the sub-spans.
+from voicelat.stages.openai import _describe, _error_message, _stream_error, _Trace
+
+__all__ = ["AudioDecoder", "HttpTTS", "OpenAISTT", "OpenAITTS", "network_reason"]
+
+
+def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
+    """One line saying what went wrong on the wire, never a traceback (and never a header)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"cannot connect to {url}: no answer within the connect timeout"
+    if isinstance(exc, httpx.ConnectError):
+        text = str(exc)
+        if "refused" in text.lower() or "111" in text:
+            return f"cannot connect to {url}: connection refused"
+        return f"cannot connect to {url}: {_describe(exc)}"
+    if isinstance(exc, httpx.ReadTimeout):
+        return f"no data from {url} for {timeout_s:g} s (read timeout): the server stalled"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"{url} broke the response off: {_describe(exc)}"
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return f"connection to {url} failed: {_describe(exc)}"
+    return f"request to {url} failed: {_describe(exc)}"
+
+
+def _auth_header(o: Options, table: str, default: str) -> dict[str, str]:
+    auth = o.text("auth", default)
+    if auth not in ("bearer", "basic", "none"):
+        raise StageError(f"[{table}] auth must be bearer, basic or none, not {auth!r}")
+    key = o.secret("api_key_env")
+    if key is None or auth == "none":
+        return {}
+    return {"Authorization": f"{'Basic' if auth == 'basic' else 'Bearer'} {key}"}
+
+
+class _HttpStage:
+    """Client lifecycle shared by the HTTP stages: build before timing, warm, re-warm."""
+
+    stage_name: ClassVar[str] = ""
+    warm_path: ClassVar[str] = "/models"
+
+    base_url: str
+    timeout_s: float
+    keepalive: bool
+    _auth: dict[str, str]
+
+    def __init__(self) -> None:
+        self._client: httpx.AsyncClient | None = None
+        self._last_use_ns = 0
+        self._server: str | None = None
+
+    async def __aenter__(self) -> Self:
+        # Built before any timing: an AsyncClient costs ~40 ms (its SSL context).
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
+            limits=httpx.Limits(keepalive_expiry=60.0),
+        )
+        try:
+            await self._warm(first=True)
+        except BaseException:
+            await self._client.aclose()
+            self._client = None
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def prepare(self) -> None:
+        # Servers close idle keep-alive connections: re-warm outside the measured request.
+        if self.keepalive and time.perf_counter_ns() - self._last_use_ns > 1_000_000_000:
+            with contextlib.suppress(StageError):
+                await self._warm(first=False)
+
+    async def _warm(self, *, first: bool) -> None:
+        assert self._client is not None
+        url = f"{self.base_url}{self.warm_path}"
+        try:
+            r = await self._client.get(url, headers=self._auth)
+        except httpx.HTTPError as exc:
+            raise StageError(
+                f"{self.stage_name}: server not reachable at {self.base_url} "
+                f"({network_reason(exc, url, self.timeout_s)}): start it or fix base_url",
+                exit_code=3,
+            ) from None
+        self._last_use_ns = time.perf_counter_ns()
+        if first:
+            if r.status_code in (401, 403):
+                raise StageError(
+                    f"{self.stage_name}: {self.base_url} refused the API key "
+                    f"(HTTP {r.status_code}): check the variable named by api_key_env",
+                    exit_code=3,
+                )
+            self._server = r.headers.get("server")
+
+
+# -- decoders --------------------------------------------------------------------------------
+class AudioDecoder:
+    """Sans-I/O: raw response bytes in, 16-bit PCM pieces out; keeps odd bytes for the next
+    read. Subclasses handle containers and framings (WAV, SSE, NDJSON)."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.done = False
+        self.error: str | None = None
+        self._carry = b""
+
+    def _pcm(self, data: bytes) -> bytes:
+        data = self._carry + data
+        cut = len(data) - len(data) % 2
+        self._carry = data[cut:]
+        return data[:cut]
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """PCM pieces completed by ``data`` (possibly empty); sets ``done``/``error``."""
+        return [p for p in (self._pcm(data),) if p]
+
+    def flush(self) -> list[bytes]:
+        """PCM still held at the end of the body (e.g. a last line without its newline)."""
+        return []
+
+    def eof(self) -> str | None:
+        """At the end of the body: None if the stream ended as the protocol says, else why not."""
+        return None
+
+
+class _RawDecoder(AudioDecoder):
+    """Raw PCM (``response_format: pcm``), or a WAV stream whose header is skipped."""
+
+    def __init__(self, rate: int, wav: bool) -> None:
+        super().__init__(rate)
+        self._head: bytearray | None = bytearray() if wav else None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self._head is not None:
+            self._head += data
+            parsed = _wav_data_offset(bytes(self._head))
+            if parsed is None:
+                return []
+            offset, rate = parsed
+            self.rate = rate or self.rate
+            data = bytes(self._head[offset:])
+            self._head = None
+        return super().feed(data)
+
+
+def _wav_data_offset(head: bytes) -> tuple[int, int] | None:
+    """Where the samples of a RIFF/WAVE stream start, and its rate; None until enough bytes."""
+    if len(head) < 12:
+        return None
+    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return 0, 0
+    pos, rate = 12, 0
+    while len(head) >= pos + 8:
+        cid = head[pos : pos + 4]
+        size = int.from_bytes(head[pos + 4 : pos + 8], "little")
+        if cid == b"data":
+            return pos + 8, rate
+        if cid == b"fmt " and len(head) >= pos + 16:
+            rate = int.from_bytes(head[pos + 12 : pos + 16], "little")
+        if len(head) < pos + 8 + size:
+            return None
+        pos += 8 + size + (size & 1)
+    return None
+
+
+def strip_wav(data: bytes) -> tuple[bytes, int]:
+    """The samples of one complete WAV blob (Inworld sends one per chunk), and its rate (0 if
+    the blob is not WAV and passes through)."""
+    parsed = _wav_data_offset(data)
+    if parsed is None:
+        return (data[44:], 0) if data[:4] == b"RIFF" else (data, 0)
+    return data[parsed[0] :], parsed[1]
+
+
+class _SpeechSSEDecoder(AudioDecoder):
+    """``stream_format: sse``: ``speech.audio.delta`` (base64) until ``speech.audio.done``."""
+
+    def __init__(self, rate: int) -> None:
+        super().__init__(rate)
+        self._sse = SSEDecoder()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        for ev in self._sse.feed(data, 0):
+            if self.done or self.error:
+                break
+            if ev.data.startswith("[DONE]"):
+                self.done = True
+                break
+            try:
+                obj = json.loads(ev.data)
+            except ValueError:
+                self.error = f"malformed SSE data: {ev.data[:80]!r}"
+                break
+            if not isinstance(obj, dict):
+                continue
+            err = _stream_error(obj)
+            if err is not None:
+                self.error = f"error event mid-stream: {err}"
+                break
+            kind = obj.get("type")
+            if kind == "speech.audio.delta" and isinstance(obj.get("audio"), str):
+                try:
+                    raw = base64.b64decode(obj["audio"])
+                except ValueError:
+                    self.error = "speech.audio.delta carries invalid base64"
+                    break
+                pcm = self._pcm(raw)
+                if pcm:
+                    out.append(pcm)
+            elif kind == "speech.audio.done":
+                self.done = True
+        return out
+
+    def eof(self) -> str | None:
+        return None if self.done else "stream ended before speech.audio.done"
+
+
+# -- TTS ---------------------------------------------------------------------------------------
+class HttpTTS(_HttpStage):
+    """TTS over a streamed HTTP response: one request per text piece (``mode = "sentence"``,
+    the chunker's pieces) or one for the whole reply (``mode = "full"``), in order."""
+
+    kind: ClassVar[StageName] = "tts"
+    ALLOWED: ClassVar[set[str]] = {
+        "base_url",
+        "model",
+        "voice",
+        "api_key_env",
+        "auth",
+        "timeout_s",
+        "keepalive",
+        "mode",
+        "rate",
+    }
+    default_auth: ClassVar[str] = "bearer"
+    default_rate: ClassVar[int] = 24000
+
+    def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
+        super().__init__()
+        o = Options(table, options, self.ALLOWED)
+        self.table = table
+        self.base_url = o.text("base_url").rstrip("/")
+        self.timeout_s = o.number("timeout_s", 30.0)
+        self.keepalive = o.flag("keepalive", True)
+        self.mode = o.text("mode", "sentence")
+        if self.mode not in ("sentence", "full"):
+            raise StageError(f"[{table}] mode must be 'sentence' or 'full', not {self.mode!r}")
+        self.rate = o.integer("rate", self.default_rate)
+        self._auth = _auth_header(o, table, self.default_auth)
+        self._configure(o)
+
+    def _configure(self, o: Options) -> None:
+        """Read the subclass's own options."""
+
+    def _build(self, text: str) -> tuple[str, dict[str, Any]]:
+        """URL and JSON body of one synthesis request."""
+        raise NotImplementedError
+
+    def _decoder(self) -> AudioDecoder:
+        raise NotImplementedError
+
+    def _headers(self) -> dict[str, str]:
+        return {**self._auth, "Accept-Encoding": "identity", "Content-Type": "application/json"}
+
+    async def synthesize(self, text: AsyncIterable[str]) -> AsyncIterator[StageEvent]:
+        assert self._client is not None, "use the stage as an async context manager"
+        if self.mode == "full":
+            whole = "".join([piece async for piece in text]).strip()
+            pieces: AsyncIterable[str] = _once(whole)
+        else:
+            pieces = text
+        async for piece in pieces:
+            if not piece.strip():
+                continue
+            failed = False
+            async for event in self._one(piece):
+                yield event
+                failed = failed or isinstance(event, Failed)
+            if failed:
+                return
+        yield Done(time.perf_counter_ns())
+
+    async def _one(self, text: str) -> AsyncIterator[StageEvent]:
+        assert self._client is not None
+        url, body = self._build(text)
+        trace = _Trace()
+        request = self._client.build_request(
+            "POST",
+            url,
+            content=json.dumps(body).encode(),
+            headers=self._headers(),
+            extensions={"trace": trace},
+        )
+        t_request = time.perf_counter_ns()
+        yield TextSent(t_request, text)
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
+            return
+        try:
+            t_conn = trace.first("connect_tcp.complete") or t_request
+            yield Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection)
+            for span in trace.spans(t_request):
+                yield span
+            if response.status_code >= 400:
+                try:
+                    detail = _error_message(await response.aread())
+                except httpx.HTTPError:
+                    detail = "(no body)"
+                yield Failed(
+                    time.perf_counter_ns(), f"HTTP {response.status_code} from {url}: {detail}"
+                )
+                return
+            decoder = self._decoder()
+            raw = response.aiter_raw()
+            t = time.perf_counter_ns()
+            while True:
+                try:
+                    chunk = await anext(raw)
+                except StopAsyncIteration:
+                    break
+                except httpx.HTTPError as exc:
+                    yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
+                    return
+                t = time.perf_counter_ns()  # stamped on arrival, before decoding
+                for pcm in decoder.feed(chunk):
+                    yield Audio(t, pcm, decoder.rate)
+                if decoder.error is not None:
+                    yield Failed(t, f"{url}: {decoder.error}")
+                    return
+                if decoder.done:
+                    break
+            for pcm in decoder.flush():
+                yield Audio(t, pcm, decoder.rate)
+            problem = decoder.eof()
+            if problem is not None:
+                yield Failed(time.perf_counter_ns(), f"{url}: {problem}")
+        finally:
+            await response.aclose()
+            self._last_use_ns = time.perf_counter_ns()
+
+
+async def _once(text: str) -> AsyncIterator[str]:
+    yield text
+
+
+class OpenAITTS(HttpTTS):
+    """``POST /v1/audio/speech``: raw 24 kHz PCM streamed as the body, or SSE
+    ``speech.audio.delta`` events with ``stream_format = "sse"``."""
+
+    stage_name: ClassVar[str] = "openai-tts"
+    ALLOWED: ClassVar[set[str]] = HttpTTS.ALLOWED | {
+        "stream_format",
+        "response_format",
+        "instructions",
+        "speed",
+    }
+
+    def _configure(self, o: Options) -> None:
+        self.model = o.text("model", "gpt-4o-mini-tts")
+        self.voice = o.text("voice", "alloy")
+        self.stream_format = o.text("stream_format", "audio")
+        if self.stream_format not in ("audio", "sse"):
+            raise StageError(
+                f"[{self.table}] stream_format must be 'audio' or 'sse', not {self.stream_format!r}"
+            )
+        self.response_format = o.text("response_format", "pcm")
+        if self.response_format not in ("pcm", "wav"):
+            raise StageError(
+                f"[{self.table}] response_format must be 'pcm' or 'wav' (voicelat measures "
+                f"PCM), not {self.response_format!r}"
+            )
+        self.instructions = o.opt_text("instructions")
+        self.speed = o.number("speed", 1.0)
+
+    def _build(self, text: str) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": text,
+            "voice": self.voice,
+            "response_format": self.response_format,
+        }
+        if self.stream_format == "sse":
+            body["stream_format"] = "sse"
+        if self.instructions:
+            body["instructions"] = self.instructions
+        if self.speed != 1.0:
+            body["speed"] = self.speed
+        return f"{self.base_url}/audio/speech", body
+
+    def _headers(self) -> dict[str, str]:
+        accept = "text/event-stream" if self.stream_format == "sse" else "application/octet-stream"
+        return {**super()._headers(), "Accept": accept}
+
+    def _decoder(self) -> AudioDecoder:
+        if self.stream_format == "sse":
+            return _SpeechSSEDecoder(self.rate)
+        return _RawDecoder(self.rate, wav=self.response_format == "wav")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage_name,
+            "base_url": self.base_url,
+            "model": self.model,
+            "voice": self.voice,
+            "stream_format": self.stream_format,
+            "response_format": self.response_format,
+            "mode": self.mode,
+            "server": self._server,
+        }
+
+
+# -- STT ---------------------------------------------------------------------------------------
+class OpenAISTT(_HttpStage):
+    """``POST /v1/audio/transcriptions`` with ``stream=true``: transcript deltas over SSE.
+
+    This is not a realtime protocol: the endpoint takes a finished recording. The stage
+    collects the paced audio and uploads it as one WAV file once the endpoint is reached, so
+    its ``stt`` segment (endpoint -> final) includes the upload as well as the transcription.
+    Deltas are reported as partials (they arrive after the endpoint, unlike a streaming
+    recognizer's interim results); ``transcript.text.done`` is the final.
+    """
+
+    kind: ClassVar[StageName] = "stt"
+    stage_name: ClassVar[str] = "openai-stt"
+
+    def __init__(self, options: Mapping[str, Any], *, table: str = "stt") -> None:
+        super().__init__()
+        o = Options(
+            table,
+            options,
+            {
+                "base_url",
+                "model",
+                "language",
+                "prompt",
+                "api_key_env",
+                "auth",
+                "timeout_s",
+                "keepalive",
+                "rate",
+                "stream",
+            },
+        )
+        self.table = table
+        self.base_url = o.text("base_url").rstrip("/")
+        self.model = o.text("model", "gpt-4o-mini-transcribe")
+        self.language = o.opt_text("language")
+        self.prompt = o.opt_text("prompt")
+        self.timeout_s = o.number("timeout_s", 30.0)
+        self.keepalive = o.flag("keepalive", True)
+        self.input_rate = o.integer("rate", 16000)
+        self.stream = o.flag("stream", True)
+        self._auth = _auth_header(o, table, "bearer")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage_name,
+            "base_url": self.base_url,
+            "model": self.model,
+            "language": self.language,
+            "streaming": self.stream,
+            "realtime": False,
+            "server": self._server,
+        }
+
+    def _wav(self, pcm: bytes) -> bytes:
+        buf = io.BytesIO()
+        with wave.open(buf, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(self.input_rate)
+            w.writeframes(pcm)
+        return buf.getvalue()
+
+    async def transcribe(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
+        assert self._client is not None, "use the stage as an async context manager"
+        frames = [frame async for frame in audio]
+        url = f"{self.base_url}/audio/transcriptions"
+        data = {"model": self.model, "stream": "true" if self.stream else "false"}
+        if self.language:
+            data["language"] = self.language
+        if self.prompt:
+            data["prompt"] = self.prompt
+        trace = _Trace()
+        request = self._client.build_request(
+            "POST",
+            url,
+            data=data,
+            files={"file": ("audio.wav", self._wav(b"".join(frames)), "audio/wav")},
+            headers={**self._auth, "Accept-Encoding": "identity"},
+            extensions={"trace": trace},
+        )
+        t_request = time.perf_counter_ns()
+        yield RequestSent(t_request, "audio_end")
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
+            return
+        try:
+            t_conn = trace.first("connect_tcp.complete") or t_request
+            yield Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection)
+            for span in trace.spans(t_request):
+                yield span
+            if response.status_code >= 400:
+                try:
+                    detail = _error_message(await response.aread())
+                except httpx.HTTPError:
+                    detail = "(no body)"
+                yield Failed(
+                    time.perf_counter_ns(), f"HTTP {response.status_code} from {url}: {detail}"
+                )
+                return
+            is_sse = "text/event-stream" in response.headers.get("content-type", "")
+            async for event in self._read(response, url, is_sse):
+                yield event
+        finally:
+            await response.aclose()
+            self._last_use_ns = time.perf_counter_ns()
+
+    async def _read(
+        self, response: httpx.Response, url: str, is_sse: bool
+    ) -> AsyncIterator[StageEvent]:
+        decoder = SSEDecoder()
+        body = b""
+        t_first: int | None = None
+        text = ""
+        raw = response.aiter_raw()
+        while True:
+            try:
+                chunk = await anext(raw)
+            except StopAsyncIteration:
+                break
+            except httpx.HTTPError as exc:
+                yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
+                return
+            t = time.perf_counter_ns()  # stamped on arrival, before parsing
+            if not is_sse:
+                # A model that ignores stream=true (whisper-1) answers one JSON body.
+                t_first = t_first or t
+                body += chunk
+                continue
+            for ev in decoder.feed(chunk, t):
+                if ev.data.startswith("[DONE]"):
+                    continue
+                try:
+                    obj = json.loads(ev.data)
+                except ValueError:
+                    yield Failed(ev.t_ns, f"{url}: malformed SSE data: {ev.data[:80]!r}")
+                    return
+                if not isinstance(obj, dict):
+                    continue
+                err = _stream_error(obj)
+                if err is not None:
+                    yield Failed(ev.t_ns, f"{url}: error event mid-stream: {err}")
+                    return
+                kind = obj.get("type")
+                if kind == "transcript.text.delta":
+                    text += str(obj.get("delta") or "")
+                    yield Partial(ev.t_ns, text)
+                elif kind == "transcript.text.done":
+                    final = obj.get("text")
+                    yield Final(ev.t_ns, final if isinstance(final, str) else text)
+                    usage = obj.get("usage")
+                    counts = (
+                        {k: int(v) for k, v in usage.items() if isinstance(v, int)}
+                        if isinstance(usage, dict)
+                        else {}
+                    )
+                    yield Done(ev.t_ns, usage=counts)
+                    return
+        t_end = time.perf_counter_ns()
+        if not is_sse:
+            try:
+                obj = json.loads(body)
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict) and isinstance(obj.get("text"), str):
+                yield Final(t_first or t_end, obj["text"])
+                yield Done(t_end)
+            else:
+                yield Failed(t_end, f"{url}: the response is neither SSE nor a JSON transcript")
+            return
+        yield Failed(t_end, f"{url}: stream ended before transcript.text.done")
