@@ -271,6 +271,10 @@ def _finish(
         msg = f"every measured turn failed ({len(measured)}); first reason: {reason}"
         _write_error_reports(args, run_dir, msg, summary)
         raise InfraError(msg)
+    notes = [] if baseline is None else list(baseline.notes)
+    status = (summary.get("run") or {}).get("status")
+    if status not in (None, "complete"):
+        notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
     result = evaluate_gate(
         summary,
         turns,
@@ -280,7 +284,7 @@ def _finish(
         baseline_summary=None if baseline is None else baseline.run.summary,
         tolerance=tolerance,
         level=args.confidence,
-        notes=[] if baseline is None else baseline.notes,
+        notes=notes,
         run_dir=str(run_dir),
     )
     written = _write_reports(args, run_dir, result)
