@@ -33,7 +33,7 @@ import math
 import os
 import random
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,8 +156,13 @@ class Profile:
         return _resolve(emulator, self.tables.get(emulator.name, {}), self.source)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "profile") -> Profile:
-        """Build from the same structure a TOML file has (tests and benches use this)."""
+    def from_dict(
+        cls, data: Mapping[str, Any], source: str = "profile", extra_names: Iterable[str] = ()
+    ) -> Profile:
+        """Build from the same structure a TOML file has (tests and benches use this).
+
+        ``extra_names`` are emulators given as classes rather than registered names.
+        """
         seed = data.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ConfigError(f"{source}: seed must be an integer, got {seed!r}")
@@ -172,8 +177,8 @@ class Profile:
             tables[key] = value
         from voicelat.emulate.registry import known_emulators
 
-        known = known_emulators()
-        unknown = sorted(set(tables) - set(known))
+        known = {*known_emulators(), *extra_names}
+        unknown = sorted(set(tables) - known)
         if unknown:
             raise ConfigError(
                 f"{source}: unknown emulator table(s) {', '.join(f'[{u}]' for u in unknown)}; "

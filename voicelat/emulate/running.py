@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
+from voicelat.emulate.base import Emulator
 from voicelat.emulate.profile import Profile, load_profile
 from voicelat.emulate.registry import emulator_class
 from voicelat.emulate.server import EmulatorServer
@@ -34,14 +35,14 @@ __all__ = ["Emulators"]
 ProfileLike = Profile | Mapping[str, Any] | str | Path | None
 
 
-def _as_profile(profile: ProfileLike) -> Profile:
+def _as_profile(profile: ProfileLike, extra_names: Sequence[str]) -> Profile:
     if profile is None:
         return Profile()
     if isinstance(profile, Profile):
         return profile
     if isinstance(profile, str | Path):
         return load_profile(profile)
-    return Profile.from_dict(profile, source="profile")
+    return Profile.from_dict(profile, source="profile", extra_names=extra_names)
 
 
 def _stderr(line: str) -> None:
@@ -49,12 +50,12 @@ def _stderr(line: str) -> None:
 
 
 class Emulators:
-    """Start emulators on loopback; stop them on exit. Ports: ``port=0`` gives each an
+    """Start emulators (registered names, or Emulator classes) on loopback; stop them on exit. Ports: ``port=0`` gives each an
     ephemeral port, ``port=None`` each its default port, ``port=P`` the ports P, P+1, ..."""
 
     def __init__(
         self,
-        names: Sequence[str],
+        names: Sequence[str | type[Emulator]],
         *,
         profile: ProfileLike = None,
         seed: int | None = None,
@@ -65,13 +66,16 @@ class Emulators:
     ) -> None:
         if not names:
             raise ConfigError("name at least one emulator")
-        if len(set(names)) != len(names):
-            raise ConfigError(f"an emulator is named twice in {', '.join(names)}")
-        self.profile = _as_profile(profile).with_seed(seed)
+        classes = [emulator_class(n) if isinstance(n, str) else n for n in names]
+        labels = [cls.name for cls in classes]
+        if len(set(labels)) != len(labels):
+            raise ConfigError(f"an emulator is named twice in {', '.join(labels)}")
+        extra = [n.name for n in names if not isinstance(n, str)]
+        self.profile = _as_profile(profile, extra).with_seed(seed)
         self.truth = GroundTruth()
         self.servers: dict[str, EmulatorServer] = {}
-        for i, name in enumerate(names):
-            cls = emulator_class(name)
+        for i, cls in enumerate(classes):
+            name = cls.name
             config = self.profile.resolve(cls)
             chosen = cls.default_port if port is None else (port + i if port else 0)
             self.servers[name] = EmulatorServer(

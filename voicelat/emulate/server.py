@@ -73,6 +73,7 @@ class EmulatorServer:
         self._routes = list(emulator.routes())
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
+        self._nodelay: dict[int, bool | None] = {}
         self._conn_ids = itertools.count()
         self._req_ids = itertools.count()
         self._stopping = False
@@ -146,11 +147,15 @@ class EmulatorServer:
             self._connections.add(task)
         conn = next(self._conn_ids)
         sock = writer.get_extra_info("socket")
-        if sock is not None and not self.emulator.config.wire.nodelay:
-            # asyncio turns TCP_NODELAY on for every accepted socket; the profile asked for
-            # Nagle, so turn it back off.
+        nodelay: bool | None = None
+        if sock is not None:
             with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+                if not self.emulator.config.wire.nodelay:
+                    # asyncio turns TCP_NODELAY on for every accepted socket; the profile
+                    # asked for Nagle, so turn it back off.
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+                nodelay = bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        self._nodelay[conn] = nodelay
         try:
             await self._serve(reader, writer, conn, t_accept)
         except (ClientGone, ConnectionError, asyncio.IncompleteReadError):
@@ -163,6 +168,7 @@ class EmulatorServer:
             self.log(f"voicelat serve: {line}")
             writer.transport.abort()
         finally:
+            self._nodelay.pop(conn, None)
             if task is not None:
                 self._connections.discard(task)
             if not writer.transport.is_closing():
@@ -286,6 +292,9 @@ class EmulatorServer:
         ex = self.truth.open(self.emulator.name, endpoint, index, conn, t_accept)
         ex.mark("accepted", t_accept)
         ex.mark("request_received", t_received)
+        # What the wire did, read back from the socket (issue 8 varies it).
+        ex.detail["nodelay"] = self._nodelay.get(conn)
+        ex.detail["coalesce_headers"] = self.emulator.config.wire.coalesce_headers
         return ex
 
     def _draw(self, route: Route, rng: random.Random, kinds: frozenset[str]) -> Fault | None:
