@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     from voicelat.stack.cli import add_parser as add_stack_parser
 
     add_stack_parser(sub)  # type: ignore[arg-type]
+    from voicelat.compare_cli import add_parser as add_compare_parser; add_compare_parser(sub)  # noqa: E702, I001
     from voicelat.emulate.cli import add_parser as add_serve_parser; add_serve_parser(sub)  # noqa: E702, I001
     from voicelat.tui.cli import add_parser as add_view_parser; add_view_parser(sub)  # noqa: E702, I001
     from voicelat.ci import add_parser as add_ci_parser; add_ci_parser(sub)  # noqa: E702, I001

@@ -202,6 +202,35 @@ class Runner:
             )
         return self.outcome
 
+    # -- one turn at a time: ``voicelat compare`` interleaves several runners on one loop -------
+    async def run_one(
+        self, planned: PlannedTurn, stt: STTStage, llm: LLMStage, tts: TTSStage
+    ) -> Turn:
+        """Run ONE planned turn on stages the caller has entered; keep it in ``turns`` (for
+        :meth:`summary`) and return it. The caller owns the stages, writing and the loop-lag
+        probe (:meth:`probe_loop_lag`)."""
+        if not self._inputs:
+            self.load_inputs(stt.input_rate)
+        self._stages.update(stt=stt, llm=llm, tts=tts)
+        turn = await self._run_turn(planned, stt, llm, tts)
+        self.turns.append(turn)
+        return turn
+
+    def summary(
+        self, plan: Sequence[PlannedTurn], status: str, started_wall: float
+    ) -> dict[str, Any]:
+        """The ``summary.json`` document of the turns run so far (as :meth:`run` writes it)."""
+        return self._summary(plan, status, started_wall)
+
+    def share_loop_lag(self, other: Runner) -> None:
+        """Use ``other``'s loop-lag probe: runners on one event loop need one probe, not one
+        each (every probe wakes the loop it measures)."""
+        self._lag = other._lag
+
+    async def probe_loop_lag(self) -> None:
+        """Run the loop-lag probe until cancelled (:meth:`run` starts its own)."""
+        await self._lag.run()
+
     def _summary(
         self, plan: Sequence[PlannedTurn], status: str, started_wall: float
     ) -> dict[str, Any]:

@@ -1,0 +1,233 @@
+"""The comparison ranking as terminal text and as Markdown (pure functions of ``comparison.json``).
+
+Both render the same two tables: the ranking (e2e P50/P90 with CIs, the difference to the best
+and whether it is significant, failure rate, n) and the per-segment P50/P90 table, labelled as
+not additive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from voicelat.contract import SEGMENTS
+
+NS_PER_MS = 1_000_000
+
+#: Short column names for the segment table (the full names are in the metric contract).
+SEGMENT_SHORT: dict[str, str] = {
+    "endpointing": "endpoint",
+    "stt": "stt",
+    "handoff": "handoff",
+    "llm_ttft": "llm_ttft",
+    "aggregation": "aggregate",
+    "tts_ttfb": "tts_ttfb",
+    "leading_silence": "silence",
+    "playout": "playout",
+}
+
+
+def _ms(ns: float | int | None) -> str:
+    return "-" if ns is None else f"{ns / NS_PER_MS:.0f}"
+
+
+def e2e_cell(combo: Mapping[str, Any], p: int) -> str:
+    """``812 [790, 840]`` (ms, with the bootstrap CI when there is one)."""
+    e = (combo.get("e2e") or {}).get(f"p{p}")
+    if not e:
+        return "-"
+    if e.get("ci_low_ns") is None:
+        return f"{_ms(e['ns'])} [n too small]"
+    return f"{_ms(e['ns'])} [{_ms(e['ci_low_ns'])}, {_ms(e['ci_high_ns'])}]"
+
+
+def vs_cell(combo: Mapping[str, Any], p: int) -> str:
+    """The difference to the best with its CI, ``not significant``, or ``best``."""
+    if combo.get("rank") == 1:
+        return "best"
+    v = (combo.get("vs_best") or {}).get(f"p{p}")
+    if not v:
+        return "-"
+    verdict = str(v["verdict"])
+    if v.get("significant"):
+        return verdict
+    # Say the estimate even when it is not significant, so "how big might it be" is visible.
+    return f"{verdict} ({_signed_ms(v['diff_ns'])})"
+
+
+def _signed_ms(ns: float | int | None) -> str:
+    return "-" if ns is None else f"{ns / NS_PER_MS:+.0f} ms"
+
+
+def _fail(combo: Mapping[str, Any]) -> str:
+    rate = combo.get("failure_rate")
+    return "-" if rate is None else f"{rate:.0%}"
+
+
+def _rank(combo: Mapping[str, Any]) -> str:
+    return "-" if combo.get("rank") is None else str(combo["rank"])
+
+
+def ranking_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    """The ranking table's cells (header first); shared by text and Markdown."""
+    rows = [
+        [
+            "#",
+            "combination",
+            "n",
+            "failed",
+            "e2e P50 ms [95% CI]",
+            "P50 vs best",
+            "e2e P90 ms [95% CI]",
+            "P90 vs best",
+        ]
+    ]
+    for c in doc.get("combinations", []):
+        if c.get("status") != "ok":
+            reason = c.get("failure") or c.get("status")
+            rows.append(
+                [
+                    _rank(c),
+                    str(c["name"]),
+                    str(c.get("n", 0)),
+                    _fail(c),
+                    f"{str(c.get('status')).upper()}: {reason}",
+                    "",
+                    "",
+                    "",
+                ]
+            )
+            continue
+        rows.append(
+            [
+                _rank(c),
+                str(c["name"]),
+                str(c["n"]),
+                _fail(c),
+                e2e_cell(c, 50),
+                vs_cell(c, 50),
+                e2e_cell(c, 90),
+                vs_cell(c, 90),
+            ]
+        )
+    return rows
+
+
+def segment_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    """Per-segment ``P50 / P90`` ms per combination (header first)."""
+    rows = [["combination", *(SEGMENT_SHORT[s] for s in SEGMENTS)]]
+    for c in doc.get("combinations", []):
+        if c.get("status") != "ok":
+            continue
+        segs = c.get("segments") or {}
+        cells = []
+        for s in SEGMENTS:
+            d = segs.get(s)
+            cells.append("-" if not d else f"{_ms(d.get('p50'))} / {_ms(d.get('p90'))}")
+        rows.append([str(c["name"]), *cells])
+    return rows
+
+
+def _stats_line(doc: Mapping[str, Any]) -> str:
+    st = doc.get("statistics") or {}
+    level = float(st.get("level", 0.95))
+    return (
+        f"ranked by e2e {str(st.get('rank_by', 'p50')).upper()}; n = warm measured turns; "
+        f"{level:.0%} percentile-bootstrap CIs ({st.get('resamples', '?')} resamples, "
+        f"seed {st.get('seed', '?')}); 'vs best' = this minus #1, significant when its CI "
+        f"excludes 0; fewer than {st.get('min_turns', '?')} turns: not tested"
+    )
+
+
+def _schedule_line(doc: Mapping[str, Any]) -> str:
+    sc = doc.get("schedule") or {}
+    fx = doc.get("fixtures") or {}
+    return (
+        f"{len(doc.get('combinations', []))} combinations x {fx.get('count', '?')} fixtures, "
+        f"interleaved per fixture; {sc.get('warmup', 0)} warm-up turn(s) per combination "
+        f"excluded; {sc.get('measured_per_combination', '?')} measured turn(s) per combination"
+    )
+
+
+def _table_text(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for k, r in enumerate(rows):
+        out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip())
+        if k == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def comparison_text(doc: Mapping[str, Any]) -> str:
+    """The ranking and segment tables for the terminal."""
+    lines = [f"Comparison {doc.get('name', '')}: {_schedule_line(doc)}"]
+    lines.append(_stats_line(doc))
+    lines.append("")
+    lines.extend(_table_text(ranking_rows(doc)))
+    seg = segment_rows(doc)
+    if len(seg) > 1:
+        lines.append("")
+        lines.append("Per-segment P50 / P90 ms (each on its own: percentiles do not add up to e2e)")
+        lines.extend(_table_text(seg))
+    if doc.get("excluded"):
+        lines.append("")
+        lines.append(f"excluded by the matrix: {', '.join(doc['excluded'])}")
+    return "\n".join(lines)
+
+
+def _md_escape(cell: str) -> str:
+    return cell.replace("|", "\\|")
+
+
+def _table_md(rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(_md_escape(c) for c in rows[0]) + " |"]
+    out.append("|" + "|".join("---" for _ in rows[0]) + "|")
+    for r in rows[1:]:
+        out.append("| " + " | ".join(_md_escape(c) for c in r) + " |")
+    return out
+
+
+def comparison_markdown(doc: Mapping[str, Any]) -> str:
+    """``comparison.md``: the same tables as the terminal, plus where each run's results are."""
+    lines = [f"# voicelat comparison: {doc.get('name', '')}", ""]
+    if doc.get("description"):
+        lines += [str(doc["description"]), ""]
+    lines += [_schedule_line(doc) + ".", "", _stats_line(doc) + ".", ""]
+    lines += ["## Ranking", "", *_table_md(ranking_rows(doc)), ""]
+    seg = segment_rows(doc)
+    if len(seg) > 1:
+        lines += [
+            "## Segments",
+            "",
+            "P50 / P90 ms of each segment on its own: percentiles do not add up to the e2e column.",
+            "",
+            *_table_md(seg),
+            "",
+        ]
+    lines += ["## Runs", ""]
+    for c in doc.get("combinations", []):
+        stages = c.get("stages") or {}
+        engines = ", ".join(
+            f"{k}: {v.get('stage', '?')}"
+            + (f" {v['engine_version']}" if v.get("engine_version") else "")
+            for k, v in stages.items()
+            if isinstance(v, Mapping)
+        )
+        lines.append(
+            f"- **{c['name']}**: `{c.get('run_dir', '')}/`" + (f" ({engines})" if engines else "")
+        )
+    if doc.get("excluded"):
+        lines += ["", f"Excluded by the matrix: {', '.join(doc['excluded'])}."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "comparison_markdown",
+    "comparison_text",
+    "e2e_cell",
+    "ranking_rows",
+    "segment_rows",
+    "vs_cell",
+]

@@ -1,0 +1,241 @@
+"""``report.html``: the comparison as one self-contained page with an SVG waterfall per combination.
+
+Pure functions of the ``comparison.json`` document. The page needs no script, font or stylesheet
+from anywhere: it opens from the run directory, offline.
+
+Each waterfall shows a percentile band (DESIGN §2): the mean composition of the turns whose e2e
+rank lies around the percentile, so its bars sum exactly to the band's mean e2e, and the exact
+interpolated percentile is a marker on the same axis. All waterfalls share one time axis, so
+bar lengths compare across combinations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+from voicelat.contract import SEGMENTS
+from voicelat.report.comparison import (
+    comparison_text,
+    ranking_rows,
+    segment_rows,
+)
+
+NS_PER_MS = 1_000_000
+
+#: One colour per segment, in critical-path order (colour-blind-safe Okabe-Ito palette + greys).
+SEGMENT_COLOURS: dict[str, str] = {
+    "endpointing": "#999999",
+    "stt": "#E69F00",
+    "handoff": "#56B4E9",
+    "llm_ttft": "#009E73",
+    "aggregation": "#F0E442",
+    "tts_ttfb": "#0072B2",
+    "leading_silence": "#D55E00",
+    "playout": "#CC79A7",
+}
+
+_LABEL_W = 120.0
+_CHART_W = 460.0
+_VALUE_W = 70.0
+_ROW_H = 18.0
+_TOP = 26.0
+
+
+def _nice_step(max_ns: float) -> float:
+    """A tick step (ns) giving 4-8 ticks: 1, 2 or 5 times a power of ten, in ms."""
+    max_ms = max(max_ns / NS_PER_MS, 1.0)
+    raw = max_ms / 6
+    mag = 10.0 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag:
+            return float(m * mag * NS_PER_MS)
+    return float(10 * mag * NS_PER_MS)
+
+
+def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: str = "") -> str:
+    """One percentile band as an SVG waterfall.
+
+    ``band`` is a summary's ``waterfall.pNN`` entry (``segments_ns`` summing to ``mean_e2e_ns``,
+    ``e2e_percentile_ns``, ``band_n``, ``n``). ``scale_ns`` is the shared axis length.
+    """
+    segs: Mapping[str, int] = band.get("segments_ns") or {}
+    mean = int(band["mean_e2e_ns"])
+    exact = int(band["e2e_percentile_ns"])
+    scale = max(float(scale_ns), float(mean), float(exact), 1.0)
+    rows = len(SEGMENTS) + 1
+    height = _TOP + rows * _ROW_H + 26
+    width = _LABEL_W + _CHART_W + _VALUE_W
+
+    def x(ns: float) -> float:
+        return _LABEL_W + ns / scale * _CHART_W
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="waterfall" width="{width:.0f}" '
+        f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'data-percentile="{p}" data-mean-ns="{mean}" data-exact-ns="{exact}" '
+        f'role="img" aria-label="{escape(title or f"P{p} waterfall")}">',
+        f"<title>{escape(title or f'P{p} waterfall')}: bars sum to {mean / NS_PER_MS:.0f} ms "
+        f"(mean of {band.get('band_n', '?')} turn(s) around P{p}); exact P{p} "
+        f"{exact / NS_PER_MS:.0f} ms</title>",
+        f'<text x="4" y="14" class="head">P{p}: mean of {escape(str(band.get("band_n", "?")))} '
+        f"turn(s) of {escape(str(band.get('n', '?')))} around P{p}</text>",
+    ]
+    start = 0
+    for i, s in enumerate(SEGMENTS):
+        dur = int(segs.get(s, 0))
+        y = _TOP + i * _ROW_H
+        w = max(dur, 0) / scale * _CHART_W
+        parts.append(
+            f'<text x="4" y="{y + 13:.1f}" class="lbl">{escape(s)}</text>'
+            f'<rect class="seg" data-segment="{escape(s)}" data-ns="{dur}" '
+            f'x="{x(start):.2f}" y="{y + 3:.1f}" width="{w:.2f}" height="{_ROW_H - 6:.1f}" '
+            f'fill="{SEGMENT_COLOURS[s]}"><title>{escape(s)} {dur / NS_PER_MS:.1f} ms</title></rect>'
+            f'<text x="{_LABEL_W + _CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
+            f"{dur / NS_PER_MS:.0f} ms</text>"
+        )
+        start += max(dur, 0)
+    y = _TOP + len(SEGMENTS) * _ROW_H
+    parts.append(
+        f'<text x="4" y="{y + 13:.1f}" class="lbl total-lbl">e2e (mean)</text>'
+        f'<rect class="total" data-ns="{mean}" x="{x(0):.2f}" y="{y + 3:.1f}" '
+        f'width="{mean / scale * _CHART_W:.2f}" height="{_ROW_H - 6:.1f}" fill="#444444"/>'
+        f'<text x="{_LABEL_W + _CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
+        f"{mean / NS_PER_MS:.0f} ms</text>"
+    )
+    # The exact percentile of e2e, on the same axis as the bars.
+    mx = x(exact)
+    parts.append(
+        f'<line class="pctl" data-ns="{exact}" x1="{mx:.2f}" x2="{mx:.2f}" y1="{_TOP - 2:.1f}" '
+        f'y2="{y + _ROW_H:.1f}" stroke="#000" stroke-dasharray="4 2" stroke-width="1.5"/>'
+        f'<text x="{min(mx + 3, _LABEL_W + _CHART_W - 90):.1f}" y="{_TOP - 6:.1f}" class="mark">'
+        f"exact P{p} {exact / NS_PER_MS:.0f} ms</text>"
+    )
+    # Axis.
+    axis_y = y + _ROW_H + 4
+    step = _nice_step(scale)
+    t = 0.0
+    parts.append(
+        f'<line x1="{_LABEL_W:.1f}" x2="{_LABEL_W + _CHART_W:.1f}" y1="{axis_y:.1f}" '
+        f'y2="{axis_y:.1f}" stroke="#888"/>'
+    )
+    while t <= scale + 1:
+        tx = x(t)
+        parts.append(
+            f'<line x1="{tx:.2f}" x2="{tx:.2f}" y1="{axis_y:.1f}" y2="{axis_y + 4:.1f}" '
+            f'stroke="#888"/><text x="{tx:.2f}" y="{axis_y + 15:.1f}" class="tick" '
+            f'text-anchor="middle">{t / NS_PER_MS:.0f}</text>'
+        )
+        t += step
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;max-width:80em}
+table{border-collapse:collapse;margin:1em 0;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}
+th{background:#f3f3f3}td:nth-child(2),th:nth-child(2){text-align:left}
+tr.failed td{color:#a00}tr.best td{font-weight:600}
+.sig{color:#a00}.ns{color:#777}
+.combo{margin:1.5em 0;border-top:1px solid #ddd;padding-top:.5em}
+.waterfall text{font-size:11px;font-family:system-ui,sans-serif}
+.waterfall .head{font-weight:600}.waterfall .mark{font-size:10px}
+.legend span{display:inline-block;margin-right:1em}.legend i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:middle}
+small{color:#666}
+"""
+
+
+def _table_html(rows: list[list[str]], classes: list[str] | None = None) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in rows[0])
+    body = []
+    for i, r in enumerate(rows[1:]):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        cells = []
+        for c in r:
+            kind = (
+                "ns"
+                if c.startswith("not significant")
+                else ("sig" if c[:1] in "+-" and "ms" in c else "")
+            )
+            cells.append(
+                f'<td class="{kind}">{escape(c)}</td>' if kind else f"<td>{escape(c)}</td>"
+            )
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def shared_scale_ns(doc: Mapping[str, Any]) -> float:
+    """The longest bar or marker over every combination's waterfalls: one axis for all."""
+    scale = 1.0
+    for c in doc.get("combinations", []):
+        for band in (c.get("waterfall") or {}).values():
+            scale = max(scale, float(band["mean_e2e_ns"]), float(band["e2e_percentile_ns"]))
+    return scale
+
+
+def comparison_html(doc: Mapping[str, Any]) -> str:
+    """The whole report page."""
+    name = str(doc.get("name", ""))
+    combos = list(doc.get("combinations", []))
+    classes = [
+        "failed" if c.get("status") != "ok" else ("best" if c.get("rank") == 1 else "")
+        for c in combos
+    ]
+    scale = shared_scale_ns(doc)
+    legend = "".join(
+        f'<span><i style="background:{SEGMENT_COLOURS[s]}"></i>{escape(s)}</span>' for s in SEGMENTS
+    )
+    sections = []
+    for c in combos:
+        head = f"<h3>{escape(str(c.get('rank') or '-'))}. {escape(str(c['name']))}</h3>"
+        if c.get("status") != "ok":
+            sections.append(
+                f'<div class="combo">{head}<p class="sig">{escape(str(c.get("status")).upper())}: '
+                f"{escape(str(c.get('failure') or ''))}</p></div>"
+            )
+            continue
+        stages = c.get("stages") or {}
+        desc = "; ".join(
+            f"{escape(k)}: {escape(str(v.get('stage', '?')))}"
+            + (f" {escape(str(v['engine_version']))}" if v.get("engine_version") else "")
+            + (
+                f" {escape(str(v['server']))} {escape(str(v.get('server_version') or ''))}"
+                if v.get("server")
+                else ""
+            )
+            for k, v in stages.items()
+            if isinstance(v, Mapping)
+        )
+        svgs = "".join(
+            waterfall_svg(band, p=int(key[1:]), scale_ns=scale, title=f"{c['name']} {key.upper()}")
+            for key, band in sorted((c.get("waterfall") or {}).items())
+            if key in ("p50", "p90")
+        )
+        sections.append(
+            f'<div class="combo">{head}<p><small>{desc}; results in '
+            f"<code>{escape(str(c.get('run_dir', '')))}/</code></small></p>{svgs}</div>"
+        )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>voicelat comparison: {escape(name)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>voicelat comparison: {escape(name)}</h1>"
+        + (f"<p>{escape(str(doc['description']))}</p>" if doc.get("description") else "")
+        + f"<p><small>{escape(str(doc.get('created', '')))}; "
+        f"{escape(comparison_text(doc).splitlines()[0])}</small></p>"
+        f"<p><small>{escape(comparison_text(doc).splitlines()[1])}</small></p>"
+        "<h2>Ranking</h2>"
+        + _table_html(ranking_rows(doc), classes)
+        + "<h2>Segments</h2><p><small>P50 / P90 ms of each segment on its own: percentiles do not "
+        "add up to e2e (the waterfalls below do).</small></p>"
+        + _table_html(segment_rows(doc))
+        + "<h2>Waterfalls at P50 and P90</h2><p><small>Each waterfall is the mean composition of "
+        "the turns ranked around the percentile: its bars sum to that band's mean e2e; the "
+        "dashed line is the exact (interpolated) percentile of e2e. One time axis (ms) for all."
+        f'</small></p><p class="legend">{legend}</p>' + "".join(sections) + "</body></html>\n"
+    )
+
+
+__all__ = ["SEGMENT_COLOURS", "comparison_html", "shared_scale_ns", "waterfall_svg"]
