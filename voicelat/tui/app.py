@@ -8,8 +8,10 @@ the measuring event loop: it drains a thread-safe queue on its own timer (see
 
 from __future__ import annotations
 
+import gc
 import queue
 import time
+from collections.abc import Callable
 from typing import ClassVar, Protocol
 
 from rich.text import Text
@@ -33,6 +35,7 @@ from voicelat.tui.model import (
 from voicelat.tui.render import (
     NOT_ADDITIVE,
     TURN_COLUMNS,
+    band_caption,
     band_view,
     segment_table,
     spans_table,
@@ -52,6 +55,8 @@ MIN_HEIGHT = 30
 POLL_S = 0.05
 #: At most this many events per drain, so a burst cannot starve input handling.
 MAX_EVENTS_PER_POLL = 200
+#: How often the live turn's "now" cursor moves when no event arrived (per second).
+CURSOR_HZ = 5
 
 
 class RunController(Protocol):
@@ -118,16 +123,24 @@ class VoicelatApp(App[None]):
         Binding("s", "cycle_sort", "Sort turns"),
     ]
 
-    def __init__(self, model: RunModel, controller: RunController | None = None) -> None:
+    def __init__(
+        self,
+        model: RunModel,
+        controller: RunController | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
         super().__init__()
         self.model = model
         self.controller = controller
+        #: The clock of the live turn's "now" cursor (the measuring clock; tests pin it).
+        self.clock = clock
         #: Plain attributes, not reactives: each change repaints explicitly, so a repaint can
         #: never re-enter itself through a watcher.
         self.percentile = PERCENTILES[0]
         self.sort_key = SORT_KEYS[0]
         self.selected: int | None = None
         self._quitting = False
+        self._cursor_at = 0.0
 
     # -- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -165,6 +178,10 @@ class VoicelatApp(App[None]):
             # Stack start-up progress is printed; show it in the turn pane instead of letting
             # it scribble over the screen.
             self.begin_capture_print(self, stdout=True, stderr=True)
+            # The UI's long-lived objects (widgets, styles, the saved turns) move out of the
+            # collector's reach: a full collection holds the GIL, and with it the measuring
+            # thread, for tens of ms on a screen this size.
+            gc.freeze()
             self.controller.start()
             self.set_interval(POLL_S, self.poll_events)
         table.focus()
@@ -204,9 +221,12 @@ class VoicelatApp(App[None]):
 
     def _refresh_waterfall(self) -> None:
         pane = self.query_one("#waterfall", Static)
-        pane.border_title = f"Budget waterfall at P{self.percentile}"
+        band = self.model.bands().get(self.percentile)
+        title = f"P{self.percentile} budget waterfall"
+        # n and what the bars average go in the title, leaving the pane's rows to the verdict.
+        pane.border_title = f"{title} · {band_caption(band, short=True)}" if band else title
         pane.border_subtitle = "p: P50/P90/P99"
-        pane.update(band_view(self.model, self.percentile))
+        pane.update(band_view(self.model, self.percentile, with_caption=False))
 
     def _refresh_stats(self) -> None:
         self.query_one("#segments", Static).update(segment_table(self.model.segment_dists()))
@@ -217,23 +237,29 @@ class VoicelatApp(App[None]):
         live = self.model.live
         pane.border_title = "Live turn" if live is not None else "Turn"
         selected = None if self.selected is None else self.model.turn(self.selected)
-        pane.update(turn_pane(self.model, selected, self.percentile, time.perf_counter_ns()))
+        pane.update(turn_pane(self.model, selected, self.percentile, self.clock()))
 
     def _refresh_status(self) -> None:
         self.query_one("#status", Static).update(status_line(self.model))
 
     # -- live events -------------------------------------------------------------------------
     def poll_events(self) -> None:
-        """Drain what the measuring thread queued and repaint what changed."""
+        """Drain what the measuring thread queued and repaint only what changed.
+
+        Every repaint is Python work that competes for the GIL with the measuring thread, so
+        an idle tick repaints nothing, and the live turn's "now" cursor moves at most
+        ``CURSOR_HZ`` times a second.
+        """
         controller = self.controller
         if controller is None:
             return
-        finished = False
+        got = finished = False
         for _ in range(MAX_EVENTS_PER_POLL):
             try:
                 event = controller.events.get_nowait()
             except queue.Empty:
                 break
+            got = True
             newest = self._newest_index()
             self.model.apply(event)
             if isinstance(event, TurnFinished):
@@ -245,8 +271,12 @@ class VoicelatApp(App[None]):
             self._refresh_table()
             self._refresh_waterfall()
             self._refresh_stats()
-        self._refresh_turn()
-        self._refresh_status()
+        now = time.monotonic()
+        if got or (self.model.live is not None and now - self._cursor_at >= 1 / CURSOR_HZ):
+            self._cursor_at = now
+            self._refresh_turn()
+        if got:
+            self._refresh_status()
         if self._quitting and controller.done and controller.events.empty():
             self.exit()
 

@@ -244,16 +244,21 @@ def band_waterfall(band: Band, verdict: BudgetVerdict) -> Waterfall:
     )
 
 
+def band_caption(band: Band, *, short: bool = False) -> str:
+    """What the bars are made of, with n: ``n=14 warm · bars: mean of 1 turn around P90``.
+
+    ``short`` leaves out what a title already says (the percentile, "warm").
+    """
+    turns = "turn" if band.band_n == 1 else "turns"
+    if short:
+        return f"n={band.n} · bars: mean of {band.band_n} {turns}"
+    return f"n={band.n} warm · bars: mean of {band.band_n} {turns} around P{band.p}"
+
+
 def verdict_text(band: Band, verdict: BudgetVerdict) -> Text:
-    """What the waterfall means in words: n, the band, the exact percentile against the budget."""
+    """The exact percentile against the budget in words, and segments over their own limits."""
     p = band.p
     out = Text()
-    out.append(f"n={band.n} warm", style="bold")
-    turns = "turn" if band.band_n == 1 else "turns"
-    out.append(
-        f" · bars: mean of {band.band_n} {turns} around P{p} = {band.mean_e2e / NS_PER_MS:.0f} ms\n",
-        style=DIM,
-    )
     if verdict.limit_ns is None:
         out.append(f"no P{p} e2e budget set ([budget.e2e] p{p}_ms)", style=DIM)
     elif verdict.over:
@@ -263,7 +268,7 @@ def verdict_text(band: Band, verdict: BudgetVerdict) -> Text:
             style=OVER_STYLE,
         )
         if verdict.crossing:
-            out.append("; crosses in ", style=OVER_STYLE)
+            out.append(" ▶ ", style=OVER_STYLE)
             out.append(verdict.crossing, style=OVER_STYLE + " reverse")
     else:
         room = verdict.limit_ns - band.e2e_percentile
@@ -272,16 +277,25 @@ def verdict_text(band: Band, verdict: BudgetVerdict) -> Text:
             f"({room / NS_PER_MS:.0f} ms headroom)",
             style="green",
         )
-    for name, (value, limit) in verdict.own_limit.items():
+    if verdict.own_limit:
+        # One line for all of them: the pane has room for two lines of verdict.
+        out.append("\n! over own limit: ", style="bold yellow")
         out.append(
-            f"\n! {name} P{p} {value / NS_PER_MS:.0f} ms > its limit {limit / NS_PER_MS:.0f} ms",
+            ", ".join(
+                f"{name} {value / NS_PER_MS:.0f} > {limit / NS_PER_MS:.0f} ms"
+                for name, (value, limit) in verdict.own_limit.items()
+            ),
             style="bold yellow",
         )
     return out
 
 
-def band_view(model: RunModel, p: int) -> RenderableType:
-    """The budget waterfall at percentile ``p`` with its verdict, or why there is none."""
+def band_view(model: RunModel, p: int, *, with_caption: bool = True) -> RenderableType:
+    """The budget waterfall at percentile ``p`` with its verdict, or why there is none.
+
+    ``with_caption=False`` leaves out the line that says what the bars are made of (n and
+    the band), for a caller that shows :func:`band_caption` elsewhere (the pane's title).
+    """
     band = model.bands().get(p)
     if band is None:
         waiting = "no warm, complete turn yet" if model.running else "no warm, complete turn"
@@ -290,7 +304,10 @@ def band_view(model: RunModel, p: int) -> RenderableType:
             style=DIM,
         )
     verdict = judge(p, band.e2e_percentile, band.segments, model.budget, model.segment_dists())
-    return Group(band_waterfall(band, verdict), verdict_text(band, verdict))
+    parts: list[RenderableType] = [band_waterfall(band, verdict), verdict_text(band, verdict)]
+    if with_caption:
+        parts.insert(0, Text(band_caption(band), style=DIM))
+    return Group(*parts)
 
 
 # -- the live turn ----------------------------------------------------------------------------
@@ -317,7 +334,7 @@ class LiveTimeline:
             yield Text(
                 "fixture has no annotated speech_end: times are from the audio start", style=DIM
             )
-        far = max([*seen.values(), self.now_ns or 0, NS_PER_MS * 1000])
+        far = max([*seen.values(), self.now_ns or 0, self.budget_ns or 0, NS_PER_MS * 1000])
         axis_ns = nice_ceiling(far * 1.04)
         width = max(10, options.max_width - LABEL_WIDTH)
         scale = width / axis_ns
@@ -330,7 +347,7 @@ class LiveTimeline:
                 yield line
                 continue
             line.append(f"{name:<22}")
-            line.append(f"{'+' if value >= 0 else ''}{value / NS_PER_MS:>5.0f}")
+            line.append(f"{value / NS_PER_MS:+6.0f}")
             cell = max(0, min(width - 1, round(value * scale)))
             line.append("  ")
             line.append("─" * cell, style=DIM)
@@ -351,7 +368,8 @@ class LiveTimeline:
         elif self.now_ns is None:
             ruler = Text("pacing the fixture's audio in real time …", style=DIM)
         yield Text(" " * LABEL_WIDTH) + ruler
-        for line in _axis(width, axis_ns, None, ""):
+        label = "" if self.budget_ns is None else f"budget {self.budget_ns / NS_PER_MS:.0f}"
+        for line in _axis(width, axis_ns, self.budget_ns, label):
             yield Text(" " * LABEL_WIDTH) + line
 
 
