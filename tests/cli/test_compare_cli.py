@@ -1,0 +1,90 @@
+"""``voicelat compare`` without servers: bad input (one line, exit 2) and ranking saved runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.helpers import ROOT, voicelat
+
+SAVED_RUN = ROOT / "tests" / "tui" / "data" / "run"
+MATRIX = (ROOT / "pipelines" / "matrix-local.toml").read_text()
+
+
+def _one_clear_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("voicelat: error:")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+def test_unknown_stage_in_a_matrix_lists_the_known_ones(tmp_path: Path) -> None:
+    bad = tmp_path / "m.toml"
+    bad.write_text(MATRIX.replace('stage = "espeak-tts"', 'stage = "kokoro-tts"'))
+    r = voicelat("compare", "--matrix", str(bad), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2
+    line = _one_clear_line(r.stderr)
+    assert "tts alternative 'espeak'" in line and "unknown tts stage 'kokoro-tts'" in line
+    assert "espeak-tts" in line and "wyoming-tts" in line  # the known ones
+    assert not (tmp_path / "out").exists()  # refused before anything started
+
+
+def test_missing_pipeline_file(tmp_path: Path) -> None:
+    r = voicelat("compare", "pipelines/local.toml", str(tmp_path / "nope.toml"))
+    assert r.returncode == 2
+    assert "nope.toml does not exist" in _one_clear_line(r.stderr)
+
+
+def test_missing_matrix_file(tmp_path: Path) -> None:
+    r = voicelat("compare", "--matrix", str(tmp_path / "nope.toml"))
+    assert r.returncode == 2
+    assert "matrix file" in _one_clear_line(r.stderr)
+
+
+def test_nothing_or_both_to_compare() -> None:
+    r = voicelat("compare")
+    assert r.returncode == 2 and "nothing to compare" in _one_clear_line(r.stderr)
+    r = voicelat("compare", "pipelines/local.toml", "--matrix", "pipelines/matrix-local.toml")
+    assert r.returncode == 2 and "not both" in _one_clear_line(r.stderr)
+
+
+def _copy_run(tmp_path: Path, name: str, fixture_set: str | None = None) -> Path:
+    d = tmp_path / name
+    shutil.copytree(SAVED_RUN, d)
+    if fixture_set is not None:
+        s = json.loads((d / "summary.json").read_text())
+        s["fixture_set_sha256"] = fixture_set
+        (d / "summary.json").write_text(json.dumps(s))
+    return d
+
+
+def test_runs_on_different_fixtures_are_refused(tmp_path: Path) -> None:
+    a = _copy_run(tmp_path, "a")
+    b = _copy_run(tmp_path, "b", fixture_set="0" * 64)
+    r = voicelat("compare", str(a), str(b), "--out", str(tmp_path / "out"), "--no-tui")
+    assert r.returncode == 2
+    line = _one_clear_line(r.stderr)
+    assert "different fixtures" in line and "'a'" in line and "'b'" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_saved_runs_are_ranked_with_reports(tmp_path: Path) -> None:
+    a = _copy_run(tmp_path, "a")
+    b = _copy_run(tmp_path, "b")
+    out = tmp_path / "out"
+    r = voicelat("compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200")
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    doc = json.loads((out / "comparison.json").read_text())
+    assert doc["interleaved"] is False  # said plainly: separate runs, drift not controlled
+    assert [c["rank"] for c in doc["combinations"]] == [1, 2]
+    assert {c["n"] for c in doc["combinations"]} == {14}
+    # The same turns twice: identical numbers, so no difference can be significant.
+    second = doc["combinations"][1]
+    assert second["vs_best"]["p50"]["diff_ns"] == 0
+    assert second["vs_best"]["p50"]["verdict"] == "not significant"
+    assert "not significant" in r.stdout
+    md = (out / "comparison.md").read_text()
+    assert "| 1 | a | 14 | 0% |" in md and "| 2 | b | 14 | 0% |" in md
+    assert (out / "report.html").read_text().count("<svg") == 4
