@@ -131,7 +131,9 @@ def test_fault_draw_is_exclusive_filtered_and_seeded() -> None:
     stall = next(d for d in draws if d and d.kind == "stall")
     assert (stall.seconds, stall.after) == (3.0, 2)
     # The stall is filtered to chat: speech requests only ever get the 429.
-    speech = {d.kind for i in range(2000) if (d := cfg.draw_fault(random.Random(i), "speech", kinds))}
+    speech = {
+        d.kind for i in range(2000) if (d := cfg.draw_fault(random.Random(i), "speech", kinds))
+    }
     assert speech == {"http_429"}
     again = [cfg.draw_fault(random.Random(i), "chat", kinds) for i in range(4000)]
     assert again == draws

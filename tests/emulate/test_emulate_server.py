@@ -198,9 +198,7 @@ async def test_a_handler_bug_is_one_line_and_the_server_survives() -> None:
 
 
 # -- HTTP framing on the OpenAI emulator ------------------------------------------------------
-_CHAT = (
-    b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'
-)
+_CHAT = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'
 
 
 def _raw_chat(port: int, timeout: float = 2.0) -> tuple[bytes, float]:
@@ -269,10 +267,9 @@ async def test_keep_alive_and_idle_timeout() -> None:
 
 
 async def test_unknown_paths_and_methods_get_the_providers_error_shape() -> None:
-    async with Emulators(["openai"], seed=1) as em:
-        async with httpx.AsyncClient() as client:
-            r404 = await client.post(em.url("openai") + "/nope", headers=KEY)
-            r405 = await client.get(em.url("openai") + "/chat/completions", headers=KEY)
+    async with Emulators(["openai"], seed=1) as em, httpx.AsyncClient() as client:
+        r404 = await client.post(em.url("openai") + "/nope", headers=KEY)
+        r405 = await client.get(em.url("openai") + "/chat/completions", headers=KEY)
     assert r404.status_code == 404
     assert r404.json()["error"]["message"] == "Invalid URL (POST /v1/nope)"
     assert r405.status_code == 405 and r405.json()["error"]["type"] == "invalid_request_error"

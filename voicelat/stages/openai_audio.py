@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import io
 import json
 import time
@@ -46,14 +47,28 @@ from voicelat.stages.openai import _describe, _error_message, _stream_error, _Tr
 __all__ = ["AudioDecoder", "HttpTTS", "OpenAISTT", "OpenAITTS", "network_reason"]
 
 
+def _os_error(exc: BaseException) -> OSError | None:
+    """The socket error under an httpx exception (httpx hides it behind a generic message)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno is not None:
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
     """One line saying what went wrong on the wire, never a traceback (and never a header)."""
+    os_error = _os_error(exc)
+    if os_error is not None and os_error.errno == errno.ECONNREFUSED:
+        return f"cannot connect to {url}: connection refused"
+    if os_error is not None and os_error.errno == errno.ECONNRESET:
+        return f"{url} reset the connection"
     if isinstance(exc, httpx.ConnectTimeout):
         return f"cannot connect to {url}: no answer within the connect timeout"
     if isinstance(exc, httpx.ConnectError):
-        text = str(exc)
-        if "refused" in text.lower() or "111" in text:
-            return f"cannot connect to {url}: connection refused"
         return f"cannot connect to {url}: {_describe(exc)}"
     if isinstance(exc, httpx.ReadTimeout):
         return f"no data from {url} for {timeout_s:g} s (read timeout): the server stalled"
