@@ -281,11 +281,11 @@ async def test_chunked_request_bodies_are_read() -> None:
         yield _CHAT[20:]
 
     profile = {"openai": {"latency": {"ttft": 1, "token": 0, "headers": 0}}}
-    async with Emulators(["openai"], profile=profile, seed=1) as em:
-        async with httpx.AsyncClient() as client:
-            r = await client.post(
-                em.url("openai") + "/chat/completions", headers=KEY, content=body()
-            )
+    async with (
+        Emulators(["openai"], profile=profile, seed=1) as em,
+        httpx.AsyncClient() as client,
+    ):
+        r = await client.post(em.url("openai") + "/chat/completions", headers=KEY, content=body())
     assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]")
 
 

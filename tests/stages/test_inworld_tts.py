@@ -46,17 +46,19 @@ def _tts(em: Emulators, **extra: Any) -> InworldTTS:
 
 async def test_every_chunk_carries_a_wav_header_on_the_wire() -> None:
     # The documented quirk the stage must undo: check the emulator really sends it.
-    async with Emulators(["inworld"], profile={"inworld": EXACT}, seed=1) as em:
-        async with httpx.AsyncClient() as client:
-            r = await client.post(
-                em.url("inworld") + "/tts/v1/voice:stream",
-                headers={"Authorization": "Basic test-key-123"},
-                json={
-                    "text": "Hello there.",
-                    "voice_id": "Ashley",
-                    "audio_config": {"audio_encoding": "LINEAR16", "sample_rate_hertz": 16000},
-                },
-            )
+    async with (
+        Emulators(["inworld"], profile={"inworld": EXACT}, seed=1) as em,
+        httpx.AsyncClient() as client,
+    ):
+        r = await client.post(
+            em.url("inworld") + "/tts/v1/voice:stream",
+            headers={"Authorization": "Basic test-key-123"},
+            json={
+                "text": "Hello there.",
+                "voice_id": "Ashley",
+                "audio_config": {"audio_encoding": "LINEAR16", "sample_rate_hertz": 16000},
+            },
+        )
     blobs = [
         base64.b64decode(json.loads(line)["result"]["audioContent"]) for line in r.text.splitlines()
     ]

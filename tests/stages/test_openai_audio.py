@@ -103,9 +103,11 @@ async def test_tts_first_audio_matches_truth_and_audio_is_exact(options: dict[st
 
 
 async def test_tts_reports_sub_spans_and_warm_connections() -> None:
-    async with Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em:
-        async with _tts(em.url("openai")) as tts:
-            events = await _collect(tts.synthesize(_texts("Hi.")))
+    async with (
+        Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em,
+        _tts(em.url("openai")) as tts,
+    ):
+        events = await _collect(tts.synthesize(_texts("Hi.")))
     names = {e.name for e in events if isinstance(e, Span)}
     assert {"request_sent", "response_headers", "pool_wait"} <= names
     connected = next(e for e in events if isinstance(e, Connected))
@@ -135,9 +137,11 @@ async def test_stt_final_matches_truth_and_returns_the_manifest_text() -> None:
 
 async def test_stt_non_streaming_model_answers_json() -> None:
     pcm = load_for_stage(FIXTURE, 16000)
-    async with Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em:
-        async with _stt(em.url("openai"), model="whisper-1") as stt:
-            events = await _collect(stt.transcribe(_audio(pcm)))
+    async with (
+        Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em,
+        _stt(em.url("openai"), model="whisper-1") as stt,
+    ):
+        events = await _collect(stt.transcribe(_audio(pcm)))
     assert [type(e).__name__ for e in events][-2:] == ["Final", "Done"]
     assert next(e for e in events if isinstance(e, Final)).text == FIXTURE_TEXT
     assert not any(isinstance(e, Partial) for e in events)
@@ -190,9 +194,11 @@ async def test_tts_faults_are_one_failed_line(
 
 async def test_tts_sse_early_clean_end_is_a_failure() -> None:
     profile = {"openai": {"faults": {"truncate": {"p": 1.0, "after": 1, "mode": "eof"}}}}
-    async with Emulators(["openai"], profile=profile, seed=1) as em:
-        async with _tts(em.url("openai"), stream_format="sse") as tts:
-            events = await _collect(tts.synthesize(_texts("Hello there.")))
+    async with (
+        Emulators(["openai"], profile=profile, seed=1) as em,
+        _tts(em.url("openai"), stream_format="sse") as tts,
+    ):
+        events = await _collect(tts.synthesize(_texts("Hello there.")))
     assert isinstance(events[-1], Failed)
     assert "stream ended before speech.audio.done" in events[-1].reason
 
@@ -212,11 +218,13 @@ async def test_tts_sse_early_clean_end_is_a_failure() -> None:
 async def test_stt_faults_are_one_failed_line(fault: dict[str, Any], expected: str) -> None:
     pcm = load_for_stage(FIXTURE, 16000)
     profile = {"openai": {"latency": {"headers": 2, "stt_first": 5}, "faults": fault}}
-    async with Emulators(["openai"], profile=profile, seed=1) as em:
-        async with _stt(em.url("openai"), timeout_s=0.5) as stt:
-            t0 = time.perf_counter()
-            events = await _collect(stt.transcribe(_audio(pcm)))
-            elapsed = time.perf_counter() - t0
+    async with (
+        Emulators(["openai"], profile=profile, seed=1) as em,
+        _stt(em.url("openai"), timeout_s=0.5) as stt,
+    ):
+        t0 = time.perf_counter()
+        events = await _collect(stt.transcribe(_audio(pcm)))
+        elapsed = time.perf_counter() - t0
     failed = [e for e in events if isinstance(e, Failed)]
     assert len(failed) == 1 and events[-1] is failed[0]
     assert expected in failed[0].reason

@@ -39,12 +39,14 @@ def _llm(base_url: str, **extra: Any) -> OpenAILLM:
 
 
 async def test_measured_ttft_and_itl_match_the_ground_truth() -> None:
-    async with Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em:
-        async with _llm(em.url("openai")) as llm:
-            runs = []
-            for _ in range(3):
-                events = await _collect(llm.complete("What's the weather like?"))
-                runs.append((events, em.truth.last("openai", "chat")))
+    async with (
+        Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em,
+        _llm(em.url("openai")) as llm,
+    ):
+        runs = []
+        for _ in range(3):
+            events = await _collect(llm.complete("What's the weather like?"))
+            runs.append((events, em.truth.last("openai", "chat")))
     for events, ex in runs:
         request = next(e for e in events if isinstance(e, RequestSent))
         deltas = [e for e in events if isinstance(e, Delta) and e.content]
@@ -82,9 +84,11 @@ async def test_reasoning_model_first_delta_vs_first_content() -> None:
 
 
 async def test_reasoning_model_with_a_small_budget_says_nothing() -> None:
-    async with Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em:
-        async with _llm(em.url("openai"), model="deepseek-reasoner", max_tokens=8) as llm:
-            events = await _collect(llm.complete("hi"))
+    async with (
+        Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em,
+        _llm(em.url("openai"), model="deepseek-reasoner", max_tokens=8) as llm,
+    ):
+        events = await _collect(llm.complete("hi"))
     assert not any(isinstance(e, Delta) and e.content for e in events)
     assert isinstance(events[-1], Done) and events[-1].finish_reason == "length"
 
