@@ -481,7 +481,8 @@ class WsExchange(_Exchange):
                         self._inbox.put_nowait((message, t))
                         fragments, opcode = [], None
                 self._flush()
-                if not data or self.protocol.state is State.CLOSED:
+                if not data or self.protocol.close_rcvd is not None:
+                    # The client closed (our close reply is flushed): the session is over.
                     break
         except (ConnectionError, OSError):
             pass
@@ -494,12 +495,17 @@ class WsExchange(_Exchange):
     def _flush(self, marks: Iterable[str] = ()) -> int | None:
         out = self.protocol.data_to_send()
         payload = b"".join(out)
-        if not payload:
-            return None
-        try:
-            return self._write(payload, marks)
-        except ClientGone:
-            return None
+        t: int | None = None
+        if payload:
+            try:
+                t = self._write(payload, marks)
+            except ClientGone:
+                return None
+        if out and out[-1] == b"":
+            # The protocol's "end of data": after the closing handshake the server closes
+            # the TCP connection first (RFC 6455 §7.1.1), or the client waits for it.
+            self.transport.close()
+        return t
 
     async def recv_stamped(self, timeout: float | None = None) -> tuple[_Message | None, int]:
         """The next message and when it was read; ``(None, t)`` once the client has closed."""
