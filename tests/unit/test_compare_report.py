@@ -12,7 +12,13 @@ import pytest
 from voicelat.contract import SEGMENTS
 from voicelat.ranking import CombinationSample, rank_combinations
 from voicelat.report.comparison import comparison_markdown, comparison_text
-from voicelat.report.comparison_html import comparison_html, shared_scale_ns, waterfall_svg
+from voicelat.report.comparison_html import (
+    CHART_W,
+    LABEL_W,
+    comparison_html,
+    shared_scale_ns,
+    waterfall_svg,
+)
 
 MS = 1_000_000
 SVG = "{http://www.w3.org/2000/svg}"
@@ -56,8 +62,8 @@ def test_waterfall_bars_sum_to_the_band_mean_and_lie_end_to_end() -> None:
     for prev, cur in itertools.pairwise(segs):
         end = float(prev.get("x", "0")) + float(prev.get("width", "0"))
         assert float(cur.get("x", "0")) == pytest.approx(end, abs=0.02)
-    # 900 ms on a 1000 ms axis of 460 px.
-    assert float(total.get("width", "0")) == pytest.approx(414.0, abs=0.01)
+    # 900 ms on a 1000 ms axis.
+    assert float(total.get("width", "0")) == pytest.approx(0.9 * CHART_W, abs=0.01)
 
 
 def test_the_exact_percentile_is_marked_on_the_same_axis() -> None:
@@ -79,7 +85,7 @@ def test_the_axis_grows_to_fit_a_longer_band() -> None:
     line = root.find(f"{SVG}line[@class='pctl']")
     assert total is not None and line is not None
     # The exact percentile (905 ms) is the longest thing: it ends the chart, nothing overflows.
-    assert float(line.get("x1", "0")) == pytest.approx(120 + 460, abs=0.02)
+    assert float(line.get("x1", "0")) == pytest.approx(LABEL_W + CHART_W, abs=0.02)
 
 
 def _doc() -> dict[str, Any]:

@@ -37,8 +37,8 @@ SEGMENT_COLOURS: dict[str, str] = {
     "playout": "#CC79A7",
 }
 
-_LABEL_W = 120.0
-_CHART_W = 460.0
+LABEL_W = 120.0
+CHART_W = 400.0
 _VALUE_W = 70.0
 _ROW_H = 18.0
 _TOP = 26.0
@@ -67,10 +67,10 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
     scale = max(float(scale_ns), float(mean), float(exact), 1.0)
     rows = len(SEGMENTS) + 1
     height = _TOP + rows * _ROW_H + 26
-    width = _LABEL_W + _CHART_W + _VALUE_W
+    width = LABEL_W + CHART_W + _VALUE_W
 
     def x(ns: float) -> float:
-        return _LABEL_W + ns / scale * _CHART_W
+        return LABEL_W + ns / scale * CHART_W
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="waterfall" width="{width:.0f}" '
@@ -87,13 +87,13 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
     for i, s in enumerate(SEGMENTS):
         dur = int(segs.get(s, 0))
         y = _TOP + i * _ROW_H
-        w = max(dur, 0) / scale * _CHART_W
+        w = max(dur, 0) / scale * CHART_W
         parts.append(
             f'<text x="4" y="{y + 13:.1f}" class="lbl">{escape(s)}</text>'
             f'<rect class="seg" data-segment="{escape(s)}" data-ns="{dur}" '
             f'x="{x(start):.2f}" y="{y + 3:.1f}" width="{w:.2f}" height="{_ROW_H - 6:.1f}" '
             f'fill="{SEGMENT_COLOURS[s]}"><title>{escape(s)} {dur / NS_PER_MS:.1f} ms</title></rect>'
-            f'<text x="{_LABEL_W + _CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
+            f'<text x="{LABEL_W + CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
             f"{dur / NS_PER_MS:.0f} ms</text>"
         )
         start += max(dur, 0)
@@ -101,8 +101,8 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
     parts.append(
         f'<text x="4" y="{y + 13:.1f}" class="lbl total-lbl">e2e (mean)</text>'
         f'<rect class="total" data-ns="{mean}" x="{x(0):.2f}" y="{y + 3:.1f}" '
-        f'width="{mean / scale * _CHART_W:.2f}" height="{_ROW_H - 6:.1f}" fill="#444444"/>'
-        f'<text x="{_LABEL_W + _CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
+        f'width="{mean / scale * CHART_W:.2f}" height="{_ROW_H - 6:.1f}" fill="#444444"/>'
+        f'<text x="{LABEL_W + CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
         f"{mean / NS_PER_MS:.0f} ms</text>"
     )
     # The exact percentile of e2e, on the same axis as the bars.
@@ -110,7 +110,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
     parts.append(
         f'<line class="pctl" data-ns="{exact}" x1="{mx:.2f}" x2="{mx:.2f}" y1="{_TOP - 2:.1f}" '
         f'y2="{y + _ROW_H:.1f}" stroke="#000" stroke-dasharray="4 2" stroke-width="1.5"/>'
-        f'<text x="{min(mx + 3, _LABEL_W + _CHART_W - 90):.1f}" y="{_TOP - 6:.1f}" class="mark">'
+        f'<text x="{min(mx + 3, LABEL_W + CHART_W - 90):.1f}" y="{_TOP - 6:.1f}" class="mark">'
         f"exact P{p} {exact / NS_PER_MS:.0f} ms</text>"
     )
     # Axis.
@@ -118,7 +118,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
     step = _nice_step(scale)
     t = 0.0
     parts.append(
-        f'<line x1="{_LABEL_W:.1f}" x2="{_LABEL_W + _CHART_W:.1f}" y1="{axis_y:.1f}" '
+        f'<line x1="{LABEL_W:.1f}" x2="{LABEL_W + CHART_W:.1f}" y1="{axis_y:.1f}" '
         f'y2="{axis_y:.1f}" stroke="#888"/>'
     )
     while t <= scale + 1:
@@ -137,7 +137,8 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;max-width:80em}
 table{border-collapse:collapse;margin:1em 0;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}
-th{background:#f3f3f3}td:nth-child(2),th:nth-child(2){text-align:left}
+th{background:#f3f3f3}td:first-child,th:first-child,td:nth-child(2),th:nth-child(2){text-align:left}
+.pair{display:flex;flex-wrap:wrap;gap:1.5em}
 tr.failed td{color:#a00}tr.best td{font-weight:600}
 .sig{color:#a00}.ns{color:#777}
 .combo{margin:1.5em 0;border-top:1px solid #ddd;padding-top:.5em}
@@ -216,7 +217,8 @@ def comparison_html(doc: Mapping[str, Any]) -> str:
         )
         sections.append(
             f'<div class="combo">{head}<p><small>{desc}; results in '
-            f"<code>{escape(str(c.get('run_dir', '')))}/</code></small></p>{svgs}</div>"
+            f"<code>{escape(str(c.get('run_dir', '')))}/</code></small></p>"
+            f'<div class="pair">{svgs}</div></div>'
         )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
