@@ -230,8 +230,11 @@ class _Exchange:
     def _write(self, data: bytes, marks: Iterable[str]) -> int:
         if self.transport.is_closing():
             raise ClientGone
-        self.transport.write(data)
+        # Stamped right before the write: a stamp taken after it can land later than the
+        # client's receive stamp (with the emulator on a thread, the GIL may go to the client
+        # between the send() syscall and the clock read). Before, truth <= arrival, always.
         t = time.perf_counter_ns()
+        self.transport.write(data)
         for name in marks:
             self.truth.mark(name, t)
         if self.transport.get_write_buffer_size():

@@ -2,7 +2,7 @@
 
 Why our own small HTTP/1.1 server rather than a framework: issue 8 needs exact control over
 what leaves in which write (headers alone or with the first event; TCP_NODELAY on or off),
-and every stamp of the ground truth taken right after the write that carried the bytes.
+and every stamp of the ground truth taken at the write that carries the bytes.
 A framework (uvicorn/starlette, aiohttp) buffers, merges and schedules writes on its own.
 Websocket upgrades are handed to the ``websockets`` sans-I/O :class:`ServerProtocol`: it
 validates the handshake and frames messages, while we keep the socket and do every write.

@@ -1,8 +1,9 @@
 """Ground truth: what each emulator did and exactly when, on the measuring clock.
 
 Every HTTP request and every websocket session is an :class:`Exchange`. The server stamps
-``time.perf_counter_ns()`` right after the write that put bytes in the kernel (so a mark
-means "handed to the socket at t"), and right after the read that delivered a request. On
+``time.perf_counter_ns()`` right before the write that hands bytes to the kernel (so a mark
+means "handed to the socket at t", and a client's arrival stamp is never earlier), and right
+after the read that delivered a request. On
 Linux ``perf_counter_ns`` is CLOCK_MONOTONIC, shared by every process on the machine, so the
 stamps compare with a client's even when the emulator runs in another process (write them
 with ``voicelat serve --truth FILE``).
