@@ -264,3 +264,28 @@ async def test_a_failed_run_shows_its_reason_on_the_status_line() -> None:
         run.finished = True
         await pilot.pause(0.15)
         assert "failed: embedded stack: llm did not start" in _status(app)
+
+
+async def test_turns_sharing_an_index_still_open() -> None:
+    model = saved_model()
+    model.turns = model.turns[:3] + model.turns[:3]  # two runs' lines in one file
+    app = VoicelatApp(model)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.query_one("#turns", DataTable).row_count == 6
+        await pilot.press("down", "down", "down", "down", "enter")
+        # rows in index order: 0 0 1 1 2 2
+        assert isinstance(app.screen, TurnDetail) and app.screen.turn.index == 2
+
+
+async def test_live_rows_keep_the_chosen_sort_order() -> None:
+    run = FakeRun()
+    app = VoicelatApp(_live_model(), controller=run)
+    async with app.run_test(size=SIZE) as pilot:
+        for i, llm_ms in enumerate((100, 900, 300)):
+            run.events.put(TurnFinished(make_turn(i, {"llm_ttft": llm_ms}), 3))
+        await pilot.pause(0.15)
+        assert _first_column(app) == ["0", "1", "2"]  # run order: rows appended
+        await pilot.press("s")  # slowest first
+        run.events.put(TurnFinished(make_turn(3, {"llm_ttft": 500}), 4))
+        await pilot.pause(0.15)
+        assert _first_column(app) == ["1", "3", "2", "0"]

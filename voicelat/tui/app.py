@@ -30,7 +30,7 @@ from voicelat.tui.model import (
     RunModel,
     TurnFinished,
     next_in,
-    sort_turns,
+    sorted_positions,
 )
 from voicelat.tui.render import (
     NOT_ADDITIVE,
@@ -209,15 +209,38 @@ class VoicelatApp(App[None]):
         self._refresh_status()
 
     def _refresh_table(self) -> None:
+        """Rebuild the turns table in the current sort order, keeping the cursor on its turn.
+
+        Rows are keyed by position in ``model.turns``, not by turn index, so a results file
+        that repeats an index (two runs concatenated) still opens.
+        """
         table = self.query_one("#turns", TurnsTable)
         keep = self.selected
         table.clear()
-        for turn in sort_turns(self.model.turns, self.sort_key):
-            table.add_row(*turn_cells(turn), key=str(turn.index))
+        for pos in sorted_positions(self.model.turns, self.sort_key):
+            table.add_row(*turn_cells(self.model.turns[pos]), key=str(pos))
+        self._table_titles(table)
+        if keep is not None and keep < len(self.model.turns):
+            table.move_cursor(row=table.get_row_index(str(keep)))
+
+    def _append_row(self, pos: int) -> None:
+        """Add the newest turn's row; a full rebuild only when the sort order needs it."""
+        table = self.query_one("#turns", TurnsTable)
+        turns = self.model.turns
+        in_order = self.sort_key == "index" and all(t.index <= turns[pos].index for t in turns)
+        if not in_order or table.row_count != pos:
+            self._refresh_table()
+            return
+        # In run order a new turn goes last: one row instead of a rebuild keeps the repaint
+        # (and its GIL time, which the measuring thread waits on) small.
+        table.add_row(*turn_cells(turns[pos]), key=str(pos))
+        self._table_titles(table)
+        if self.selected == pos:
+            table.move_cursor(row=pos)
+
+    def _table_titles(self, table: TurnsTable) -> None:
         table.border_title = f"Turns ({len(self.model.turns)})"
         table.border_subtitle = f"s: sort by {SORT_LABELS[self.sort_key]} · enter: detail"
-        if keep is not None and self.model.turn(keep) is not None:
-            table.move_cursor(row=table.get_row_index(str(keep)))
 
     def _refresh_waterfall(self) -> None:
         pane = self.query_one("#waterfall", Static)
@@ -236,8 +259,11 @@ class VoicelatApp(App[None]):
         pane = self.query_one("#turn", Static)
         live = self.model.live
         pane.border_title = "Live turn" if live is not None else "Turn"
-        selected = None if self.selected is None else self.model.turn(self.selected)
-        pane.update(turn_pane(self.model, selected, self.percentile, self.clock()))
+        pane.update(turn_pane(self.model, self._selected_turn(), self.percentile, self.clock()))
+
+    def _selected_turn(self) -> Turn | None:
+        pos = self.selected
+        return self.model.turns[pos] if pos is not None and pos < len(self.model.turns) else None
 
     def _refresh_status(self) -> None:
         self.query_one("#status", Static).update(status_line(self.model))
@@ -253,22 +279,24 @@ class VoicelatApp(App[None]):
         controller = self.controller
         if controller is None:
             return
-        got = finished = False
+        got = False
+        added: list[int] = []
         for _ in range(MAX_EVENTS_PER_POLL):
             try:
                 event = controller.events.get_nowait()
             except queue.Empty:
                 break
             got = True
-            newest = self._newest_index()
+            newest = len(self.model.turns) - 1
             self.model.apply(event)
             if isinstance(event, TurnFinished):
-                finished = True
+                added.append(len(self.model.turns) - 1)
                 # Follow the run: keep the cursor on the newest turn unless the user moved it.
                 if self.selected is None or self.selected == newest:
-                    self.selected = event.turn.index
-        if finished:
-            self._refresh_table()
+                    self.selected = added[-1]
+        if added:
+            for pos in added:
+                self._append_row(pos)
             self._refresh_waterfall()
             self._refresh_stats()
         now = time.monotonic()
@@ -279,9 +307,6 @@ class VoicelatApp(App[None]):
             self._refresh_status()
         if self._quitting and controller.done and controller.events.empty():
             self.exit()
-
-    def _newest_index(self) -> int | None:
-        return max((t.index for t in self.model.turns), default=None)
 
     def on_print(self, event: events.Print) -> None:
         for line in event.text.splitlines():
@@ -319,7 +344,7 @@ class VoicelatApp(App[None]):
 
     def action_open_turn(self) -> None:
         """Open the highlighted turn's detail."""
-        if self.selected is not None and (turn := self.model.turn(self.selected)) is not None:
+        if (turn := self._selected_turn()) is not None:
             self.push_screen(TurnDetail(turn, self.model, self.percentile))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,26 +248,36 @@ def turn_status(turn: Turn) -> str:
 _STATUS_RANK = {"failed": 0, "flagged": 1, "cold": 2, "warm-up": 3, "ok": 4}
 
 
-def sort_turns(turns: Iterable[Turn], key: str) -> list[Turn]:
-    """Turns in table order. Slow-first for times, so the turns worth a look come first;
-    turns without the number (failed) go last; ties keep run order."""
-    items = list(turns)
+def _sort_key(key: str) -> Callable[[Turn], tuple[Any, ...]]:
     if key == "index":
-        return sorted(items, key=lambda t: t.index)
+        return lambda t: (t.index,)
     if key == "e2e":
-        return sorted(items, key=lambda t: (t.e2e_ns is None, -(t.e2e_ns or 0), t.index))
+        return lambda t: (t.e2e_ns is None, -(t.e2e_ns or 0), t.index)
     if key == "largest":
 
-        def largest(t: Turn) -> tuple[bool, int, int]:
+        def largest(t: Turn) -> tuple[Any, ...]:
             big = t.largest_segment()
             return (big is None, -(big[1] if big else 0), t.index)
 
-        return sorted(items, key=largest)
+        return largest
     if key == "fixture":
-        return sorted(items, key=lambda t: (t.fixture, t.index))
+        return lambda t: (t.fixture, t.index)
     if key == "status":
-        return sorted(items, key=lambda t: (_STATUS_RANK[turn_status(t)], t.index))
+        return lambda t: (_STATUS_RANK[turn_status(t)], t.index)
     raise ValueError(f"unknown sort key {key!r} (one of {', '.join(SORT_KEYS)})")
+
+
+def sorted_positions(turns: Sequence[Turn], key: str) -> list[int]:
+    """Positions in ``turns`` in table order. Slow-first for times, so the turns worth a look
+    come first; turns without the number (failed) go last; ties keep run order."""
+    order = _sort_key(key)
+    return sorted(range(len(turns)), key=lambda i: order(turns[i]))
+
+
+def sort_turns(turns: Iterable[Turn], key: str) -> list[Turn]:
+    """Turns in table order (see :func:`sorted_positions`)."""
+    items = list(turns)
+    return [items[i] for i in sorted_positions(items, key)]
 
 
 def next_in(options: Sequence[Any], current: Any) -> Any:
@@ -355,10 +365,6 @@ class RunModel:
     def running(self) -> bool:
         """The measuring thread is still going (live runs only)."""
         return self.live_mode and self.status in ("starting", "running", "stopping")
-
-    def turn(self, index: int) -> Turn | None:
-        """A finished turn by its index."""
-        return next((t for t in self.turns if t.index == index), None)
 
     # -- figures -------------------------------------------------------------------------------
     def headline(self) -> list[Turn]:
