@@ -216,8 +216,16 @@ async def test_a_live_run_shows_milestones_as_they_arrive_then_the_settled_turn(
         assert app.query_one("#turns", DataTable).row_count == 1
         assert "turn 0  alpha  e2e 370 ms" in _text(app, "#turn")
         assert "turns 1/3" in _status(app) and "running" in _status(app)
-        # the second turn finishes: the cursor follows the newest turn
+        # the next turn starts: while its audio plays, the finished turn stays on screen
         run.events.put(TurnStarted(1, "beta", 3, False, 2000 * MS))
+        await pilot.pause(0.15)
+        assert app.query_one("#turn").border_title == "Turn"
+        assert "turn 0  alpha  e2e 370 ms" in _text(app, "#turn")
+        assert "next: turn 1 beta" in _text(app, "#turn")
+        run.events.put(MilestoneSeen(1, "endpoint", 2500 * MS, 20_000 * MS))
+        await pilot.pause(0.15)
+        assert app.query_one("#turn").border_title == "Live turn"
+        # the second turn finishes: the cursor follows the newest turn
         run.events.put(TurnFinished(replace(turn, index=1, fixture="beta"), 3))
         await pilot.pause(0.15)
         assert app.selected == 1

@@ -218,6 +218,11 @@ def test_turn_pane_switches_from_live_timeline_to_settled_waterfall() -> None:
     text = text_of(turn_pane(model, model.turns[3], 50, None), width=90)
     assert "turn 3  book_table  e2e 979 ms  warm" in text
     assert sum(ms for _, ms, _ in _rows(text).values()) == 979
+    # the next turn has started but its audio is still playing: the finished turn stays
+    model.live = LiveTurn(100, "call_mom", False, 2000 * MS, {})
+    text = text_of(turn_pane(model, model.turns[3], 50, None), width=90)
+    assert "turn 3  book_table" in text and "next: turn 100 call_mom, audio playing" in text
+    model.live = None
     model.setup_log.append("embedded stack: checking / starting servers")
     assert "starting servers" in text_of(turn_pane(model, None, 50, None), width=90)
 

@@ -38,6 +38,7 @@ from voicelat.tui.render import (
     band_caption,
     band_view,
     segment_table,
+    shows_live,
     spans_table,
     status_line,
     title_line,
@@ -257,9 +258,9 @@ class VoicelatApp(App[None]):
 
     def _refresh_turn(self) -> None:
         pane = self.query_one("#turn", Static)
-        live = self.model.live
-        pane.border_title = "Live turn" if live is not None else "Turn"
-        pane.update(turn_pane(self.model, self._selected_turn(), self.percentile, self.clock()))
+        selected = self._selected_turn()
+        pane.border_title = "Live turn" if shows_live(self.model, selected) else "Turn"
+        pane.update(turn_pane(self.model, selected, self.percentile, self.clock()))
 
     def _selected_turn(self) -> Turn | None:
         pos = self.selected

@@ -366,17 +366,31 @@ class LiveTimeline:
                 force=True,
             )
         elif self.now_ns is None:
-            ruler = Text("pacing the fixture's audio in real time …", style=DIM)
+            ruler = Text("audio playing in real time …"[:width], style=DIM)
         yield Text(" " * LABEL_WIDTH) + ruler
         label = "" if self.budget_ns is None else f"budget {self.budget_ns / NS_PER_MS:.0f}"
         for line in _axis(width, axis_ns, self.budget_ns, label):
             yield Text(" " * LABEL_WIDTH) + line
 
 
+def shows_live(model: RunModel, selected: Turn | None) -> bool:
+    """The turn pane draws the live timeline (else a finished turn's settled waterfall).
+
+    Until the running turn's first milestone (its audio is still being paced in) there is
+    nothing live to draw, so the last finished turn's waterfall stays on screen meanwhile.
+    """
+    live = model.live
+    return live is not None and (bool(live.milestones) or selected is None)
+
+
 def turn_pane(
     model: RunModel, selected: Turn | None, p: int, clock_ns: int | None
 ) -> RenderableType:
     """The left-hand turn view: the live timeline while a turn runs, else a settled waterfall."""
+    if model.live is not None and not shows_live(model, selected) and selected is not None:
+        live = model.live
+        note = Text(f"next: turn {live.index} {live.fixture}, audio playing …", style=DIM)
+        return Group(turn_heading(selected), *_turn_body(selected, model.budget, p), note)
     if model.live is not None:
         live = model.live
         now = None if clock_ns is None else live.elapsed_ns(clock_ns)
