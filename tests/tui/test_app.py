@@ -250,6 +250,19 @@ async def test_q_during_a_live_run_stops_it_and_waits_for_the_runner() -> None:
     assert app.model.status == "interrupted"
 
 
+async def test_ctrl_c_stops_a_live_run_like_q() -> None:
+    run = FakeRun()
+    app = VoicelatApp(_live_model(), controller=run)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.1)
+        assert run.stop_requested.is_set() and app.is_running
+        run.events.put(RunEnded("interrupted"))
+        run.finished = True
+        await pilot.pause(0.2)
+        assert not app.is_running
+
+
 async def test_q_after_the_run_completed_quits_at_once() -> None:
     run = FakeRun()
     app = VoicelatApp(_live_model(), controller=run)
