@@ -13,7 +13,7 @@ import contextlib
 import platform
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ from voicelat.audio import (
     Pacer,
     SimulatedSink,
     SpeechEnd,
+    SpeechStart,
     StopPacing,
     first_audible_sample,
     frames,
@@ -68,6 +69,47 @@ class NullObserver:
 
     def turn_finished(self, turn: Turn, total: int) -> None:
         return None
+
+
+class FrameSource(Protocol):
+    """Where a turn's input frames come from: the :class:`~voicelat.audio.Pacer` replaying a
+    fixture in real time (the default), or a live microphone (``voicelat.live``).
+
+    ``run`` calls ``send(k, frame)`` for frame ``k`` of the turn as it becomes available and
+    stops early when ``send`` raises :class:`~voicelat.audio.StopPacing`. ``t0_ns`` is the
+    clock time of the turn's first sample (known before ``send(0, ...)``), ``time_of_sample``
+    places a sample of the turn on the clock, ``lags_ns`` are the per-frame delivery lags.
+    """
+
+    t0_ns: int | None
+
+    async def run(
+        self, frames: Sequence[bytes], send: Callable[[int, bytes], Awaitable[None]]
+    ) -> int: ...
+
+    def time_of_sample(self, sample_index: int, rate: int) -> int: ...
+
+    @property
+    def lags_ns(self) -> list[int]: ...
+
+
+class Sink(Protocol):
+    """Where a reply plays: :class:`~voicelat.audio.SimulatedSink` (the default) or a real
+    output device (``voicelat.audio.device.DeviceSink``). Times are on the measuring clock."""
+
+    audible: asyncio.Event
+    first_audible_ns: int | None
+    started_ns: int | None
+    underruns: int
+    underrun_total_ns: int
+
+    def feed(self, pcm_bytes: bytes, rate: int, arrival_ns: int) -> None: ...
+
+    def finish(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    async def play(self) -> None: ...
 
 
 @dataclass
@@ -303,7 +345,12 @@ class Runner:
         stt: STTStage,
         llm: LLMStage,
         tts: TTSStage,
+        *,
+        source: FrameSource | None = None,
+        sink: Sink | None = None,
     ) -> None:
+        """Listen (frames from ``source``, a real-time :class:`Pacer` over the fixture by
+        default), endpoint, transcribe, then reply into ``sink`` (see :meth:`_reply`)."""
         ep = self.pipeline.endpointing
         endpointer = Endpointer(
             threshold_dbfs=ep.threshold_dbfs,
@@ -336,7 +383,7 @@ class Runner:
                 provider_eot.set()
 
         stt_task = asyncio.create_task(run_stt())
-        pacer = Pacer(frame_ms=FRAME_MS)
+        pacer: FrameSource = source if source is not None else Pacer(frame_ms=FRAME_MS)
         endpoint_seen = False
         vad_mode = ep.mode == "vad"
 
@@ -353,6 +400,11 @@ class Runner:
             t = time.perf_counter_ns()
             audio_q.put_nowait(frame)
             for event in endpointer.feed(frame, k):
+                if isinstance(event, SpeechStart) and inp.speech_start_ms is None:
+                    # Live input has no annotation: the VAD onset is the speech start.
+                    rec.mark(
+                        "speech_start", pacer.time_of_sample(event.sample_offset, inp.pcm.rate)
+                    )
                 if isinstance(event, SpeechEnd) and inp.speech_end_ms is None:
                     # The VAD confirms an offset only at the endpoint: place it where it was.
                     rec.mark("speech_end", pacer.time_of_sample(event.sample_offset, inp.pcm.rate))
@@ -390,20 +442,33 @@ class Runner:
         if not transcript:
             rec.fail("stt", "empty transcript (no speech recognized)")
             return
-        await self._reply(planned, rec, transcript, llm, tts)
+        await self._reply(planned, rec, transcript, llm, tts, sink=sink)
 
     async def _reply(
-        self, planned: PlannedTurn, rec: TurnRecorder, transcript: str, llm: LLMStage, tts: TTSStage
+        self,
+        planned: PlannedTurn,
+        rec: TurnRecorder,
+        transcript: str,
+        llm: LLMStage,
+        tts: TTSStage,
+        sink: Sink | None = None,
     ) -> None:
+        """LLM -> chunker -> TTS -> ``sink`` (a :class:`SimulatedSink` by default), all
+        streaming; marks ``output_first_audible`` when the sink says the first audible sample
+        played. Cancelling it (a timeout, a barge-in) cancels its TTS and playback tasks."""
         text_q: asyncio.Queue[str | None] = asyncio.Queue()
         chunker = Chunker(self.pipeline.chunker.mode, self.pipeline.chunker.min_chars)  # type: ignore[arg-type]
-        record_path = None
-        if self.pipeline.output.save_audio:
-            record_path = self.out_dir / "audio" / f"turn-{planned.index:04d}-{planned.fixture}.wav"
-            record_path.parent.mkdir(parents=True, exist_ok=True)
-        sink = SimulatedSink(
-            output_latency_ms=self.pipeline.output.latency_ms, record_path=record_path
-        )
+        if sink is None:
+            record_path = None
+            if self.pipeline.output.save_audio:
+                record_path = (
+                    self.out_dir / "audio" / f"turn-{planned.index:04d}-{planned.fixture}.wav"
+                )
+                record_path.parent.mkdir(parents=True, exist_ok=True)
+            sink = SimulatedSink(
+                output_latency_ms=self.pipeline.output.latency_ms, record_path=record_path
+            )
+        out: Sink = sink
         onset = OnsetDetector()
         seen_samples = 0
 
@@ -421,7 +486,7 @@ class Runner:
                         if first:
                             first = False
                             self._live(rec, "tts_first_byte", ev.t_ns)
-                        sink.feed(ev.pcm, ev.rate, ev.t_ns)
+                        out.feed(ev.pcm, ev.rate, ev.t_ns)
                         found = onset.feed(ev.pcm, ev.rate)
                         if found is not None:
                             rec.set_onset(found)
@@ -431,49 +496,51 @@ class Runner:
             except Exception as exc:
                 rec.fail("tts", f"{type(exc).__name__}: {exc}")
             finally:
-                sink.finish()
+                out.finish()
 
         async def watch_sink() -> None:
-            await sink.audible.wait()
-            if sink.first_audible_ns is not None:
-                rec.mark("output_first_audible", sink.first_audible_ns)
-                self._live(rec, "output_first_audible", sink.first_audible_ns)
+            await out.audible.wait()
+            if out.first_audible_ns is not None:
+                rec.mark("output_first_audible", out.first_audible_ns)
+                self._live(rec, "output_first_audible", out.first_audible_ns)
 
         tts_task = asyncio.create_task(run_tts())
-        play_task = asyncio.create_task(sink.play())
+        play_task = asyncio.create_task(out.play())
         watch_task = asyncio.create_task(watch_sink())
-        first_speakable = True
-        first_token = True
+        # Everything from here is inside try/finally: a cancelled reply (turn timeout, barge-in)
+        # must not leave its TTS and playback tasks running on the loop.
         try:
-            async for ev in llm.complete(transcript):
-                self._record(rec, "llm", ev)
-                if isinstance(ev, Delta) and ev.content:
-                    if first_token:
-                        first_token = False
-                        self._live(rec, "llm_first_token", ev.t_ns)
-                    for piece in chunker.feed(ev.content):
-                        if first_speakable:
-                            first_speakable = False
-                            t = time.perf_counter_ns()
-                            rec.mark("llm_first_speakable", t)
-                            self._live(rec, "llm_first_speakable", t)
-                        text_q.put_nowait(piece)
-                elif isinstance(ev, Done | Failed):
-                    break
-        except Exception as exc:
-            rec.fail("llm", f"{type(exc).__name__}: {exc}")
-        if not rec.failed:
-            for piece in chunker.flush():
+            first_speakable = True
+            first_token = True
+            try:
+                async for ev in llm.complete(transcript):
+                    self._record(rec, "llm", ev)
+                    if isinstance(ev, Delta) and ev.content:
+                        if first_token:
+                            first_token = False
+                            self._live(rec, "llm_first_token", ev.t_ns)
+                        for piece in chunker.feed(ev.content):
+                            if first_speakable:
+                                first_speakable = False
+                                t = time.perf_counter_ns()
+                                rec.mark("llm_first_speakable", t)
+                                self._live(rec, "llm_first_speakable", t)
+                            text_q.put_nowait(piece)
+                    elif isinstance(ev, Done | Failed):
+                        break
+            except Exception as exc:
+                rec.fail("llm", f"{type(exc).__name__}: {exc}")
+            if not rec.failed:
+                for piece in chunker.flush():
+                    if first_speakable:
+                        first_speakable = False
+                        t = time.perf_counter_ns()
+                        rec.mark("llm_first_speakable", t)
+                        self._live(rec, "llm_first_speakable", t)
+                    text_q.put_nowait(piece)
                 if first_speakable:
-                    first_speakable = False
-                    t = time.perf_counter_ns()
-                    rec.mark("llm_first_speakable", t)
-                    self._live(rec, "llm_first_speakable", t)
-                text_q.put_nowait(piece)
-            if first_speakable:
-                rec.fail("llm", "empty reply: the model produced no speakable text")
-        text_q.put_nowait(None)
-        try:
+                    rec.fail("llm", "empty reply: the model produced no speakable text")
+            text_q.put_nowait(None)
             await tts_task
             await play_task
         finally:
@@ -483,9 +550,9 @@ class Runner:
             for task in (tts_task, play_task, watch_task):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        rec.figure("sink_underruns", sink.underruns)
-        rec.figure("sink_underrun_total_ns", sink.underrun_total_ns)
-        if sink.started_ns is not None and sink.first_audible_ns is None and not rec.failed:
+        rec.figure("sink_underruns", out.underruns)
+        rec.figure("sink_underrun_total_ns", out.underrun_total_ns)
+        if out.started_ns is not None and out.first_audible_ns is None and not rec.failed:
             rec.fail("tts", "the reply audio is silent (no sample above the onset threshold)")
 
     def _record(self, rec: TurnRecorder, stage: StageName, ev: StageEvent) -> None:
@@ -500,4 +567,4 @@ def _last_audible_ms(pcm: PCM) -> int | None:
     return (pcm.n_samples - idx) * 1000 // pcm.rate
 
 
-__all__ = ["NullObserver", "Observer", "RunOutcome", "Runner"]
+__all__ = ["FrameSource", "NullObserver", "Observer", "RunOutcome", "Runner", "Sink"]

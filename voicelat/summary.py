@@ -39,7 +39,7 @@ def headline_turns(turns: Iterable[Turn]) -> list[Turn]:
 
 
 def counts(turns: Sequence[Turn]) -> dict[str, int]:
-    return {
+    out = {
         "turns": len(turns),
         "headline": sum(t.headline for t in turns),
         "warmup": sum(t.warmup for t in turns),
@@ -47,6 +47,12 @@ def counts(turns: Sequence[Turn]) -> dict[str, int]:
         "failed": sum(t.failed for t in turns),
         "flagged": sum(bool(t.flags) for t in turns),
     }
+    # Only live sessions have interrupted (barged-in) turns: the key appears when there are
+    # some, so fixture runs keep their counts as they were.
+    interrupted = sum(t.interrupted for t in turns)
+    if interrupted:
+        out["interrupted"] = interrupted
+    return out
 
 
 def segment_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:

@@ -7,6 +7,10 @@ from typing import Any
 
 from voicelat.contract import CRITICAL_PATH, MILESTONES, SEGMENTS
 
+#: Flag of a live turn the user talked over (barge-in): its reply was cut short, so it is kept
+#: apart from the headline statistics even when its e2e was measured.
+INTERRUPTED = "interrupted"
+
 
 @dataclass(frozen=True, slots=True)
 class SpanRecord:
@@ -57,9 +61,14 @@ class Turn:
         return not self.failed and self.e2e_ns is not None
 
     @property
+    def interrupted(self) -> bool:
+        """A live turn the user talked over (barge-in)."""
+        return INTERRUPTED in self.flags
+
+    @property
     def headline(self) -> bool:
-        """Counts in the headline statistics: ok, warm and not a warm-up turn."""
-        return self.ok and not self.cold and not self.warmup
+        """Counts in the headline statistics: ok, warm, not a warm-up turn, not interrupted."""
+        return self.ok and not self.cold and not self.warmup and not self.interrupted
 
     def since_speech_end(self, milestone: str) -> int | None:
         """A milestone on the timeline that starts at ``speech_end`` (ns)."""
@@ -82,4 +91,4 @@ class Turn:
         return out
 
 
-__all__ = ["CRITICAL_PATH", "MILESTONES", "SEGMENTS", "SpanRecord", "Turn"]
+__all__ = ["CRITICAL_PATH", "INTERRUPTED", "MILESTONES", "SEGMENTS", "SpanRecord", "Turn"]
