@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -114,6 +115,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: Modules that register a subcommand with ``add_parser(subparsers)``.
+_SUBCOMMANDS = (
+    "voicelat.stack.cli",
+    "voicelat.ci",
+    "voicelat.compare_cli",
+    "voicelat.tui.cli",
+    "voicelat.emulate.cli",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="voicelat", description="Latency profiler for realtime voice pipelines.")
     parser.add_argument("--version", action="version", version=f"voicelat {__version__}")
@@ -123,13 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_run_arguments(run)
     run.set_defaults(func=cmd_run)
-    from voicelat.stack.cli import add_parser as add_stack_parser
-
-    add_stack_parser(sub)  # type: ignore[arg-type]
-    from voicelat.compare_cli import add_parser as add_compare_parser; add_compare_parser(sub)  # noqa: E702, I001
-    from voicelat.emulate.cli import add_parser as add_serve_parser; add_serve_parser(sub)  # noqa: E702, I001
-    from voicelat.tui.cli import add_parser as add_view_parser; add_view_parser(sub)  # noqa: E702, I001
-    from voicelat.ci import add_parser as add_ci_parser; add_ci_parser(sub)  # noqa: E702, I001
+    for module in _SUBCOMMANDS:
+        # Imported on demand: `voicelat run` should not pay for textual or the emulators.
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
@@ -198,13 +205,21 @@ def with_stack_urls(pipeline: Pipeline) -> Pipeline:
     from dataclasses import replace
 
     from voicelat.stack import StackConfig
+    from voicelat.stages.base import load_stage_class
 
     cfg = StackConfig()
-    stt, llm, tts = dict(pipeline.stt), dict(pipeline.llm), dict(pipeline.tts)
-    stt.setdefault("url", cfg.stt_url)
-    tts.setdefault("url", cfg.tts_url)
-    llm.setdefault("base_url", f"{cfg.llm_url}/v1")
-    return replace(pipeline, stt=stt, llm=llm, tts=tts)
+    urls = {"stt": cfg.stt_url, "tts": cfg.tts_url, "llm": f"{cfg.llm_url}/v1"}
+    tables: dict[str, dict[str, Any]] = {}
+    for kind in ("stt", "llm", "tts"):
+        table = dict(getattr(pipeline, kind))
+        cls = load_stage_class(table["stage"], kind)
+        # Only stages that talk to an embedded server say which option holds its address
+        # (in-process engines such as pocketsphinx have none).
+        key = getattr(cls, "stack_url_option", None)
+        if key:
+            table.setdefault(key, urls[kind])
+        tables[kind] = table
+    return replace(pipeline, stt=tables["stt"], llm=tables["llm"], tts=tables["tts"])
 
 
 @contextlib.contextmanager

@@ -24,9 +24,7 @@ from voicelat.events import Audio, Connected, Done, Failed, StageEvent, StageNam
 from voicelat.stages.base import Options
 from voicelat.stages.worker import WorkerProcess
 
-#: ``url`` is accepted and ignored: a ``stack = "local"`` pipeline gets the stack's server URL
-#: filled into every stage table (voicelat.cli.with_stack_urls), and an in-process engine has none.
-_ALLOWED = {"voice", "rate_wpm", "pitch", "buffer_ms", "timeout_s", "start_timeout_s", "url"}
+_ALLOWED = {"voice", "rate_wpm", "pitch", "buffer_ms", "timeout_s", "start_timeout_s"}
 
 # espeak-ng's speak_lib.h constants.
 _AUDIO_OUTPUT_SYNCHRONOUS = 2

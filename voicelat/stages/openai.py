@@ -97,6 +97,8 @@ class OpenAILLM:
     """Streams a completion from any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, ...)."""
 
     kind: ClassVar[StageName] = "llm"
+    #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
+    stack_url_option: ClassVar[str] = "base_url"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "llm") -> None:
         o = Options(table, options, _ALLOWED)

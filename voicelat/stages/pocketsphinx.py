@@ -23,9 +23,7 @@ from voicelat.events import StageName as _StageName
 from voicelat.stages.base import Options
 from voicelat.stages.worker import WorkerProcess
 
-#: ``url`` is accepted and ignored: a ``stack = "local"`` pipeline gets the stack's server URL
-#: filled into every stage table (voicelat.cli.with_stack_urls), and an in-process engine has none.
-_ALLOWED = {"hmm", "lm", "dict", "timeout_s", "start_timeout_s", "url"}
+_ALLOWED = {"hmm", "lm", "dict", "timeout_s", "start_timeout_s"}
 #: The bundled acoustic model expects 16 kHz mono.
 RATE = 16000
 

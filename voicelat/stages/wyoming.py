@@ -159,6 +159,8 @@ class WyomingSTT:
     """Speech-to-text over Wyoming; a new connection per utterance, as the protocol expects."""
 
     kind: ClassVar[StageName] = "stt"
+    #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
+    stack_url_option: ClassVar[str] = "url"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "stt") -> None:
         o = Options(table, options, {"url", "language", "rate", "timeout_s", "model"})
@@ -252,6 +254,8 @@ class WyomingTTS:
     """Text-to-speech over Wyoming on one persistent connection."""
 
     kind: ClassVar[StageName] = "tts"
+    #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
+    stack_url_option: ClassVar[str] = "url"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
         o = Options(table, options, {"url", "voice", "speaker", "streaming", "timeout_s"})
