@@ -230,13 +230,14 @@ class _Exchange:
     def _write(self, data: bytes, marks: Iterable[str]) -> int:
         if self.transport.is_closing():
             raise ClientGone
-        # Stamped right before the write: a stamp taken after it can land later than the
-        # client's receive stamp (with the emulator on a thread, the GIL may go to the client
-        # between the send() syscall and the clock read). Before, truth <= arrival, always.
+        # Stamped (and recorded) right before the write: a stamp taken after it can land
+        # later than the client's receive stamp (with the emulator on a thread, the GIL may go
+        # to the client between the send() syscall and the clock read). Before, truth <=
+        # arrival, always, and a client that got the bytes can already read the mark.
         t = time.perf_counter_ns()
-        self.transport.write(data)
         for name in marks:
             self.truth.mark(name, t)
+        self.transport.write(data)
         if self.transport.get_write_buffer_size():
             # The kernel did not take it all: this stamp is not when the bytes left.
             self.truth.detail["buffered_writes"] = self.truth.detail.get("buffered_writes", 0) + 1

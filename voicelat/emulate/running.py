@@ -10,7 +10,9 @@
 By default the servers run on the caller's event loop (same clock, no threads). With
 ``thread=True`` they get an event loop on a thread of their own, so a heavily loaded client
 loop does not delay the emulator's writes (and the reverse); stamps stay comparable because
-``perf_counter_ns`` is one clock for the whole process.
+``perf_counter_ns`` is one clock for the whole process, but the threads share the GIL, which
+adds up to a switch interval (5 ms) to the tails. For heavy loads, ``voicelat serve --truth``
+in a process of its own shares neither.
 """
 
 from __future__ import annotations
