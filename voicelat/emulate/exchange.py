@@ -301,7 +301,6 @@ class HttpExchange(_Exchange):
         self.head_sent = False
         self.finished = False
         self.keep_alive = request.headers.get("connection", "").lower() != "close"
-        self._chunked = False
         self._pending = b""
         self._pending_marks: list[str] = []
 
@@ -327,7 +326,6 @@ class HttpExchange(_Exchange):
             status, [*self.emulator.response_headers(), *headers], "transfer-encoding: chunked"
         )
         self.head_sent = True
-        self._chunked = True
         if hold or self.config.wire.coalesce_headers:
             self._pending += head
             self._pending_marks.append("headers_written")
