@@ -125,10 +125,10 @@ async def test_a_pinned_key_mismatch_is_a_startup_error(monkeypatch: pytest.Monk
             {"error_event": {"p": 1.0, "after": 2}},
             "error event mid-stream: The server had an error",
         ),
-        ({"stall": {"p": 1.0, "after": 2, "seconds": 3}}, "ReadTimeout"),
-        ({"truncate": {"p": 1.0, "after": 2}}, "stream broke: RemoteProtocolError"),
+        ({"stall": {"p": 1.0, "after": 2, "seconds": 3}}, "(read timeout): the server stalled"),
+        ({"truncate": {"p": 1.0, "after": 2}}, "broke the response off"),
         ({"truncate": {"p": 1.0, "after": 2, "mode": "eof"}}, "stream ended before [DONE]"),
-        ({"refuse": {"p": 1.0, "seconds": 0.2}}, "failed"),
+        ({"refuse": {"p": 1.0, "seconds": 0.2}}, "the connection"),
     ],
 )
 async def test_every_fault_is_one_failed_line_within_a_bounded_time(

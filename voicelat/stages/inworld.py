@@ -15,7 +15,7 @@ import json
 from typing import Any, ClassVar
 
 from voicelat.stages.base import Options
-from voicelat.stages.openai import _stream_error
+from voicelat.stages.http import stream_error
 from voicelat.stages.openai_audio import AudioDecoder, HttpTTS, strip_wav
 
 __all__ = ["InworldTTS"]
@@ -49,7 +49,7 @@ class _NDJSONAudioDecoder(AudioDecoder):
             return b""
         if not isinstance(obj, dict):
             return b""
-        err = _stream_error(obj)
+        err = stream_error(obj)
         if err is not None:
             self.error = f"error mid-stream: {err}"
             return b""

@@ -13,7 +13,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import httpx
 
@@ -25,12 +25,19 @@ from voicelat.events import (
     Failed,
     RequestSent,
     ServerTiming,
-    Span,
     StageEvent,
     StageName,
 )
 from voicelat.sse import SSEDecoder
 from voicelat.stages.base import Options
+from voicelat.stages.http import (
+    HttpStage,
+    Trace,
+    auth_header,
+    error_message,
+    network_reason,
+    stream_error,
+)
 
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 _ALLOWED = {
@@ -55,48 +62,11 @@ _DEFAULT_TEMPLATE = (
 )
 
 
-class _Trace:
-    """Collects httpcore trace events of one request as (name, t_ns) in arrival order."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, int]] = []
-
-    async def __call__(self, name: str, info: Mapping[str, Any]) -> None:
-        self.events.append((name, time.perf_counter_ns()))
-
-    def first(self, suffix: str) -> int | None:
-        for name, t in self.events:
-            if name.endswith(suffix):
-                return t
-        return None
-
-    def spans(self, request_ns: int) -> list[Span]:
-        out: list[Span] = []
-        for phase, start_suffix, end_suffix in (
-            ("connect", "connect_tcp.started", "connect_tcp.complete"),
-            ("tls", "start_tls.started", "start_tls.complete"),
-            ("request_sent", "send_request_headers.started", "send_request_body.complete"),
-        ):
-            a, b = self.first(start_suffix), self.first(end_suffix)
-            if a is not None and b is not None:
-                out.append(Span(phase, a, b))
-        begin = self.first("connect_tcp.started") or self.first("send_request_headers.started")
-        if begin is not None:
-            out.append(Span("pool_wait", request_ns, begin))
-        headers = self.first("receive_response_headers.complete")
-        if headers is not None:
-            out.append(Span("response_headers", request_ns, headers))
-        return out
-
-    @property
-    def new_connection(self) -> bool:
-        return self.first("connect_tcp.started") is not None
-
-
-class OpenAILLM:
+class OpenAILLM(HttpStage):
     """Streams a completion from any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, ...)."""
 
     kind: ClassVar[StageName] = "llm"
+    stage_name: ClassVar[str] = "LLM"
     #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
     stack_url_option: ClassVar[str] = "base_url"
 
@@ -122,15 +92,9 @@ class OpenAILLM:
         if not isinstance(extra, dict):
             raise StageError(f"[{table}] extra_body must be a table")
         self.extra_body: dict[str, Any] = extra
-        auth = o.text("auth", "bearer")
-        if auth not in ("bearer", "basic", "none"):
-            raise StageError(f"[{table}] auth must be bearer, basic or none, not {auth!r}")
-        key = o.secret("api_key_env")
-        self._headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
-        if key is not None and auth != "none":
-            self._headers["Authorization"] = f"{'Basic' if auth == 'basic' else 'Bearer'} {key}"
-        self._client: httpx.AsyncClient | None = None
-        self._last_use_ns = 0
+        super().__init__()
+        self._auth = auth_header(o, table, "bearer")
+        self._headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", **self._auth}
         self._server_info: dict[str, Any] = {}
 
     @staticmethod
@@ -140,56 +104,13 @@ class OpenAILLM:
             return None
         return o.integer("seed", 0)
 
-    # -- lifecycle -------------------------------------------------------------------------
-    async def __aenter__(self) -> Self:
-        # Built before any timing: an AsyncClient costs ~40 ms (its SSL context).
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout_s, connect=10.0),
-            limits=httpx.Limits(keepalive_expiry=60.0),
-        )
-        await self._warm(first=True)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-
-    async def prepare(self) -> None:
-        # Servers close idle keep-alive connections (uvicorn after 5 s): re-warm while the user
-        # speaks, as a real agent would, so the measured request is not charged a connect.
-        if self.keepalive and time.perf_counter_ns() - self._last_use_ns > 1_000_000_000:
-            with contextlib.suppress(StageError):
-                await self._warm(first=False)
-
-    async def _warm(self, *, first: bool) -> None:
-        assert self._client is not None
-        url = f"{self.base_url}/models"
+    def _warmed(self, response: httpx.Response) -> None:
         try:
-            r = await self._client.get(url, headers=self._auth_only())
-        except httpx.HTTPError as exc:
-            raise StageError(
-                f"LLM server not reachable at {self.base_url} ({type(exc).__name__}): "
-                "start it (voicelat stack up) or fix base_url in the pipeline file",
-                exit_code=3,
-            ) from None
-        self._last_use_ns = time.perf_counter_ns()
-        if first:
-            if r.status_code in (401, 403):
-                raise StageError(
-                    f"LLM server at {self.base_url} refused the API key (HTTP {r.status_code}): "
-                    "check the variable named by api_key_env",
-                    exit_code=3,
-                )
-            try:
-                data = r.json().get("data") or []
-                self._server_info = {"models": [m.get("id") for m in data][:5]}
-            except (ValueError, AttributeError):
-                self._server_info = {}
-            self._server_info["server"] = r.headers.get("server")
-
-    def _auth_only(self) -> dict[str, str]:
-        return {k: v for k, v in self._headers.items() if k == "Authorization"}
+            data = response.json().get("data") or []
+            self._server_info = {"models": [m.get("id") for m in data][:5]}
+        except (ValueError, AttributeError):
+            self._server_info = {}
+        self._server_info["server"] = self._server
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -231,7 +152,7 @@ class OpenAILLM:
     async def complete(self, text: str) -> AsyncIterator[StageEvent]:
         assert self._client is not None, "use the stage as an async context manager"
         url, body = self._body(text)
-        trace = _Trace()
+        trace = Trace()
         request = self._client.build_request(
             "POST",
             url,
@@ -244,7 +165,7 @@ class OpenAILLM:
         try:
             response = await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            yield Failed(time.perf_counter_ns(), f"request to {url} failed: {_describe(exc)}")
+            yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
             return
         try:
             t_conn = trace.first("connect_tcp.complete") or t_request
@@ -255,7 +176,7 @@ class OpenAILLM:
                 body_bytes = await response.aread()
                 yield Failed(
                     time.perf_counter_ns(),
-                    f"HTTP {response.status_code} from {url}: {_error_message(body_bytes)}",
+                    f"HTTP {response.status_code} from {url}: {error_message(body_bytes)}",
                 )
                 return
             async for event in self._read(response):
@@ -275,7 +196,9 @@ class OpenAILLM:
             except StopAsyncIteration:
                 break
             except httpx.HTTPError as exc:
-                yield Failed(time.perf_counter_ns(), f"stream broke: {_describe(exc)}")
+                yield Failed(
+                    time.perf_counter_ns(), network_reason(exc, self.base_url, self.timeout_s)
+                )
                 return
             t = time.perf_counter_ns()
             for ev in decoder.feed(chunk, t):
@@ -292,7 +215,7 @@ class OpenAILLM:
                     return
                 if not isinstance(data, dict):
                     continue
-                error = _stream_error(data)
+                error = stream_error(data)
                 if error is not None:
                     yield Failed(ev.t_ns, f"error event mid-stream: {error}")
                     return
@@ -344,36 +267,3 @@ def _choice_text(choice: Mapping[str, Any]) -> tuple[str, str]:
         return (content if isinstance(content, str) else ""), reasoning
     text = choice.get("text")
     return (text if isinstance(text, str) else ""), ""
-
-
-def _stream_error(data: Mapping[str, Any]) -> str | None:
-    err = data.get("error")
-    if err:
-        if isinstance(err, dict):
-            return str(err.get("message") or err)
-        return str(err)
-    if data.get("object") == "error":
-        return str(data.get("message") or data)
-    return None
-
-
-def _error_message(body: bytes) -> str:
-    """The provider's error message from a JSON or text body, on one line."""
-    return " ".join(_raw_error_message(body).split())[:300]
-
-
-def _raw_error_message(body: bytes) -> str:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body[:200].decode("utf-8", errors="replace").strip() or "(empty body)"
-    if isinstance(data, dict):
-        msg = _stream_error(data) or data.get("detail") or data.get("message")
-        if msg:
-            return str(msg)[:300]
-    return str(data)[:300]
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -14,14 +14,12 @@ audio decoded as it streams) is shared with the Inworld stage.
 from __future__ import annotations
 
 import base64
-import contextlib
-import errno
 import io
 import json
 import time
 import wave
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import httpx
 
@@ -40,116 +38,16 @@ from voicelat.events import (
 )
 from voicelat.sse import SSEDecoder
 from voicelat.stages.base import Options
-
-# The LLM stage's trace collector and error helpers: one implementation of the sub-spans.
-from voicelat.stages.openai import _describe, _error_message, _stream_error, _Trace
+from voicelat.stages.http import (
+    HttpStage,
+    Trace,
+    auth_header,
+    error_message,
+    network_reason,
+    stream_error,
+)
 
 __all__ = ["AudioDecoder", "HttpTTS", "OpenAISTT", "OpenAITTS", "network_reason"]
-
-
-def _os_error(exc: BaseException) -> OSError | None:
-    """The socket error under an httpx exception (httpx hides it behind a generic message)."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, OSError) and cur.errno is not None:
-            return cur
-        cur = cur.__cause__ or cur.__context__
-    return None
-
-
-def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
-    """One line saying what went wrong on the wire, never a traceback (and never a header)."""
-    os_error = _os_error(exc)
-    if os_error is not None and os_error.errno == errno.ECONNREFUSED:
-        return f"cannot connect to {url}: connection refused"
-    if os_error is not None and os_error.errno == errno.ECONNRESET:
-        return f"{url} reset the connection"
-    if isinstance(exc, httpx.ConnectTimeout):
-        return f"cannot connect to {url}: no answer within the connect timeout"
-    if isinstance(exc, httpx.ConnectError):
-        return f"cannot connect to {url}: {_describe(exc)}"
-    if isinstance(exc, httpx.ReadTimeout):
-        return f"no data from {url} for {timeout_s:g} s (read timeout): the server stalled"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return f"{url} broke the response off: {_describe(exc)}"
-    if isinstance(exc, httpx.ReadError | httpx.WriteError):
-        return f"connection to {url} failed: {_describe(exc)}"
-    return f"request to {url} failed: {_describe(exc)}"
-
-
-def _auth_header(o: Options, table: str, default: str) -> dict[str, str]:
-    auth = o.text("auth", default)
-    if auth not in ("bearer", "basic", "none"):
-        raise StageError(f"[{table}] auth must be bearer, basic or none, not {auth!r}")
-    key = o.secret("api_key_env")
-    if key is None or auth == "none":
-        return {}
-    return {"Authorization": f"{'Basic' if auth == 'basic' else 'Bearer'} {key}"}
-
-
-class _HttpStage:
-    """Client lifecycle shared by the HTTP stages: build before timing, warm, re-warm."""
-
-    stage_name: ClassVar[str] = ""
-    warm_path: ClassVar[str] = "/models"
-
-    base_url: str
-    timeout_s: float
-    keepalive: bool
-    _auth: dict[str, str]
-
-    def __init__(self) -> None:
-        self._client: httpx.AsyncClient | None = None
-        self._last_use_ns = 0
-        self._server: str | None = None
-
-    async def __aenter__(self) -> Self:
-        # Built before any timing: an AsyncClient costs ~40 ms (its SSL context).
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
-            limits=httpx.Limits(keepalive_expiry=60.0),
-        )
-        try:
-            await self._warm(first=True)
-        except BaseException:
-            await self._client.aclose()
-            self._client = None
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-
-    async def prepare(self) -> None:
-        # Servers close idle keep-alive connections: re-warm outside the measured request.
-        if self.keepalive and time.perf_counter_ns() - self._last_use_ns > 1_000_000_000:
-            with contextlib.suppress(StageError):
-                await self._warm(first=False)
-
-    async def _warm(self, *, first: bool) -> None:
-        assert self._client is not None
-        url = f"{self.base_url}{self.warm_path}"
-        try:
-            r = await self._client.get(url, headers=self._auth)
-        except httpx.HTTPError as exc:
-            raise StageError(
-                f"{self.stage_name}: server not reachable at {self.base_url} "
-                f"({network_reason(exc, url, self.timeout_s)}): start it or fix base_url",
-                exit_code=3,
-            ) from None
-        self._last_use_ns = time.perf_counter_ns()
-        if first:
-            if r.status_code in (401, 403):
-                raise StageError(
-                    f"{self.stage_name}: {self.base_url} refused the API key "
-                    f"(HTTP {r.status_code}): check the variable named by api_key_env",
-                    exit_code=3,
-                )
-            self._server = r.headers.get("server")
 
 
 # -- decoders --------------------------------------------------------------------------------
@@ -253,7 +151,7 @@ class _SpeechSSEDecoder(AudioDecoder):
                 break
             if not isinstance(obj, dict):
                 continue
-            err = _stream_error(obj)
+            err = stream_error(obj)
             if err is not None:
                 self.error = f"error event mid-stream: {err}"
                 break
@@ -276,7 +174,7 @@ class _SpeechSSEDecoder(AudioDecoder):
 
 
 # -- TTS ---------------------------------------------------------------------------------------
-class HttpTTS(_HttpStage):
+class HttpTTS(HttpStage):
     """TTS over a streamed HTTP response: one request per text piece (``mode = "sentence"``,
     the chunker's pieces) or one for the whole reply (``mode = "full"``), in order."""
 
@@ -306,7 +204,7 @@ class HttpTTS(_HttpStage):
         if self.mode not in ("sentence", "full"):
             raise StageError(f"[{table}] mode must be 'sentence' or 'full', not {self.mode!r}")
         self.rate = o.integer("rate", self.default_rate)
-        self._auth = _auth_header(o, table, self.default_auth)
+        self._auth = auth_header(o, table, self.default_auth)
         self._configure(o)
 
     def _configure(self, o: Options) -> None:
@@ -343,7 +241,7 @@ class HttpTTS(_HttpStage):
     async def _one(self, text: str) -> AsyncIterator[StageEvent]:
         assert self._client is not None
         url, body = self._build(text)
-        trace = _Trace()
+        trace = Trace()
         request = self._client.build_request(
             "POST",
             url,
@@ -365,7 +263,7 @@ class HttpTTS(_HttpStage):
                 yield span
             if response.status_code >= 400:
                 try:
-                    detail = _error_message(await response.aread())
+                    detail = error_message(await response.aread())
                 except httpx.HTTPError:
                     detail = "(no body)"
                 yield Failed(
@@ -472,7 +370,7 @@ class OpenAITTS(HttpTTS):
 
 
 # -- STT ---------------------------------------------------------------------------------------
-class OpenAISTT(_HttpStage):
+class OpenAISTT(HttpStage):
     """``POST /v1/audio/transcriptions`` with ``stream=true``: transcript deltas over SSE.
 
     This is not a realtime protocol: the endpoint takes a finished recording. The stage
@@ -512,7 +410,7 @@ class OpenAISTT(_HttpStage):
         self.keepalive = o.flag("keepalive", True)
         self.input_rate = o.integer("rate", 16000)
         self.stream = o.flag("stream", True)
-        self._auth = _auth_header(o, table, "bearer")
+        self._auth = auth_header(o, table, "bearer")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -543,7 +441,7 @@ class OpenAISTT(_HttpStage):
             data["language"] = self.language
         if self.prompt:
             data["prompt"] = self.prompt
-        trace = _Trace()
+        trace = Trace()
         request = self._client.build_request(
             "POST",
             url,
@@ -566,7 +464,7 @@ class OpenAISTT(_HttpStage):
                 yield span
             if response.status_code >= 400:
                 try:
-                    detail = _error_message(await response.aread())
+                    detail = error_message(await response.aread())
                 except httpx.HTTPError:
                     detail = "(no body)"
                 yield Failed(
@@ -612,7 +510,7 @@ class OpenAISTT(_HttpStage):
                     return
                 if not isinstance(obj, dict):
                     continue
-                err = _stream_error(obj)
+                err = stream_error(obj)
                 if err is not None:
                     yield Failed(ev.t_ns, f"{url}: error event mid-stream: {err}")
                     return

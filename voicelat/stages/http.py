@@ -1,0 +1,209 @@
+"""What the HTTP stages share: httpcore trace sub-spans, one-line error wording, the client
+lifecycle (built before timing, warmed, re-warmed outside measured requests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+import httpx
+
+from voicelat.errors import StageError
+from voicelat.events import Span
+from voicelat.stages.base import Options
+
+__all__ = [
+    "HttpStage",
+    "Trace",
+    "auth_header",
+    "describe_exception",
+    "error_message",
+    "network_reason",
+    "stream_error",
+]
+
+
+class Trace:
+    """Collects httpcore trace events of one request as (name, t_ns) in arrival order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    async def __call__(self, name: str, info: Mapping[str, Any]) -> None:
+        self.events.append((name, time.perf_counter_ns()))
+
+    def first(self, suffix: str) -> int | None:
+        for name, t in self.events:
+            if name.endswith(suffix):
+                return t
+        return None
+
+    def spans(self, request_ns: int) -> list[Span]:
+        out: list[Span] = []
+        for phase, start_suffix, end_suffix in (
+            ("connect", "connect_tcp.started", "connect_tcp.complete"),
+            ("tls", "start_tls.started", "start_tls.complete"),
+            ("request_sent", "send_request_headers.started", "send_request_body.complete"),
+        ):
+            a, b = self.first(start_suffix), self.first(end_suffix)
+            if a is not None and b is not None:
+                out.append(Span(phase, a, b))
+        begin = self.first("connect_tcp.started") or self.first("send_request_headers.started")
+        if begin is not None:
+            out.append(Span("pool_wait", request_ns, begin))
+        headers = self.first("receive_response_headers.complete")
+        if headers is not None:
+            out.append(Span("response_headers", request_ns, headers))
+        return out
+
+    @property
+    def new_connection(self) -> bool:
+        return self.first("connect_tcp.started") is not None
+
+
+def stream_error(data: Mapping[str, Any]) -> str | None:
+    err = data.get("error")
+    if err:
+        if isinstance(err, dict):
+            return str(err.get("message") or err)
+        return str(err)
+    if data.get("object") == "error":
+        return str(data.get("message") or data)
+    return None
+
+
+def error_message(body: bytes) -> str:
+    """The provider's error message from a JSON or text body, on one line."""
+    return " ".join(_rawerror_message(body).split())[:300]
+
+
+def _rawerror_message(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body[:200].decode("utf-8", errors="replace").strip() or "(empty body)"
+    if isinstance(data, dict):
+        msg = stream_error(data) or data.get("detail") or data.get("message")
+        if msg:
+            return str(msg)[:300]
+    return str(data)[:300]
+
+
+def describe_exception(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The socket error under an httpx exception (httpx hides it behind a generic message)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno is not None:
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
+    """One line saying what went wrong on the wire, never a traceback (and never a header)."""
+    os_error = _os_error(exc)
+    if os_error is not None and os_error.errno == errno.ECONNREFUSED:
+        return f"cannot connect to {url}: connection refused"
+    if os_error is not None and os_error.errno == errno.ECONNRESET:
+        return f"{url} reset the connection"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"cannot connect to {url}: no answer within the connect timeout"
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect to {url}: {describe_exception(exc)}"
+    if isinstance(exc, httpx.ReadTimeout):
+        return f"no data from {url} for {timeout_s:g} s (read timeout): the server stalled"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"{url} broke the response off: {describe_exception(exc)}"
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return f"connection to {url} failed: {describe_exception(exc)}"
+    return f"request to {url} failed: {describe_exception(exc)}"
+
+
+def auth_header(o: Options, table: str, default: str) -> dict[str, str]:
+    auth = o.text("auth", default)
+    if auth not in ("bearer", "basic", "none"):
+        raise StageError(f"[{table}] auth must be bearer, basic or none, not {auth!r}")
+    key = o.secret("api_key_env")
+    if key is None or auth == "none":
+        return {}
+    return {"Authorization": f"{'Basic' if auth == 'basic' else 'Bearer'} {key}"}
+
+
+class HttpStage:
+    """Client lifecycle shared by the HTTP stages: build before timing, warm, re-warm."""
+
+    stage_name: ClassVar[str] = ""
+    warm_path: ClassVar[str] = "/models"
+
+    base_url: str
+    timeout_s: float
+    keepalive: bool
+    _auth: dict[str, str]
+
+    def __init__(self) -> None:
+        self._client: httpx.AsyncClient | None = None
+        self._last_use_ns = 0
+        self._server: str | None = None
+
+    async def __aenter__(self) -> Self:
+        # Built before any timing: an AsyncClient costs ~40 ms (its SSL context).
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
+            limits=httpx.Limits(keepalive_expiry=60.0),
+        )
+        try:
+            await self._warm(first=True)
+        except BaseException:
+            await self._client.aclose()
+            self._client = None
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def prepare(self) -> None:
+        # Servers close idle keep-alive connections: re-warm outside the measured request.
+        if self.keepalive and time.perf_counter_ns() - self._last_use_ns > 1_000_000_000:
+            with contextlib.suppress(StageError):
+                await self._warm(first=False)
+
+    async def _warm(self, *, first: bool) -> None:
+        assert self._client is not None
+        url = f"{self.base_url}{self.warm_path}"
+        try:
+            r = await self._client.get(url, headers=self._auth)
+        except httpx.HTTPError as exc:
+            raise StageError(
+                f"{self.stage_name}: server not reachable at {self.base_url} "
+                f"({network_reason(exc, url, self.timeout_s)}): start it or fix base_url",
+                exit_code=3,
+            ) from None
+        self._last_use_ns = time.perf_counter_ns()
+        if first:
+            if r.status_code in (401, 403):
+                raise StageError(
+                    f"{self.stage_name}: {self.base_url} refused the API key "
+                    f"(HTTP {r.status_code}): check the variable named by api_key_env",
+                    exit_code=3,
+                )
+            self._server = r.headers.get("server")
+            self._warmed(r)
+
+    def _warmed(self, response: httpx.Response) -> None:
+        """The first warm-up answered: subclasses read server facts from it."""
+        return None
