@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from voicelat.argtypes import confidence, non_negative_float
 from voicelat.budget import Budget, load_budget_file, parse_budget
 from voicelat.compare import (
     DEFAULT_TOLERANCE_MS,
@@ -50,26 +51,6 @@ STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 def _info(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _non_negative_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not x >= 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"{value} cannot be negative")
-    return x
-
-
-def _confidence(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0.5 <= x < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be within 0.5..1 (e.g. 0.95)")
-    return x
 
 
 def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
@@ -106,19 +87,19 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     )
     ci.add_argument(
         "--tolerance-ms",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=DEFAULT_TOLERANCE_MS,
         help=f"a regression must exceed this many ms (default {DEFAULT_TOLERANCE_MS:g})",
     )
     ci.add_argument(
         "--tolerance-pct",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=DEFAULT_TOLERANCE_PCT,
         help=f"... and this %% of the baseline value (default {DEFAULT_TOLERANCE_PCT:g})",
     )
     ci.add_argument(
         "--confidence",
-        type=_confidence,
+        type=confidence,
         default=0.95,
         help="confidence level of the bootstrap intervals (default 0.95)",
     )

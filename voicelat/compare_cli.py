@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicelat import __version__
+from voicelat.argtypes import confidence, non_negative_int, positive_int
 from voicelat.compare import MIN_COMPARE_TURNS, metric_rows
 from voicelat.errors import EXIT_OK, ConfigError, InfraError
 from voicelat.matrix import Combination, Slot, check_stages, combinations_from_files, load_matrix
@@ -59,19 +60,8 @@ def _info(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _confidence(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0.5 <= x < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be within 0.5..1 (e.g. 0.95)")
-    return x
-
-
 def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     """Register ``compare``; it sets ``func`` to :func:`cmd_compare`."""
-    from voicelat.cli import _non_negative, _positive
 
     p: argparse.ArgumentParser = subparsers.add_parser(
         "compare",
@@ -102,16 +92,16 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--turns",
         "-n",
-        type=_positive,
+        type=positive_int,
         help="measured turns per combination (default: every fixture once per repeat)",
     )
     p.add_argument(
-        "--repeat", "-r", type=_positive, default=1, help="rounds over the fixtures (default 1)"
+        "--repeat", "-r", type=positive_int, default=1, help="rounds over the fixtures (default 1)"
     )
     p.add_argument(
         "--warmup",
         "-w",
-        type=_non_negative,
+        type=non_negative_int,
         default=1,
         help="warm-up turns per combination, run first and excluded (default 1)",
     )
@@ -126,15 +116,15 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--confidence",
-        type=_confidence,
+        type=confidence,
         default=0.95,
         help="confidence level of the bootstrap intervals (default 0.95)",
     )
     p.add_argument(
-        "--resamples", type=_positive, default=2000, help="bootstrap resamples (default 2000)"
+        "--resamples", type=positive_int, default=2000, help="bootstrap resamples (default 2000)"
     )
     p.add_argument(
-        "--seed", type=_non_negative, default=0, help="bootstrap seed: same input, same verdicts"
+        "--seed", type=non_negative_int, default=0, help="bootstrap seed: same input, same verdicts"
     )
     p.add_argument(
         "--tui",

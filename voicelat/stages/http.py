@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Self
 import httpx
 
 from voicelat.errors import StageError
-from voicelat.events import Span
+from voicelat.events import Connected, Failed, Span, StageEvent
 from voicelat.stages.base import Options
 
 __all__ = [
@@ -203,6 +203,39 @@ class HttpStage:
                 )
             self._server = r.headers.get("server")
             self._warmed(r)
+
+    async def _send_traced(
+        self, request: httpx.Request, url: str, trace: Trace, t_request: int
+    ) -> tuple[list[StageEvent], httpx.Response | None]:
+        """Send a streaming request; returns what it learned about the connection (Connected,
+        sub-spans, or a Failed) and the response when it is worth reading (status < 400).
+
+        ``t_request`` was stamped by the caller when it handed the request over; the trace
+        callback stamps every network phase as it happens.
+        """
+        assert self._client is not None, "use the stage as an async context manager"
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            return [Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))], None
+        t_conn = trace.first("connect_tcp.complete") or t_request
+        events: list[StageEvent] = [
+            Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection),
+            *trace.spans(t_request),
+        ]
+        if response.status_code < 400:
+            return events, response
+        try:
+            detail = error_message(await response.aread())
+        except httpx.HTTPError:
+            detail = "(no body)"
+        finally:
+            await response.aclose()
+            self._last_use_ns = time.perf_counter_ns()
+        events.append(
+            Failed(time.perf_counter_ns(), f"HTTP {response.status_code} from {url}: {detail}")
+        )
+        return events, None
 
     def _warmed(self, response: httpx.Response) -> None:
         """The first warm-up answered: subclasses read server facts from it."""

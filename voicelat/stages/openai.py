@@ -19,7 +19,6 @@ import httpx
 
 from voicelat.errors import StageError
 from voicelat.events import (
-    Connected,
     Delta,
     Done,
     Failed,
@@ -34,7 +33,6 @@ from voicelat.stages.http import (
     HttpStage,
     Trace,
     auth_header,
-    error_message,
     network_reason,
     stream_error,
 )
@@ -162,23 +160,12 @@ class OpenAILLM(HttpStage):
         )
         t_request = time.perf_counter_ns()
         yield RequestSent(t_request, "completion")
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
+        events, response = await self._send_traced(request, url, trace, t_request)
+        for event in events:
+            yield event
+        if response is None:
             return
         try:
-            t_conn = trace.first("connect_tcp.complete") or t_request
-            yield Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection)
-            for span in trace.spans(t_request):
-                yield span
-            if response.status_code >= 400:
-                body_bytes = await response.aread()
-                yield Failed(
-                    time.perf_counter_ns(),
-                    f"HTTP {response.status_code} from {url}: {error_message(body_bytes)}",
-                )
-                return
             async for event in self._read(response):
                 yield event
         finally:

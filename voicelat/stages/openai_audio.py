@@ -26,7 +26,6 @@ import httpx
 from voicelat.errors import StageError
 from voicelat.events import (
     Audio,
-    Connected,
     Done,
     Failed,
     Final,
@@ -42,7 +41,6 @@ from voicelat.stages.http import (
     HttpStage,
     Trace,
     auth_header,
-    error_message,
     network_reason,
     stream_error,
 )
@@ -251,25 +249,12 @@ class HttpTTS(HttpStage):
         )
         t_request = time.perf_counter_ns()
         yield TextSent(t_request, text)
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
+        events, response = await self._send_traced(request, url, trace, t_request)
+        for event in events:
+            yield event
+        if response is None:
             return
         try:
-            t_conn = trace.first("connect_tcp.complete") or t_request
-            yield Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection)
-            for span in trace.spans(t_request):
-                yield span
-            if response.status_code >= 400:
-                try:
-                    detail = error_message(await response.aread())
-                except httpx.HTTPError:
-                    detail = "(no body)"
-                yield Failed(
-                    time.perf_counter_ns(), f"HTTP {response.status_code} from {url}: {detail}"
-                )
-                return
             decoder = self._decoder()
             raw = response.aiter_raw()
             t = time.perf_counter_ns()
@@ -452,25 +437,12 @@ class OpenAISTT(HttpStage):
         )
         t_request = time.perf_counter_ns()
         yield RequestSent(t_request, "audio_end")
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
+        events, response = await self._send_traced(request, url, trace, t_request)
+        for event in events:
+            yield event
+        if response is None:
             return
         try:
-            t_conn = trace.first("connect_tcp.complete") or t_request
-            yield Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection)
-            for span in trace.spans(t_request):
-                yield span
-            if response.status_code >= 400:
-                try:
-                    detail = error_message(await response.aread())
-                except httpx.HTTPError:
-                    detail = "(no body)"
-                yield Failed(
-                    time.perf_counter_ns(), f"HTTP {response.status_code} from {url}: {detail}"
-                )
-                return
             is_sse = "text/event-stream" in response.headers.get("content-type", "")
             async for event in self._read(response, url, is_sse):
                 yield event

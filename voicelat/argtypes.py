@@ -1,0 +1,45 @@
+"""argparse value types shared by the subcommands: a bad value is one line naming the flag."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _number(value: str, kind: type[int] | type[float]) -> float:
+    try:
+        return kind(value)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
+
+
+def positive_int(value: str) -> int:
+    """An integer of at least 1."""
+    n = int(_number(value, int))
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return n
+
+
+def non_negative_int(value: str) -> int:
+    """An integer of at least 0."""
+    n = int(_number(value, int))
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value} cannot be negative")
+    return n
+
+
+def non_negative_float(value: str) -> float:
+    """A number of at least 0 (nan refused)."""
+    x = _number(value, float)
+    if not x >= 0:
+        raise argparse.ArgumentTypeError(f"{value} cannot be negative")
+    return x
+
+
+def confidence(value: str) -> float:
+    """A confidence level within 0.5..1 (e.g. 0.95)."""
+    x = _number(value, float)
+    if not 0.5 <= x < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be within 0.5..1 (e.g. 0.95)")
+    return x
