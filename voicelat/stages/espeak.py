@@ -18,11 +18,11 @@ import os
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from multiprocessing.connection import Connection
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from voicelat.events import Audio, Connected, Done, Failed, StageEvent, StageName, TextSent
 from voicelat.stages.base import Options
-from voicelat.stages.worker import WorkerProcess
+from voicelat.stages.worker import WorkerProcess, WorkerStage
 
 _ALLOWED = {"voice", "rate_wpm", "pitch", "buffer_ms", "timeout_s", "start_timeout_s"}
 
@@ -34,10 +34,12 @@ _PARAM_RATE = 1
 _PARAM_PITCH = 3
 
 
-class EspeakTTS:
+class EspeakTTS(WorkerStage):
     """Streaming text-to-speech with espeak-ng (22.05 kHz, 16-bit mono)."""
 
     kind: ClassVar[StageName] = "tts"
+    engine_target: ClassVar[str] = "voicelat.stages.espeak:engine_main"
+    stage_name: ClassVar[str] = "espeak-tts"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
         o = Options(table, options, _ALLOWED)
@@ -51,32 +53,13 @@ class EspeakTTS:
         }
         self.timeout_s = o.number("timeout_s", 30.0)
         self.start_timeout_s = o.number("start_timeout_s", 60.0)
-        self._worker: WorkerProcess | None = None
-        self._used = False
-
-    async def __aenter__(self) -> Self:
-        # The library and the voice load here, in the worker, never inside a turn.
-        self._worker = WorkerProcess(
-            "voicelat.stages.espeak:engine_main", self.engine_options, name="espeak-tts"
-        )
-        await self._worker.start(self.start_timeout_s)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._worker is not None:
-            await self._worker.close()
-            self._worker = None
-
-    async def prepare(self) -> None:
-        return None
 
     @property
     def rate(self) -> int:
-        info = self._worker.info if self._worker else {}
-        return int(info.get("rate", 22050))
+        return int(self.worker_info.get("rate", 22050))
 
     def describe(self) -> dict[str, Any]:
-        info = self._worker.info if self._worker else {}
+        info = self.worker_info
         return {
             "stage": "espeak-tts",
             "engine": "espeak-ng",
@@ -95,8 +78,7 @@ class EspeakTTS:
             yield Failed(time.perf_counter_ns(), "espeak-tts: the engine worker is not running")
             return
         seq = w.next_seq()
-        yield Connected(time.perf_counter_ns(), cold=not self._used, new_connection=False)
-        self._used = True
+        yield Connected(time.perf_counter_ns(), cold=self._first_use(), new_connection=False)
         feeder = asyncio.create_task(_feed(w, seq, text))
         sent = done = 0
         text_ended = False

@@ -16,55 +16,39 @@ import os
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from multiprocessing.connection import Connection
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from voicelat.events import Connected, Done, Failed, Final, Partial, RequestSent, StageEvent
 from voicelat.events import StageName as _StageName
 from voicelat.stages.base import Options
-from voicelat.stages.worker import WorkerProcess
+from voicelat.stages.worker import WorkerProcess, WorkerStage
 
 _ALLOWED = {"hmm", "lm", "dict", "timeout_s", "start_timeout_s"}
 #: The bundled acoustic model expects 16 kHz mono.
 RATE = 16000
 
 
-class PocketSphinxSTT:
+class PocketSphinxSTT(WorkerStage):
     """Streaming speech-to-text with PocketSphinx: a Partial per changed hypothesis, a Final at
     the end of the audio (the endpoint)."""
 
     kind: ClassVar[_StageName] = "stt"
+    engine_target: ClassVar[str] = "voicelat.stages.pocketsphinx:engine_main"
+    stage_name: ClassVar[str] = "pocketsphinx-stt"
     input_rate: int = RATE
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "stt") -> None:
         o = Options(table, options, _ALLOWED)
         self.table = table
         # Paths to another model; the default is the en-us model inside the wheel.
-        self.engine_options = {k: o.opt_text(k) for k in ("hmm", "lm", "dict")}
+        self.engine_options = {
+            k: v for k in ("hmm", "lm", "dict") if (v := o.opt_text(k)) is not None
+        }
         self.timeout_s = o.number("timeout_s", 30.0)
         self.start_timeout_s = o.number("start_timeout_s", 60.0)
-        self._worker: WorkerProcess | None = None
-        self._used = False
-
-    async def __aenter__(self) -> Self:
-        # Model load happens here, in the worker, never inside a turn.
-        self._worker = WorkerProcess(
-            "voicelat.stages.pocketsphinx:engine_main",
-            {k: v for k, v in self.engine_options.items() if v is not None},
-            name="pocketsphinx-stt",
-        )
-        await self._worker.start(self.start_timeout_s)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._worker is not None:
-            await self._worker.close()
-            self._worker = None
-
-    async def prepare(self) -> None:
-        return None
 
     def describe(self) -> dict[str, Any]:
-        info = self._worker.info if self._worker else {}
+        info = self.worker_info
         return {
             "stage": "pocketsphinx-stt",
             "engine": "pocketsphinx",
@@ -86,8 +70,7 @@ class PocketSphinxSTT:
         seq = w.next_seq()
         t = w.send("start", seq)
         # The decoder is loaded and kept; its first utterance is reported cold like any first use.
-        yield Connected(t, cold=not self._used, new_connection=False)
-        self._used = True
+        yield Connected(t, cold=self._first_use(), new_connection=False)
         feeder = _spawn_feeder(w, seq, audio)
         ended = False
         try:

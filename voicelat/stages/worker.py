@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from voicelat.errors import StageError
 
@@ -217,3 +217,43 @@ __all__ = ["EngineMain", "Stamped", "WorkerProcess", "worker_main"]
 
 if __name__ == "__main__":
     worker_main(int(sys.argv[1]))
+
+
+class WorkerStage:
+    """Lifecycle of a stage whose engine runs in a :class:`WorkerProcess`: the engine starts
+    and loads its model in ``__aenter__`` (never inside a turn) and stops in ``__aexit__``.
+
+    Subclasses set ``engine_target`` (``"module:function"``), ``engine_options`` and
+    ``start_timeout_s``.
+    """
+
+    engine_target: ClassVar[str]
+    stage_name: ClassVar[str]
+    engine_options: dict[str, Any]
+    start_timeout_s: float
+
+    _worker: WorkerProcess | None = None
+    _used: bool = False
+
+    async def __aenter__(self) -> Self:
+        self._worker = WorkerProcess(self.engine_target, self.engine_options, name=self.stage_name)
+        await self._worker.start(self.start_timeout_s)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._worker is not None:
+            await self._worker.close()
+            self._worker = None
+
+    async def prepare(self) -> None:
+        return None
+
+    @property
+    def worker_info(self) -> dict[str, Any]:
+        return dict(self._worker.info) if self._worker else {}
+
+    def _first_use(self) -> bool:
+        """True once: the first request on the loaded engine is reported cold."""
+        cold = not self._used
+        self._used = True
+        return cold
