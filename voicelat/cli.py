@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from voicelat import __version__
+from voicelat.argtypes import non_negative_int, positive_int
 from voicelat.config import Pipeline, default_pipeline_path, load_pipeline
 from voicelat.errors import (
     EXIT_INTERRUPTED,
@@ -48,26 +49,6 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return n
-
-
-def _non_negative(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{value} cannot be negative")
-    return n
-
-
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Options shared by ``run`` and the commands built on it (``ci``)."""
     p.add_argument(
@@ -82,20 +63,20 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--turns",
         "-n",
-        type=_positive,
+        type=positive_int,
         help="number of measured turns (default: every fixture once per repeat)",
     )
     p.add_argument(
         "--repeat",
         "-r",
-        type=_positive,
+        type=positive_int,
         default=1,
         help="rounds over the fixtures, interleaved (default 1)",
     )
     p.add_argument(
         "--warmup",
         "-w",
-        type=_non_negative,
+        type=non_negative_int,
         default=1,
         help="warm-up turns, run first and excluded (default 1)",
     )
@@ -113,6 +94,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="show the live terminal UI (default: when stdout is a terminal; `run` only)",
     )
+    # Internal: `run --tui` starts the measuring run as a child process with this flag and
+    # reads its observer calls as JSON lines on the child's stdout (voicelat.tui.protocol).
+    p.add_argument("--events", choices=("jsonl",), default=None, help=argparse.SUPPRESS)
 
 
 #: Modules that register a subcommand with ``add_parser(subparsers)``.
@@ -288,10 +272,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     _info(
         f"pipeline {pipeline.name} ({pipeline.path}); {len(fixtures)} fixtures; results -> {out_dir}"
     )
+    if getattr(args, "events", None):
+        # The measuring child of `run --tui`: observer calls go out as JSON lines on stdout
+        # (per-turn lines and the table are the TUI's job); stderr carries the human lines.
+        from voicelat.tui.protocol import event_stream, recorded_argv
+
+        with event_stream(fixtures, out_dir) as observer:
+            execute_run(args, pipeline, fixtures, out_dir, observer, argv=recorded_argv(sys.argv))
+        return EXIT_OK
     from voicelat.tui.live import want_tui
 
     if want_tui(args):
-        # The runner moves to a thread of its own so the UI never shares its event loop.
+        # The run is measured in a child process: the UI cannot delay one of its timestamps.
         from voicelat.tui.live import run_with_tui
 
         return run_with_tui(args, pipeline, fixtures, out_dir, argv=sys.argv)

@@ -1,129 +1,222 @@
-"""The measuring thread: a real Runner on its own loop, stopped from the UI side; run_with_tui.
+"""The measuring child process: its command line, reading its pipes, stopping it, exit codes.
 
-The runner here uses small in-process stages (real time, no servers), so these tests check
-the threading, the queue and the clean stop, not any engine.
+Most tests replay a recorded event stream through a tiny stand-in child
+(``tests/tui/replay_child.py``), which starts in milliseconds; one runs the real
+``voicelat run --events jsonl`` child against the OpenAI emulator (offline, a few seconds).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import math
-import queue
-import threading
+import subprocess
+import sys
 import time
-import wave
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Self
 
-import numpy as np
 import pytest
 
-from tests.tui.helpers import make_turn
+from voicelat.cli import add_run_arguments, build_parser, main
 from voicelat.config import Endpointing, Pipeline, TurnConfig
-from voicelat.errors import EXIT_INTERRUPTED, EXIT_OK, InfraError
-from voicelat.events import (
-    Audio,
-    Delta,
-    Done,
-    Final,
-    RequestSent,
-    StageEvent,
-    StageName,
-    TextSent,
-)
-from voicelat.fixtures import Fixture, load_fixtures
-from voicelat.plan import PlannedTurn, plan_turns
-from voicelat.results import write_summary
-from voicelat.runner import Runner
-from voicelat.tui import live as live_mod
+from voicelat.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.fixtures import Fixture
+from voicelat.results import load_run
 from voicelat.tui.app import VoicelatApp
-from voicelat.tui.live import LiveRun, StopSwitch, want_tui
-from voicelat.tui.model import MilestoneSeen, RunEnded, RunEvent, TurnFinished, TurnStarted
+from voicelat.tui.live import ChildRun, child_command, run_with_tui, want_tui
+from voicelat.tui.model import RunEnded, RunEvent, SetupLine, TurnFinished, TurnStarted
+from voicelat.tui.protocol import decode
 
-RATE = 16000
-
-
-# -- small in-process stages that follow the stage contract ------------------------------------
-class _Stage:
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-    async def prepare(self) -> None:
-        return None
-
-    def describe(self) -> dict[str, Any]:
-        return {"stage": type(self).__name__}
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+REPLAY = HERE / "replay_child.py"
+#: A recorded ``voicelat run --events jsonl`` stream: 2 turns of the emulated pipeline.
+EVENTS = HERE / "data" / "events.jsonl"
+SIZE = (120, 40)
 
 
-class FakeSTT(_Stage):
-    kind: ClassVar[StageName] = "stt"
-    input_rate = RATE
-
-    async def transcribe(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
-        async for _ in audio:
-            pass
-        yield RequestSent(time.perf_counter_ns(), "audio_end")
-        await asyncio.sleep(0.03)
-        yield Final(time.perf_counter_ns(), "hello there")
-        yield Done(time.perf_counter_ns())
+def replay(*extra: str, events: Path = EVENTS) -> list[str]:
+    """The stand-in child's command line."""
+    return [sys.executable, str(REPLAY), str(events), *extra]
 
 
-class FakeLLM(_Stage):
-    kind: ClassVar[StageName] = "llm"
-
-    async def complete(self, text: str) -> AsyncIterator[StageEvent]:
-        yield RequestSent(time.perf_counter_ns())
-        for piece in ("Hi", " there."):
-            await asyncio.sleep(0.02)
-            yield Delta(time.perf_counter_ns(), piece)
-        yield Done(time.perf_counter_ns(), "stop")
+def _drain(run: ChildRun) -> list[RunEvent]:
+    out: list[RunEvent] = []
+    while not run.events.empty():
+        out.append(run.events.get_nowait())
+    return out
 
 
-class FakeTTS(_Stage):
-    kind: ClassVar[StageName] = "tts"
-
-    async def synthesize(self, text: AsyncIterable[str]) -> AsyncIterator[StageEvent]:
-        tone = 0.5 * np.sin(2 * math.pi * 440 * np.arange(RATE // 10) / RATE)
-        async for piece in text:
-            yield TextSent(time.perf_counter_ns(), piece)
-            await asyncio.sleep(0.02)
-            yield Audio(time.perf_counter_ns(), (tone * 32767).astype("<i2").tobytes(), RATE)
-        yield Done(time.perf_counter_ns())
+def _finished(run: ChildRun, timeout: float = 30) -> list[RunEvent]:
+    """Everything the child reported, once it has exited."""
+    assert run.wait(timeout), "the child did not finish"
+    return _drain(run)
 
 
-@pytest.fixture
-def fixtures(tmp_path: Path) -> list[Fixture]:
-    d = tmp_path / "fx"
-    d.mkdir()
-    entries = []
-    for name in ("alpha", "beta"):
-        t = np.arange(int(0.3 * RATE)) / RATE
-        audio = np.concatenate(
-            [np.zeros(RATE // 10), 0.3 * np.sin(2 * math.pi * 300 * t), np.zeros(RATE // 2)]
+# -- which options reach the child ----------------------------------------------------------------
+def test_want_tui_follows_the_flags_then_the_terminal() -> None:
+    assert want_tui(argparse.Namespace(tui=True), stdout_isatty=False)
+    assert not want_tui(argparse.Namespace(tui=False), stdout_isatty=True)
+    assert want_tui(argparse.Namespace(tui=None), stdout_isatty=True)
+    assert not want_tui(argparse.Namespace(tui=None), stdout_isatty=False)
+    assert not want_tui(argparse.Namespace(), stdout_isatty=False)
+
+
+def test_every_run_option_reaches_the_child_unchanged() -> None:
+    parser = build_parser()
+    argv = ["run", "--tui", "-p", "my pipe.toml", "-f", "fx", "-n", "3", "-r", "2", "-w", "0"]
+    argv += ["--save-audio", "-o", "somewhere"]
+    args = parser.parse_args(argv)
+    # Every run option is set to a non-default value above: an option added to
+    # add_run_arguments fails this until it is added here (and so checked to be forwarded).
+    probe = argparse.ArgumentParser(add_help=False)
+    add_run_arguments(probe)
+    unset = [
+        a.dest
+        for a in probe._actions
+        if a.dest not in ("tui", "events") and getattr(args, a.dest) == a.default
+    ]
+    assert not unset, f"set {unset} in this test's argv"
+    cmd = child_command(args, Path("runs/x"))
+    assert cmd[:7] == [sys.executable, "-m", "voicelat", "run", "--no-tui", "--events", "jsonl"]
+    child = parser.parse_args(cmd[3:])
+    for key, value in vars(args).items():
+        if key not in ("tui", "events", "out"):
+            assert getattr(child, key) == value, key
+    assert child.tui is False and child.events == "jsonl" and child.out == Path("runs/x")
+
+
+def test_defaults_are_left_to_the_child_and_odd_values_stay_values() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["run", "--tui"])
+    assert child_command(args, Path("o"))[7:] == ["--out=o"]
+    args.fixtures = Path("-starts-with-a-dash")
+    child = parser.parse_args(child_command(args, Path("o"))[3:])
+    assert child.fixtures == Path("-starts-with-a-dash")
+
+
+# -- reading the child ----------------------------------------------------------------------------
+def test_a_replayed_run_reaches_the_queue_in_order_with_its_stderr_as_setup_lines() -> None:
+    run = ChildRun(replay("--stderr", "embedded stack ready in 0.1 s"))
+    run.start()
+    events = _finished(run)
+    expected = [decode(line) for line in EVENTS.read_bytes().splitlines()]
+    assert events[0] == SetupLine("embedded stack ready in 0.1 s")
+    assert events[1:-1] == expected
+    assert sum(isinstance(e, TurnFinished) for e in events) == 2
+    assert events[-1] == RunEnded("complete", None)
+    assert run.status == "complete" and run.exit_code == EXIT_OK and run.bad_lines == 0
+
+
+def test_lines_that_are_not_events_are_counted_and_skipped(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    lines = EVENTS.read_text().splitlines()
+    events.write_text("\n".join([lines[0], "a stray print", *lines[1:]]) + "\n")
+    run = ChildRun(replay(events=events))
+    run.start()
+    got = _finished(run)
+    assert run.bad_lines == 1
+    assert isinstance(got[0], TurnStarted) and isinstance(got[-1], RunEnded)
+
+
+def test_a_child_that_fails_gives_its_one_line_error_and_exit_code() -> None:
+    run = ChildRun(
+        replay(
+            "--stderr",
+            "embedded stack: checking / starting servers ...",
+            "--stderr",
+            "voicelat: error: embedded stack: llm did not become ready",
+            "--exit",
+            "3",
+            events=Path("/dev/null"),
         )
-        with wave.open(str(d / f"{name}.wav"), "wb") as w:
-            w.setnchannels(1)
-            w.setsampwidth(2)
-            w.setframerate(RATE)
-            w.writeframes((audio * 32767).astype("<i2").tobytes())
-        entries.append(
-            {
-                "id": name,
-                "file": f"{name}.wav",
-                "text": "hello there",
-                "speech_start_ms": 100,
-                "speech_end_ms": 400,
-            }
-        )
-    (d / "manifest.json").write_text(json.dumps({"version": 1, "fixtures": entries}))
-    return load_fixtures(d)
+    )
+    run.start()
+    events = _finished(run)
+    assert events[-1] == RunEnded("failed", "embedded stack: llm did not become ready")
+    assert run.exit_code == 3
+
+
+def test_a_crash_shows_its_last_line_and_never_its_traceback() -> None:
+    run = ChildRun(replay("--traceback"))
+    run.start()
+    events = _finished(run)
+    shown = [e.text for e in events if isinstance(e, SetupLine)]
+    assert not any("Traceback" in line or 'File "' in line for line in shown), shown
+    assert run.status == "failed" and run.exit_code == 1
+    assert run.message == (
+        "the measuring process failed (exit 1): RuntimeError: replay child crashed on purpose; "
+        "run with --no-tui for the details"
+    )
+
+
+def test_a_child_killed_by_a_signal_says_so() -> None:
+    run = ChildRun(replay("--kill"))
+    run.start()
+    _finished(run)
+    assert run.message == "the measuring process was killed by SIGKILL"
+    assert run.exit_code == 128 + 9
+
+
+def test_a_child_that_cannot_start_is_a_failed_run_not_a_crash(tmp_path: Path) -> None:
+    run = ChildRun([str(tmp_path / "no-such-python")])
+    run.start()
+    events = _finished(run, 5)
+    assert isinstance(events[-1], RunEnded) and events[-1].status == "failed"
+    assert str(events[-1].message).startswith("cannot start the measuring process")
+    assert run.exit_code == 3
+    run.request_stop()  # nothing to stop: no error
+
+
+def test_stopping_sends_sigint_once_and_the_child_keeps_its_results(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = ChildRun(replay("--hang", "--out", str(out)))
+    run.start()
+    deadline = time.monotonic() + 30
+    while not any(isinstance(e, TurnFinished) for e in list(_drain(run))):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    run.request_stop()
+    run.request_stop()  # a second q must not interrupt the child's clean-up
+    events = _finished(run)
+    assert "replay child: got SIGINT" in run.stderr_tail
+    assert list(run.stderr_tail).count("replay child: got SIGINT") == 1
+    assert events[-1] == RunEnded(
+        "interrupted", "stopped; finished turns and the summary are saved"
+    )
+    assert run.exit_code == EXIT_INTERRUPTED
+    assert run.summary_path == out / "summary.json" and run.summary_path.exists()
+
+
+# -- run_with_tui: the app in front of a child ------------------------------------------------------
+def _pilot(press: str, after_turns: int | None, seen: list[VoicelatApp]) -> Callable[..., None]:
+    """Replaces App.run: drives the real app with Pilot, presses ``press`` after some turns
+    (``None``: once the app shows the run ended), then waits for the app to close itself."""
+
+    def run(self: VoicelatApp) -> None:
+        async def drive() -> None:
+            async with self.run_test(size=SIZE) as pilot:
+                controller = self.controller
+                assert controller is not None
+                deadline = time.monotonic() + 60
+                while not (
+                    # the end as the app shows it: its RunEnded drained into the model
+                    not self.model.running
+                    if after_turns is None
+                    else len(self.model.turns) >= after_turns
+                ):
+                    assert time.monotonic() < deadline, "no turn reached the app"
+                    await pilot.pause(0.05)
+                await pilot.press(press)
+                while self.is_running:
+                    assert time.monotonic() < deadline, "the app did not close"
+                    await pilot.pause(0.05)
+
+        seen.append(self)
+        asyncio.run(drive())
+
+    return run
 
 
 def _pipeline() -> Pipeline:
@@ -141,225 +234,138 @@ def _pipeline() -> Pipeline:
     )
 
 
-def _runner_work(
-    fixtures: list[Fixture], out: Path, turns: int, seen: dict[str, Any]
-) -> Callable[[Any], Any]:
-    """What execute_run does for the TUI, minus the embedded stack: a Runner on a new loop."""
-
-    def work(observer: Any) -> Any:
-        seen["thread"] = threading.current_thread()
-        runner = Runner(_pipeline(), fixtures, out, observer=observer)
-        runner.build_stages = lambda: (FakeSTT(), FakeLLM(), FakeTTS())  # type: ignore[method-assign]
-        plan = plan_turns([f.id for f in fixtures], turns=turns, warmup=0)
-        return asyncio.run(runner.run(plan))
-
-    return work
+def _tui(tmp_path: Path, command: list[str]) -> int:
+    args = argparse.Namespace(repeat=1, turns=2, warmup=0, tui=True)
+    fixtures = [Fixture("kitchen_lights", Path("k.wav"), "hi", 310, 1650, "")]
+    return run_with_tui(args, _pipeline(), fixtures, tmp_path / "out", command=command)
 
 
-def _drain(events: queue.SimpleQueue[RunEvent]) -> list[RunEvent]:
-    out = []
-    while True:
-        try:
-            out.append(events.get_nowait())
-        except queue.Empty:
-            return out
-
-
-def _wait_for(events: queue.SimpleQueue[RunEvent], kind: type, got: list[RunEvent]) -> None:
-    deadline = time.monotonic() + 30
-    while not any(isinstance(e, kind) for e in got):
-        assert time.monotonic() < deadline, f"no {kind.__name__} within 30 s: {got}"
-        with contextlib.suppress(queue.Empty):
-            got.append(events.get(timeout=0.1))
-
-
-def test_the_runner_measures_on_its_own_thread_and_reports_through_the_queue(
-    tmp_path: Path, fixtures: list[Fixture]
+@pytest.mark.parametrize("key", ["q", "ctrl+c"])
+def test_a_key_in_the_app_stops_the_child_and_its_exit_code_is_returned(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    key: str,
 ) -> None:
-    seen: dict[str, Any] = {}
-    run = LiveRun(_runner_work(fixtures, tmp_path / "out", 2, seen), {"alpha": 400, "beta": 400})
-    run.start()
-    run.join(60)
-    assert run.done and run.status == "complete", run.error
-    assert seen["thread"] is not threading.main_thread()
-    events = _drain(run.events)
-    kinds = [type(e).__name__ for e in events]
-    assert kinds[0] == "TurnStarted" and kinds[-1] == "RunEnded"
-    assert kinds.count("TurnFinished") == 2
-    started = events[0]
-    assert isinstance(started, TurnStarted) and started.speech_end_ns == 400_000_000
-    live = [e for e in events if isinstance(e, MilestoneSeen) and e.index == 0]
-    names = [e.name for e in live]
-    assert names[0] == "endpoint" and "output_first_audible" in names
-    # the live milestones are the ones the finished turn recorded, at the same times
-    finished = next(e for e in events if isinstance(e, TurnFinished))
-    for e in live:
-        assert finished.turn.milestones[e.name] == e.t_rel_ns
-    assert run.outcome.summary["run"]["status"] == "complete"
+    seen: list[VoicelatApp] = []
+    monkeypatch.setattr(VoicelatApp, "run", _pilot(key, after_turns=1, seen=seen))
+    code = _tui(tmp_path, replay("--delay", "0.05", "--hang", "--out", str(tmp_path / "out")))
+    assert code == EXIT_INTERRUPTED
+    (app,) = seen
+    child = app.controller
+    assert isinstance(child, ChildRun) and child.stop_sent
+    assert "replay child: got SIGINT" in child.stderr_tail
+    assert app.model.status == "interrupted" and len(app.model.turns) >= 1
+    out, err = capsys.readouterr()
+    assert "Per-segment percentiles" in out  # the summary table, once the screen is gone
+    assert "interrupted: finished turns kept" in err and "Traceback" not in err
 
 
-def test_stopping_cancels_the_run_on_its_loop_and_the_summary_is_still_written(
-    tmp_path: Path, fixtures: list[Fixture]
-) -> None:
-    out = tmp_path / "out"
-    run = LiveRun(_runner_work(fixtures, out, 50, {}), {})
-    run.start()
-    got: list[RunEvent] = []
-    _wait_for(run.events, TurnFinished, got)
-    t0 = time.monotonic()
-    run.request_stop()
-    run.join(30)
-    assert run.done and time.monotonic() - t0 < 10
-    assert run.status == "interrupted" and run.error is None
-    got += _drain(run.events)
-    assert isinstance(got[-1], RunEnded) and got[-1].status == "interrupted"
-    summary = json.loads((out / "summary.json").read_text())
-    kept = (out / "turns.jsonl").read_text().splitlines()
-    assert summary["run"]["status"] == "interrupted"
-    assert 1 <= summary["counts"]["turns"] == len(kept) < 50
-
-
-def test_a_stop_asked_before_the_first_turn_takes_effect_at_it(
-    tmp_path: Path, fixtures: list[Fixture]
-) -> None:
-    out = tmp_path / "out"
-    gate = threading.Event()
-    inner = _runner_work(fixtures, out, 5, {})
-
-    def slow_setup(observer: Any) -> Any:
-        gate.wait(10)  # the stack coming up: nothing to cancel yet
-        return inner(observer)
-
-    run = LiveRun(slow_setup, {})
-    run.start()
-    run.request_stop()
-    gate.set()
-    run.join(30)
-    assert run.status == "interrupted"
-    assert json.loads((out / "summary.json").read_text())["counts"]["turns"] == 0
-
-
-def test_a_failing_run_reports_its_error() -> None:
-    def broken(observer: Any) -> Any:
-        raise InfraError("embedded stack: llm did not become ready")
-
-    run = LiveRun(broken, {})
-    run.start()
-    run.join(10)
-    assert run.status == "failed" and isinstance(run.error, InfraError)
-    (ended,) = _drain(run.events)
-    assert (
-        isinstance(ended, RunEnded) and ended.message == "embedded stack: llm did not become ready"
-    )
-
-
-def test_stop_switch_is_harmless_after_the_loop_closed() -> None:
-    switch = StopSwitch()
-
-    async def bind() -> None:
-        switch.bind_current_task()
-
-    asyncio.run(bind())
-    switch.request()  # the loop is closed: no error
-    assert switch.requested
-
-
-def test_want_tui_follows_the_flags_then_the_terminal() -> None:
-    assert want_tui(argparse.Namespace(tui=True), stdout_isatty=False)
-    assert not want_tui(argparse.Namespace(tui=False), stdout_isatty=True)
-    assert want_tui(argparse.Namespace(tui=None), stdout_isatty=True)
-    assert not want_tui(argparse.Namespace(tui=None), stdout_isatty=False)
-    assert not want_tui(argparse.Namespace(), stdout_isatty=False)
-
-
-# -- run_with_tui: exit codes, the stop path, the summary after the screen closes --------------
-def _fake_execute_run(turns: int, fail: BaseException | None = None) -> Callable[..., Any]:
-    def execute_run(
-        args: Any, pipeline: Any, fixtures: Any, out_dir: Path, observer: Any, argv: Any = ()
-    ) -> Any:
-        async def main() -> None:
-            done = []
-            try:
-                for i in range(turns):
-                    observer.turn_started(PlannedTurn(i, "alpha", 0, False), turns)
-                    await asyncio.sleep(0.02)
-                    observer.milestone(i, "endpoint", 500_000_000)
-                    turn = make_turn(i, fixture="alpha")
-                    done.append(turn)
-                    observer.turn_finished(turn, turns)
-                if fail is not None:
-                    raise fail
-            finally:
-                from voicelat.summary import build_summary
-
-                write_summary(
-                    out_dir,
-                    build_summary(done, run={"status": "x"}, pipeline={}, fixtures=[], stages={}),
-                )
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        asyncio.run(main())
-        return None
-
-    return execute_run
-
-
-def _app_that_quits(after_turns: int) -> Callable[[VoicelatApp], None]:
-    """Replaces App.run: starts the controller like on_mount, presses q after some turns."""
-
-    def run(self: VoicelatApp) -> None:
-        controller = self.controller
-        assert controller is not None
-        controller.start()
-        finished = 0
-        deadline = time.monotonic() + 30
-        while finished < after_turns and not controller.done:
-            assert time.monotonic() < deadline
-            with contextlib.suppress(queue.Empty):
-                finished += isinstance(controller.events.get(timeout=0.1), TurnFinished)
-        controller.request_stop()
-        while not controller.done:
-            time.sleep(0.01)
-
-    return run
-
-
-def _args() -> argparse.Namespace:
-    return argparse.Namespace(repeat=1, turns=100, warmup=0, tui=True)
-
-
-def _fx() -> list[Fixture]:
-    return [Fixture("alpha", Path("alpha.wav"), "hi", 100, 400, "")]
-
-
-def test_run_with_tui_returns_130_when_stopped_and_prints_the_summary(
+def test_a_completed_run_exits_0_after_q(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("voicelat.cli.execute_run", _fake_execute_run(100_000))
-    monkeypatch.setattr(VoicelatApp, "run", _app_that_quits(after_turns=2))
-    switch = __import__("sys").getswitchinterval()
-    code = live_mod.run_with_tui(_args(), _pipeline(), _fx(), tmp_path / "out")
-    assert code == EXIT_INTERRUPTED
-    captured = capsys.readouterr()
-    assert "Per-segment percentiles" in captured.out
-    assert "interrupted" in captured.err
-    assert __import__("sys").getswitchinterval() == switch  # restored
-
-
-def test_run_with_tui_returns_0_when_the_run_completed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("voicelat.cli.execute_run", _fake_execute_run(3))
-    monkeypatch.setattr(VoicelatApp, "run", _app_that_quits(after_turns=10**6))
-    assert live_mod.run_with_tui(_args(), _pipeline(), _fx(), tmp_path / "out") == EXIT_OK
-
-
-def test_run_with_tui_raises_the_runs_error_after_the_screen_closes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(
-        "voicelat.cli.execute_run", _fake_execute_run(1, fail=InfraError("every turn failed (1)"))
+    seen: list[VoicelatApp] = []
+    monkeypatch.setattr(VoicelatApp, "run", _pilot("q", after_turns=None, seen=seen))
+    code = _tui(
+        tmp_path, replay("--stderr", "embedded stack ready", "--out", str(tmp_path / "out"))
     )
-    monkeypatch.setattr(VoicelatApp, "run", _app_that_quits(after_turns=10**6))
-    with pytest.raises(InfraError, match="every turn failed"):
-        live_mod.run_with_tui(_args(), _pipeline(), _fx(), tmp_path / "out")
+    assert code == EXIT_OK
+    (app,) = seen
+    assert app.model.status == "complete" and [t.index for t in app.model.turns] == [0, 1]
+    assert "embedded stack ready" in app.model.setup_log  # start-up progress reached the app
+    assert isinstance(app.controller, ChildRun) and not app.controller.stop_sent
+    assert "Per-segment percentiles" in capsys.readouterr().out
+
+
+def test_a_failed_child_ends_in_its_one_line_error_with_its_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[VoicelatApp] = []
+    monkeypatch.setattr(VoicelatApp, "run", _pilot("q", after_turns=None, seen=seen))
+    command = replay("--stderr", "voicelat: error: every turn failed (2)", "--exit", "3")
+    with pytest.raises(VoicelatError) as raised:
+        _tui(tmp_path, command)
+    assert str(raised.value) == "every turn failed (2)" and raised.value.exit_code == 3
+    assert seen[0].model.status == "failed"
+    assert seen[0].model.message == "every turn failed (2)"  # on the status line too
+
+
+def test_an_app_that_dies_still_stops_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(self: VoicelatApp) -> None:
+        assert self.controller is not None
+        self.controller.start()
+        self.controller.events.get(timeout=30)  # the child is up and replaying
+        raise RuntimeError("the app broke")
+
+    monkeypatch.setattr(VoicelatApp, "run", crash)
+    command = replay("--hang", "--out", str(tmp_path / "out"))
+    with pytest.raises(RuntimeError, match="the app broke"):
+        _tui(tmp_path, command)
+    # the child was interrupted and waited for: it wrote its results before we got here
+    assert (tmp_path / "out" / "summary.json").exists()
+
+
+# -- the real child, against the OpenAI emulator -------------------------------------------------
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """`voicelat serve openai` with quick replies, a pipeline at it, one short fixture."""
+    d = tmp_path_factory.mktemp("emulated")
+    profile = d / "quick.toml"
+    profile.write_text(
+        "seed = 1\n[openai.latency]\nheaders = 5\nttft = 20\ntoken = 5\nstt_first = 20\n"
+        'stt_final = 30\ntts_first_audio = 20\ntts_chunk = 5\n[openai.content]\nreply = "Done."\n'
+    )
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "voicelat", "serve", "openai", "--port", "0", "--profile", profile],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert serve.stdout is not None
+        first = serve.stdout.readline().split()  # "openai http://127.0.0.1:PORT/v1"
+        assert first[:1] == ["openai"], first
+        pipe = (ROOT / "pipelines" / "emulated-openai.toml").read_text()
+        pipeline = d / "emulated.toml"
+        pipeline.write_text(pipe.replace("http://127.0.0.1:8401/v1", first[1]))
+        fixtures = d / "fx"
+        fixtures.mkdir()
+        manifest = json.loads((ROOT / "fixtures" / "manifest.json").read_text())
+        manifest["fixtures"] = [f for f in manifest["fixtures"] if f["id"] == "kitchen_lights"]
+        (fixtures / "manifest.json").write_text(json.dumps(manifest))
+        (fixtures / "kitchen_lights.wav").write_bytes(
+            (ROOT / "fixtures" / "kitchen_lights.wav").read_bytes()
+        )
+        yield {"pipeline": pipeline, "fixtures": fixtures}
+    finally:
+        serve.terminate()
+        serve.wait(10)
+
+
+def test_run_tui_measures_in_a_child_and_q_stops_it_with_its_results(
+    emulated: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "anything")
+    monkeypatch.chdir(ROOT)  # the child runs `python -m voicelat` where the user is
+    seen: list[VoicelatApp] = []
+    monkeypatch.setattr(VoicelatApp, "run", _pilot("q", after_turns=1, seen=seen))
+    out = tmp_path / "out"
+    argv = ["run", "--tui", "-p", str(emulated["pipeline"]), "-f", str(emulated["fixtures"])]
+    argv += ["--turns", "20", "--warmup", "0", "--out", str(out)]
+    assert main(argv) == EXIT_INTERRUPTED
+    (app,) = seen
+    saved = load_run(out)
+    assert saved.summary is not None and saved.summary["run"]["status"] == "interrupted"
+    assert 1 <= len(saved.turns) < 20
+    # the app got exactly the turns the child wrote, field for field
+    assert app.model.turns == list(saved.turns)
+    # the summary records the user's command, not the child's `--events jsonl` one
+    assert saved.summary["run"]["argv"] == sys.argv
+    _, err = capsys.readouterr()
+    assert "interrupted: finished turns kept" in err and "Traceback" not in err

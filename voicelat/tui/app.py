@@ -1,14 +1,13 @@
 """The Textual app: a saved run (``voicelat view``) or a live one (``voicelat run``).
 
 Widgets here only place things: what they show comes from :class:`~voicelat.tui.model.RunModel`
-and the pure renderables of :mod:`voicelat.tui.render`. In a live run the app never talks to
-the measuring event loop: it drains a thread-safe queue on its own timer (see
+and the pure renderables of :mod:`voicelat.tui.render`. In a live run the measuring happens in
+another process; the app drains a thread-safe queue of its events on its own timer (see
 :mod:`voicelat.tui.live`), so a slow repaint can never hold up a timestamp.
 """
 
 from __future__ import annotations
 
-import gc
 import queue
 import time
 from collections.abc import Callable
@@ -61,19 +60,19 @@ CURSOR_HZ = 5
 
 
 class RunController(Protocol):
-    """The measuring thread as the app sees it (see ``voicelat.tui.live.LiveRun``)."""
+    """The measuring run as the app sees it (see ``voicelat.tui.live.ChildRun``)."""
 
     events: queue.SimpleQueue[RunEvent]
 
     def start(self) -> None:
-        """Start measuring (called once the app is up, so its prints are captured)."""
+        """Start measuring (called once the app is up)."""
 
     def request_stop(self) -> None:
-        """Ask the measuring loop to cancel its run; returns at once."""
+        """Ask the run to stop (finished turns kept, summary written); returns at once."""
 
     @property
     def done(self) -> bool:
-        """The measuring thread has finished (summary written, servers stopped)."""
+        """The run has finished (summary written, servers stopped)."""
 
 
 class TurnDetail(ModalScreen[None]):
@@ -176,13 +175,9 @@ class VoicelatApp(App[None]):
                 timeout=8,
             )
         if self.controller is not None:
-            # Stack start-up progress is printed; show it in the turn pane instead of letting
-            # it scribble over the screen.
+            # Anything printed in this process while the screen is up (a library's warning)
+            # goes to the turn pane's log instead of scribbling over the screen.
             self.begin_capture_print(self, stdout=True, stderr=True)
-            # The UI's long-lived objects (widgets, styles, the saved turns) move out of the
-            # collector's reach: a full collection holds the GIL, and with it the measuring
-            # thread, for tens of ms on a screen this size.
-            gc.freeze()
             self.controller.start()
             self.set_interval(POLL_S, self.poll_events)
         table.focus()
@@ -233,7 +228,7 @@ class VoicelatApp(App[None]):
             self._refresh_table()
             return
         # In run order a new turn goes last: one row instead of a rebuild keeps the repaint
-        # (and its GIL time, which the measuring thread waits on) small.
+        # small (its CPU time is taken from the cores the measuring process and servers use).
         table.add_row(*turn_cells(turns[pos]), key=str(pos))
         self._table_titles(table)
         if self.selected == pos:
@@ -271,11 +266,11 @@ class VoicelatApp(App[None]):
 
     # -- live events -------------------------------------------------------------------------
     def poll_events(self) -> None:
-        """Drain what the measuring thread queued and repaint only what changed.
+        """Drain what the measuring process reported and repaint only what changed.
 
-        Every repaint is Python work that competes for the GIL with the measuring thread, so
-        an idle tick repaints nothing, and the live turn's "now" cursor moves at most
-        ``CURSOR_HZ`` times a second.
+        Every repaint is CPU time taken from the cores the measuring process and the servers
+        run on, so an idle tick repaints nothing, and the live turn's "now" cursor moves at
+        most ``CURSOR_HZ`` times a second.
         """
         controller = self.controller
         if controller is None:

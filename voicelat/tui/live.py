@@ -1,182 +1,50 @@
-"""``voicelat run`` with the TUI: the runner on its own thread and event loop, the app on this one.
+"""``voicelat run`` with the TUI: the run is measured in a child process, the screen lives here.
 
-The measuring loop stamps events; the app must never delay it. So:
+A measuring tool must not disturb what it measures. Two threads of one process share one GIL:
+while the UI thread paints, a measuring thread woken by a socket waits for the interpreter,
+and that wait lands in the timestamps (measured: loop lag max 6-12 ms with an in-process TUI
+against 4-6 ms without). So the run gets a process, and an interpreter, of its own:
 
-* the runner runs in a thread of its own, with its own event loop (``asyncio.run`` inside
-  :func:`voicelat.cli.execute_run`, which also brings the embedded stack up and down);
-* the runner's observer only puts small immutable events on a ``queue.SimpleQueue`` (a
-  lock-free C call) and returns; it never waits for the UI (``App.call_from_thread`` would
-  block the measuring loop until the UI had run the callback, so it is not used);
-* the app drains that queue on its own timer and repaints at its own pace;
-* quitting cancels the runner's task *on its loop* (``call_soon_threadsafe``), then waits for
-  the thread to end: the runner writes its summary in ``finally`` and the stack context stops
-  the servers it started.
-
-One process still shares one GIL: while the UI thread runs Python, a measuring thread woken by
-a socket waits for the interpreter to switch. The switch interval is lowered for the run so
-that wait is at most ~1 ms instead of 5 ms, and the per-turn ``loop_lag_max_ns`` and
-``pacer_lag_max_ns`` figures (shown on the status line) measure what is left.
+* this process starts ``python -m voicelat run --no-tui --events jsonl ...the same options...``
+  in a new session (terminal signals reach only the TUI, which decides what the child gets);
+* the child's observer hands each call to a writer thread (see :mod:`voicelat.tui.protocol`),
+  which writes one JSON line per call to its stdout;
+* here, a reader thread turns those lines into the model's events on a ``SimpleQueue``, and
+  another turns the child's stderr (stack start-up progress, its one-line error) into setup
+  lines; the app drains the queue on its own timer, as it did when the runner was a thread;
+* ``q`` / ctrl+c sends the child SIGINT, which it handles like Ctrl-C in a terminal: finished
+  turns kept, ``summary.json`` written with status ``interrupted``, servers it started
+  stopped, exit 130. The app waits for that, then this process prints the summary table and
+  exits with the child's code (its one-line error first, if it failed).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import collections
 import contextlib
+import json
+import os
 import queue
+import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from voicelat.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
-from voicelat.plan import PlannedTurn
-from voicelat.tui.model import (
-    NS_PER_MS,
-    MilestoneSeen,
-    RunEnded,
-    RunEvent,
-    RunModel,
-    TurnFinished,
-    TurnStarted,
-)
-from voicelat.turn import Turn
+from voicelat.tui.model import NS_PER_MS, RunEnded, RunEvent, RunModel, SetupLine
+from voicelat.tui.protocol import ARGV_ENV, EVENTS_FORMAT, SummaryWritten, decode
 
-#: GIL switch interval while the TUI shares the process with the measuring loop (s).
-SWITCH_INTERVAL_S = 0.001
-
-
-class StopSwitch:
-    """Cancels the runner's task from another thread, whenever that task becomes known.
-
-    The task is the one ``asyncio.run`` made for ``Runner.run``; it becomes known at the first
-    observer call made from it (``turn_started``). A stop asked for before then (while the
-    stack or the stages come up) takes effect at that call.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self.requested = False
-
-    def bind_current_task(self) -> None:
-        """Remember the running task (call on the measuring loop); cancel it if stop was asked."""
-        with self._lock:
-            if self._task is None:
-                self._loop = asyncio.get_running_loop()
-                self._task = asyncio.current_task()
-            task, requested = self._task, self.requested
-        if requested and task is not None:
-            task.cancel()
-
-    def request(self) -> None:
-        """Ask for the run to stop (any thread; returns at once)."""
-        with self._lock:
-            self.requested = True
-            loop, task = self._loop, self._task
-        if loop is not None and task is not None:
-            # A closed loop means the run already ended: nothing left to cancel.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
-
-
-class QueueObserver:
-    """The runner's observer for the TUI: one ``SimpleQueue.put`` per call, nothing else.
-
-    Runs on the measuring loop, so it must stay cheap: it builds a tiny frozen event and
-    enqueues it. ``speech_end_ms`` (per fixture) places the live timeline's zero.
-    """
-
-    def __init__(
-        self,
-        events: queue.SimpleQueue[RunEvent],
-        speech_end_ms: Mapping[str, int | None],
-        stop: StopSwitch,
-    ) -> None:
-        self.events = events
-        self.speech_end_ms = dict(speech_end_ms)
-        self.stop = stop
-
-    def turn_started(self, planned: PlannedTurn, total: int) -> None:
-        """A turn is starting (called from the runner's own task, so its task is bound here)."""
-        self.stop.bind_current_task()
-        end_ms = self.speech_end_ms.get(planned.fixture)
-        self.events.put(
-            TurnStarted(
-                planned.index,
-                planned.fixture,
-                total,
-                planned.warmup,
-                None if end_ms is None else end_ms * NS_PER_MS,
-            )
-        )
-
-    def milestone(self, index: int, name: str, t_rel_ns: int) -> None:
-        """A live milestone; the receipt time lets the UI place t0 on its clock."""
-        self.events.put(MilestoneSeen(index, name, t_rel_ns, time.perf_counter_ns()))
-
-    def turn_finished(self, turn: Turn, total: int) -> None:
-        """A turn ended (it is already written to turns.jsonl)."""
-        self.events.put(TurnFinished(turn, total))
-
-
-class LiveRun:
-    """The measuring thread: runs ``work(observer)`` and reports through ``events``."""
-
-    def __init__(
-        self,
-        work: Callable[[QueueObserver], Any],
-        speech_end_ms: Mapping[str, int | None],
-    ) -> None:
-        self.events: queue.SimpleQueue[RunEvent] = queue.SimpleQueue()
-        self.stop = StopSwitch()
-        self.observer = QueueObserver(self.events, speech_end_ms, self.stop)
-        self._work = work
-        self._thread: threading.Thread | None = None
-        self._done = threading.Event()
-        self.outcome: Any = None
-        self.error: BaseException | None = None
-        self.status = "starting"
-
-    def start(self) -> None:
-        """Start the measuring thread (once)."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._main, name="voicelat-measure")
-            self._thread.start()
-
-    def _main(self) -> None:
-        message: str | None = None
-        try:
-            self.outcome = self._work(self.observer)
-            self.status = "complete"
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            self.status = "interrupted"
-            message = "stopped by the user; finished turns and the summary are saved"
-        except BaseException as exc:  # reported on screen, re-raised by run_with_tui
-            self.error = exc
-            self.status = "failed"
-            message = str(exc) if isinstance(exc, VoicelatError) else f"{type(exc).__name__}: {exc}"
-        finally:
-            self.events.put(RunEnded(self.status, message))
-            self._done.set()
-
-    def request_stop(self) -> None:
-        """Cancel the run on its own loop (a no-op once it has ended)."""
-        if not self._done.is_set():
-            self.stop.request()
-
-    @property
-    def done(self) -> bool:
-        """The thread has finished: summary written, servers stopped."""
-        return self._done.is_set()
-
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for the thread."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+#: How the child's one-line errors start (``voicelat.cli._err``).
+ERROR_PREFIX = "voicelat: error: "
+#: The first line Python prints for an uncaught exception.
+TRACEBACK_START = "Traceback (most recent call last):"
+#: Run options that are the TUI's business, not the child's (``--out`` is always passed).
+NOT_FORWARDED = frozenset({"tui", "events", "out", "help"})
 
 
 def want_tui(args: argparse.Namespace, stdout_isatty: bool | None = None) -> bool:
@@ -185,6 +53,226 @@ def want_tui(args: argparse.Namespace, stdout_isatty: bool | None = None) -> boo
     if forced is not None:
         return bool(forced)
     return sys.stdout.isatty() if stdout_isatty is None else stdout_isatty
+
+
+def forwarded_options(args: argparse.Namespace) -> list[str]:
+    """The ``run`` options in ``args`` that differ from their defaults, as command-line words.
+
+    Rebuilt from the same ``add_run_arguments`` the parser used, so an option added there is
+    forwarded to the child without touching this function (a test round-trips every option).
+    """
+    from voicelat.cli import add_run_arguments
+
+    probe = argparse.ArgumentParser(add_help=False)
+    add_run_arguments(probe)
+    words: list[str] = []
+    for action in probe._actions:
+        if not action.option_strings or action.dest in NOT_FORWARDED:
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value is None or value == action.default:
+            continue
+        opt = next(
+            (o for o in action.option_strings if o.startswith("--")), action.option_strings[0]
+        )
+        if isinstance(action, argparse.BooleanOptionalAction):
+            words.append(opt if value else f"--no-{opt[2:]}")
+        elif action.nargs == 0:  # store_true / store_false / store_const
+            words.append(opt)
+        elif isinstance(value, list | tuple):
+            words.extend(f"{opt}={v}" for v in value)
+        else:
+            # `--opt=value`, so a value that starts with "-" is not taken for an option.
+            words.append(f"{opt}={value}")
+    return words
+
+
+def child_command(args: argparse.Namespace, out_dir: Path) -> list[str]:
+    """The measuring child: the same interpreter and options, events on stdout, no TUI."""
+    return [
+        sys.executable,
+        "-m",
+        "voicelat",
+        "run",
+        "--no-tui",
+        "--events",
+        EVENTS_FORMAT,
+        *forwarded_options(args),
+        f"--out={out_dir}",
+    ]
+
+
+def exit_status(returncode: int) -> int:
+    """A child's return code as a process exit status (killed by signal N -> 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class ChildRun:
+    """The measuring child process as the app sees it (``voicelat.tui.app.RunController``).
+
+    ``events`` gets the child's observer calls as model events, its stderr as setup lines,
+    and finally one :class:`RunEnded` built from its exit code.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.command = list(command)
+        self.env = None if env is None else dict(env)
+        self.cwd = cwd
+        self.events: queue.SimpleQueue[RunEvent] = queue.SimpleQueue()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.returncode: int | None = None
+        #: complete, interrupted or failed once the child has exited.
+        self.status = "starting"
+        #: The child's reason for failing, one line (its ``voicelat: error:`` message).
+        self.message: str | None = None
+        self.summary_path: Path | None = None
+        #: Lines on the child's stdout that were not events (counted, never shown).
+        self.bad_lines = 0
+        #: The child's stderr, last lines kept (its error is usually the last one).
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
+        self.stop_sent = False
+        self._done = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- RunController ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the child and the threads that read its two pipes (once)."""
+        if self.proc is not None or self._done.is_set():
+            return
+        try:
+            self.proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                cwd=self.cwd,
+                # Its own session: a Ctrl-C typed at the terminal (outside the app's raw mode)
+                # reaches this process only, and it alone decides what the child gets.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._finish("failed", f"cannot start the measuring process: {exc}", None)
+            return
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        err = threading.Thread(
+            target=self._read_stderr, args=(self.proc.stderr,), name="voicelat-child-stderr"
+        )
+        main = threading.Thread(target=self._main, args=(err,), name="voicelat-child")
+        self._threads = [err, main]
+        # Not daemons: the process must not exit while the child's last lines are unread.
+        err.start()
+        main.start()
+
+    def request_stop(self) -> None:
+        """Send the child SIGINT (its Ctrl-C) once; returns at once. A no-op after it exited."""
+        if not self.stop_sent:
+            self._interrupt()
+
+    def _interrupt(self) -> None:
+        proc = self.proc
+        if proc is None or self._done.is_set() or proc.poll() is not None:
+            return
+        # A second SIGINT would interrupt the child's own clean-up: only the user sends one.
+        self.stop_sent = True
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+
+    @property
+    def done(self) -> bool:
+        """The child has exited and both pipes are read to the end."""
+        return self._done.is_set()
+
+    # -- after the app -----------------------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the child and the readers; True once done."""
+        return self._done.wait(timeout)
+
+    def stop_and_wait(self) -> None:
+        """However the app ended: never leave the run and its servers behind.
+
+        A Ctrl-C while waiting is passed on once more (the user insists) and the wait goes on:
+        the child is writing its summary and stopping servers.
+        """
+        self.request_stop()
+        while True:
+            try:
+                self.wait()
+                return
+            except KeyboardInterrupt:
+                self._interrupt()
+
+    @property
+    def exit_code(self) -> int:
+        """The child's exit status (0, 2, 3, 130, 128+signal); 3 if it never ran."""
+        if self.returncode is None:
+            return 3
+        return exit_status(self.returncode)
+
+    # -- the reader threads --------------------------------------------------------------------
+    def _main(self, stderr_reader: threading.Thread) -> None:
+        proc = self.proc
+        assert proc is not None and proc.stdout is not None
+        for raw in proc.stdout:
+            decoded = decode(raw)
+            if isinstance(decoded, SummaryWritten):
+                self.summary_path = decoded.path
+            elif decoded is not None:
+                self.events.put(decoded)
+            elif raw.strip():
+                self.bad_lines += 1
+        stderr_reader.join()
+        returncode = proc.wait()
+        status, message = self._outcome(returncode)
+        self._finish(status, message, returncode)
+
+    def _read_stderr(self, stream: IO[bytes]) -> None:
+        """Stderr lines become setup lines, except a traceback's (kept for the error line)."""
+        in_traceback = False
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip()
+            if not line.strip():
+                continue
+            self.stderr_tail.append(line)
+            in_traceback = in_traceback or line.startswith(TRACEBACK_START)
+            if not in_traceback:
+                self.events.put(SetupLine(line))
+
+    def _outcome(self, returncode: int) -> tuple[str, str | None]:
+        if returncode == 0:
+            return "complete", None
+        if exit_status(returncode) == EXIT_INTERRUPTED:
+            return "interrupted", "stopped; finished turns and the summary are saved"
+        return "failed", self._error_line(returncode)
+
+    def _error_line(self, returncode: int) -> str:
+        """The child's one-line error, or the last line it printed, or how it ended."""
+        lines = list(self.stderr_tail)
+        for line in reversed(lines):
+            if line.startswith(ERROR_PREFIX):
+                return line[len(ERROR_PREFIX) :]
+        if returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = f"signal {-returncode}"
+            return f"the measuring process was killed by {name}"
+        last = lines[-1].strip() if lines else ""
+        detail = f": {last}" if last else ""
+        return (
+            f"the measuring process failed (exit {returncode}){detail}; "
+            "run with --no-tui for the details"
+        )
+
+    def _finish(self, status: str, message: str | None, returncode: int | None) -> None:
+        self.status, self.message, self.returncode = status, message, returncode
+        self.events.put(RunEnded(status, message))
+        self._done.set()
 
 
 def live_model(pipeline: Any, out_dir: Path, planned: int) -> RunModel:
@@ -207,10 +295,14 @@ def run_with_tui(
     fixtures: Sequence[Any],
     out_dir: Path,
     argv: Sequence[str] = (),
+    command: Sequence[str] | None = None,
 ) -> int:
-    """``voicelat run`` with the TUI; returns the exit code (130 when stopped with ``q``)."""
+    """``voicelat run`` with the TUI; returns the child's exit code (130 when stopped with q).
+
+    ``command`` replaces the measuring child (tests replay a recorded run with it).
+    """
     # Imported here: voicelat.cli imports this module lazily, only when the TUI is wanted.
-    from voicelat.cli import _info, execute_run
+    from voicelat.cli import _info
     from voicelat.plan import plan_turns
     from voicelat.report.text import summary_table
     from voicelat.results import load_run
@@ -221,33 +313,25 @@ def run_with_tui(
             [f.id for f in fixtures], repeat=args.repeat, turns=args.turns, warmup=args.warmup
         )
     )
-    live = LiveRun(
-        lambda observer: execute_run(
-            args, pipeline, list(fixtures), out_dir, observer, argv=list(argv)
-        ),
-        {f.id: f.speech_end_ms for f in fixtures},
-    )
-    app = VoicelatApp(live_model(pipeline, out_dir, planned), controller=live)
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    env = {**os.environ, ARGV_ENV: json.dumps(list(argv))}
+    child = ChildRun(command or child_command(args, out_dir), env=env)
+    app = VoicelatApp(live_model(pipeline, out_dir, planned), controller=child)
     try:
         app.run()
     finally:
-        # However the app ended (q, a crash), never leave the run and its servers behind.
-        live.request_stop()
-        live.join()
-        sys.setswitchinterval(switch)
-    if live.error is not None:
-        raise live.error
-    summary = getattr(live.outcome, "summary", None)
-    if summary is None:
-        try:
-            summary = load_run(out_dir).summary
-        except VoicelatError:
-            summary = None
+        # However the app ended (q, a crash), the child stops cleanly before this returns.
+        child.stop_and_wait()
+    summary: dict[str, Any] | None = None
+    with contextlib.suppress(VoicelatError):
+        summary = load_run(out_dir).summary
     if summary is not None:
         print(summary_table(summary, str(out_dir)))
-    if live.status == "interrupted":
+    if child.status == "interrupted":
         _info(f"interrupted: finished turns kept, summary written to {out_dir}")
         return EXIT_INTERRUPTED
+    if child.status == "failed":
+        # One line, like `run --no-tui` prints it, with the child's exit code.
+        raise VoicelatError(
+            child.message or "the measuring process failed", exit_code=child.exit_code
+        )
     return EXIT_OK

@@ -4,9 +4,10 @@ Nothing here imports Textual or draws anything. Widgets ask this model for numbe
 them to the pure renderables in :mod:`voicelat.tui.render`, so every figure on screen can be
 unit-tested with literal turns and no App.
 
-The live run reaches the model as :data:`RunEvent` values put on a thread-safe queue by the
-runner's observer (see :mod:`voicelat.tui.live`); the UI thread drains the queue and calls
-:meth:`RunModel.apply`.
+The live run reaches the model as :data:`RunEvent` values: the measuring child process writes
+its observer calls as JSON lines (:mod:`voicelat.tui.protocol`), a reader thread decodes them
+onto a thread-safe queue (:mod:`voicelat.tui.live`), and the UI thread drains the queue and
+calls :meth:`RunModel.apply`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ SPAN_ORDER: tuple[str, ...] = ("connect", "tls", "request_sent", "response_heade
 SPAN_LABELS: dict[str, str] = {"response_headers": "TTFB (headers)"}
 
 
-# -- events from the measuring thread ---------------------------------------------------------
+# -- events from the measuring process --------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
     """A turn is about to be paced in; ``speech_end_ns`` is relative to the turn's t0."""
@@ -79,7 +80,7 @@ class TurnFinished:
 
 @dataclass(frozen=True, slots=True)
 class RunEnded:
-    """The measuring thread is done: ``status`` is complete, interrupted or failed."""
+    """The measuring process is done: ``status`` is complete, interrupted or failed."""
 
     status: str
     message: str | None = None
@@ -335,7 +336,7 @@ class RunModel:
 
     # -- live updates --------------------------------------------------------------------------
     def apply(self, event: RunEvent) -> None:
-        """Fold one event from the measuring thread into the model."""
+        """Fold one event from the measuring process into the model."""
         if isinstance(event, TurnStarted):
             self.status = "stopping" if self.status == "stopping" else "running"
             self.planned = event.total
@@ -363,7 +364,7 @@ class RunModel:
 
     @property
     def running(self) -> bool:
-        """The measuring thread is still going (live runs only)."""
+        """The measuring process is still going (live runs only)."""
         return self.live_mode and self.status in ("starting", "running", "stopping")
 
     # -- figures -------------------------------------------------------------------------------
