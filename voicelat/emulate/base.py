@@ -124,6 +124,11 @@ class Emulator:
         """None when the request may proceed, else the provider's 401 message."""
         return None
 
+    def ws_reject(self, request: HttpRequest, endpoint: str) -> tuple[int, str] | None:
+        """Before a websocket upgrade is accepted: None, or the HTTP status and message to
+        refuse it with (a provider that validates query parameters at the handshake)."""
+        return None
+
     def error_response(
         self, status: int, message: str | None, endpoint: str
     ) -> tuple[list[tuple[str, str]], bytes]:

@@ -27,6 +27,7 @@ ENTRY_POINT_GROUP = "voicelat.emulators"
 BUILTIN: dict[str, str] = {
     "openai": "voicelat.emulate.providers.openai:OpenAIEmulator",
     "inworld": "voicelat.emulate.providers.inworld:InworldEmulator",
+    "deepgram": "voicelat.emulate.providers.deepgram:DeepgramEmulator",
 }
 
 

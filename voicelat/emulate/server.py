@@ -386,6 +386,10 @@ class EmulatorServer:
             if denied is not None:
                 self._ws_reject(x, 401, denied)
                 return
+            rejected = self.emulator.ws_reject(request, route.endpoint)
+            if rejected is not None:
+                self._ws_reject(x, *rejected)
+                return
             fault = self._draw(route, x.rng, WS_FAULTS)
             if fault is not None and fault.kind not in STREAM_FAULTS:
                 ex.fault = fault.kind

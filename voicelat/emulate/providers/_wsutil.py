@@ -1,0 +1,190 @@
+"""Pieces the websocket provider emulators share: an outbox of messages scheduled at absolute
+deadlines (sent while the handler keeps reading), a tiny energy VAD for the STT emulators,
+and helpers for query parameters.
+
+A websocket handler here is one loop: wait for the next client message, but never past the
+next scheduled send; handle what arrived (schedule answers from its arrival stamp); send
+what is due. One task, so there is nothing to cancel when the handler returns, and every send
+goes through :class:`~voicelat.emulate.exchange.WsExchange` (stamps, mid-stream faults).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from voicelat.emulate.exchange import WsExchange
+
+__all__ = ["Listener", "Outbox", "flag", "number"]
+
+# With timer = "spin", wake this early and let sleep_until() spin to the exact deadline.
+_SPIN_EARLY_NS = 2_000_000
+
+
+def flag(query: Mapping[str, str], name: str, default: bool) -> bool:
+    """A boolean query parameter: ``true``/``false`` in any case (AssemblyAI's SDK sends
+    Python's ``True``), ``1``/``0``."""
+    value = query.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in ("true", "1", "yes")
+
+
+def number(query: Mapping[str, str], name: str, default: float | None) -> float | None:
+    """A numeric query parameter; None for ``false`` (Deepgram's ``endpointing=false``)."""
+    value = query.get(name)
+    if value is None or value == "":
+        return default
+    if value.strip().lower() == "false":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return default
+
+
+@dataclass(order=True)
+class _Item:
+    t_ns: int
+    seq: int
+    payload: str | bytes | dict[str, Any] = field(compare=False)
+    marks: tuple[str, ...] = field(compare=False, default=())
+    content: bool = field(compare=False, default=False)
+    tag: str = field(compare=False, default="")
+
+
+class Outbox:
+    """Messages to send at absolute times, in the order they were scheduled (a message is
+    never sent before one scheduled earlier, so a final never overtakes its interims)."""
+
+    def __init__(self, x: WsExchange) -> None:
+        self.x = x
+        self._heap: list[_Item] = []
+        self._seq = itertools.count()
+        self._last = 0
+        self.spin = x.config.wire.timer == "spin"
+
+    def at(
+        self,
+        t_ns: int,
+        payload: str | bytes | dict[str, Any],
+        marks: Iterable[str] = (),
+        *,
+        content: bool = False,
+        tag: str = "",
+    ) -> int:
+        """Schedule ``payload`` (dict: JSON text; str: text; bytes: binary) at ``t_ns``."""
+        t = max(t_ns, self._last)
+        self._last = t
+        heapq.heappush(self._heap, _Item(t, next(self._seq), payload, tuple(marks), content, tag))
+        return t
+
+    @property
+    def last(self) -> int:
+        """When the last scheduled message goes out (0 if none was)."""
+        return self._last
+
+    def empty(self) -> bool:
+        return not self._heap
+
+    def drop(self, tag: str) -> int:
+        """Unschedule every message with ``tag`` (a cleared or cancelled generation)."""
+        kept = [i for i in self._heap if i.tag != tag]
+        dropped = len(self._heap) - len(kept)
+        self._heap = kept
+        heapq.heapify(self._heap)
+        if not self._heap:
+            self._last = time.perf_counter_ns()
+        return dropped
+
+    def wait_s(self, limit_ns: int | None = None) -> float | None:
+        """How long a receive may wait before the next send is due (None: forever)."""
+        due = self._heap[0].t_ns if self._heap else None
+        if limit_ns is not None:
+            due = limit_ns if due is None else min(due, limit_ns)
+        if due is None:
+            return None
+        early = _SPIN_EARLY_NS if self.spin else 0
+        return max(0.0, (due - early - time.perf_counter_ns()) / 1e9)
+
+    async def send_due(self) -> None:
+        """Send everything due now (with ``spin``, also what is due within 2 ms, exactly)."""
+        early = _SPIN_EARLY_NS if self.spin else 0
+        while self._heap and self._heap[0].t_ns <= time.perf_counter_ns() + early:
+            item = heapq.heappop(self._heap)
+            await self.x.sleep_until(item.t_ns, item.marks[0] if item.marks else None)
+            await self._send(item)
+
+    async def drain(self) -> None:
+        """Send everything still scheduled, each at its time."""
+        while self._heap:
+            item = heapq.heappop(self._heap)
+            await self.x.sleep_until(item.t_ns, item.marks[0] if item.marks else None)
+            await self._send(item)
+
+    async def _send(self, item: _Item) -> None:
+        if isinstance(item.payload, bytes):
+            await self.x.send_bytes(item.payload, item.marks, content=item.content)
+        elif isinstance(item.payload, str):
+            await self.x.send_text(item.payload, item.marks, content=item.content)
+        else:
+            await self.x.send_json(item.payload, item.marks, content=item.content)
+
+
+class Listener:
+    """What a streaming STT server has heard in the current turn: the samples, and speech vs
+    silence by a simple energy VAD on 20 ms frames (the threshold the runner's endpointer
+    uses by default). Enough to place interim results, endpoints and utterance ends where a
+    recognizer would, without a model."""
+
+    FRAME_MS = 20
+
+    def __init__(self, rate: int, threshold_dbfs: float = -40.0) -> None:
+        self.rate = rate
+        self.threshold = 32768.0 * 10 ** (threshold_dbfs / 20)
+        self.frame_bytes = max(2, rate * self.FRAME_MS // 1000 * 2)
+        self.reset()
+
+    def reset(self) -> None:
+        self.pcm = bytearray()
+        self._pending = b""
+        self.heard_ms = 0.0
+        self.speech_ms = 0.0
+        self.silence_ms = 0.0
+        self.in_speech = False
+        self.heard_speech = False
+        self.speech_start_ms: float | None = None
+        self.last_speech_end_ms = 0.0
+
+    def feed(self, data: bytes) -> None:
+        """Add audio; VAD state moves on by whole frames."""
+        self.pcm += data
+        buf = self._pending + data
+        n = len(buf) // self.frame_bytes * self.frame_bytes
+        self._pending = buf[n:]
+        for i in range(0, n, self.frame_bytes):
+            frame = np.frombuffer(buf[i : i + self.frame_bytes], dtype="<i2").astype(np.float64)
+            rms = math.sqrt(float(np.mean(frame * frame))) if len(frame) else 0.0
+            self.heard_ms += self.FRAME_MS
+            if rms >= self.threshold:
+                if not self.heard_speech:
+                    self.speech_start_ms = self.heard_ms - self.FRAME_MS
+                self.in_speech = self.heard_speech = True
+                self.speech_ms += self.FRAME_MS
+                self.silence_ms = 0.0
+                self.last_speech_end_ms = self.heard_ms
+            else:
+                self.silence_ms += self.FRAME_MS
+                if self.silence_ms >= 200:
+                    self.in_speech = False
+
+    def samples(self) -> np.ndarray[Any, Any]:
+        data = bytes(self.pcm[: len(self.pcm) // 2 * 2])
+        return np.frombuffer(data, dtype="<i2")
