@@ -4,6 +4,12 @@ It owns concurrency: pacing the input audio, endpointing, streaming LLM deltas t
 chunker into TTS while the LLM still runs, playing the reply into the sink, timeouts and
 cancellation. Every turn is written the moment it ends; Ctrl-C keeps every finished turn and
 still writes the summary.
+
+Load (:class:`~voicelat.schedule.Load`): by default one session runs the turns back to back.
+``Load(concurrency=N)`` is a closed loop of N sessions, ``Load(rate_per_s=R)`` an open loop
+(turns start on a Poisson or constant schedule, sessions opened on demand). Each session has
+its own stage instances, so its own connections. Every turn records its intended and actual
+start (``intended_start_ns``, ``schedule_lag_ns``) and its session (``extra["session"]``).
 """
 
 from __future__ import annotations
@@ -11,7 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import platform
+import queue
+import statistics
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -33,8 +42,10 @@ from voicelat.audio import (
     first_audible_sample,
     frames,
     load_for_stage,
+    sleep_until,
 )
 from voicelat.chunker import Chunker
+from voicelat.clock import MonotonicClock
 from voicelat.config import Pipeline
 from voicelat.errors import InfraError
 from voicelat.events import Audio, Delta, Done, EndOfTurn, Failed, Final, StageEvent, StageName
@@ -42,6 +53,14 @@ from voicelat.fixtures import Fixture, fixture_set_hash
 from voicelat.plan import PlannedTurn
 from voicelat.recorder import TurnRecorder
 from voicelat.results import TurnsWriter, write_summary
+from voicelat.schedule import (
+    Load,
+    arrival_offsets_ns,
+    max_in_window,
+    schedule_lag_ns,
+    sessions_for_rate,
+    wake_lag_ns,
+)
 from voicelat.stages.base import LLMStage, STTStage, TTSStage, load_stage_class
 from voicelat.summary import build_summary
 from voicelat.turn import Turn
@@ -137,18 +156,67 @@ class _LoopLag:
 
     def __init__(self, period_ms: float = 10.0) -> None:
         self.period_ns = int(period_ms * NS_PER_MS)
-        self.samples: list[tuple[int, int]] = []  # (t_ns, lag_ns)
+        # Two flat lists, in time order: a turn's maximum is found by bisection (a long run
+        # has hundreds of thousands of samples, and the query runs on the measuring loop).
+        self.times: list[int] = []
+        self.lags: list[int] = []
+
+    @property
+    def samples(self) -> list[tuple[int, int]]:
+        """(t_ns, lag_ns) pairs."""
+        return list(zip(self.times, self.lags, strict=True))
 
     async def run(self) -> None:
         while True:
             t = time.perf_counter_ns()
             await asyncio.sleep(self.period_ns / 1e9)
             now = time.perf_counter_ns()
-            self.samples.append((now, max(0, now - t - self.period_ns)))
+            self.times.append(now)
+            self.lags.append(wake_lag_ns(t, now, self.period_ns))
 
     def max_between(self, a: int, b: int) -> int | None:
-        lags = [lag for t, lag in self.samples if a <= t <= b]
-        return max(lags) if lags else None
+        return max_in_window(self.times, self.lags, a, b)
+
+
+@dataclass
+class _Session:
+    """One simulated user: its own stage instances (so its own connections)."""
+
+    id: int
+    stt: STTStage
+    llm: LLMStage
+    tts: TTSStage
+    stack: AsyncExitStack
+
+
+class _WriterThread:
+    """Writes finished turns (JSON + fsync) on a thread of its own: with several sessions,
+    other turns are being stamped while one is written, and an fsync can block for
+    milliseconds. Order is kept; :meth:`close` waits until every turn is on disk."""
+
+    def __init__(self, writer: TurnsWriter) -> None:
+        self._writer = writer
+        self._queue: queue.SimpleQueue[Turn | None] = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="voicelat-writer", daemon=True)
+        self._thread.start()
+
+    def write(self, turn: Turn) -> None:
+        self._queue.put(turn)
+
+    def _work(self) -> None:
+        while (turn := self._queue.get()) is not None:
+            try:
+                self._writer.write(turn)
+            except BaseException as exc:  # reported by close(), on the caller's thread
+                self.error = self.error or exc
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._writer.close()
+        if self.error is not None:
+            raise self.error
 
 
 @dataclass
@@ -161,6 +229,9 @@ class Runner:
     observer: Observer = field(default_factory=NullObserver)
     argv: Sequence[str] = ()
     stack_info: dict[str, Any] = field(default_factory=dict)
+    #: Builds session N's stages (default: :meth:`build_stages` for every session). Benches
+    #: use it to tell sessions apart on the server (e.g. a model name per session).
+    session_stages: Callable[[int], tuple[STTStage, LLMStage, TTSStage]] | None = None
 
     def __post_init__(self) -> None:
         self._by_id = {f.id: f for f in self.fixtures}
@@ -168,6 +239,8 @@ class Runner:
         self._stages: dict[str, Any] = {}
         self.turns: list[Turn] = []
         self._lag = _LoopLag()
+        self._load = Load()
+        self._sessions_opened = 0
 
     # -- set-up ------------------------------------------------------------------------------
     def build_stages(self) -> tuple[STTStage, LLMStage, TTSStage]:
@@ -198,27 +271,40 @@ class Runner:
             self._inputs[fx.id] = _Input(fx, pcm, frames(pcm, FRAME_MS), start, end)
 
     # -- the run -----------------------------------------------------------------------------
-    async def run(self, plan: Sequence[PlannedTurn]) -> RunOutcome:
-        stt, llm, tts = self.build_stages()
+    async def run(self, plan: Sequence[PlannedTurn], *, load: Load | None = None) -> RunOutcome:
+        """Run ``plan``: one session back to back (the default), or as ``load`` says. Warm-up
+        turns run first (spread over the sessions), then the measured turns."""
+        self._load = load = load if load is not None else Load()
+        stages0 = self._make_stages(0)
         if not self._inputs:
-            self.load_inputs(stt.input_rate)
+            self.load_inputs(stages0[0].input_rate)
         started_wall = time.time()
-        writer = TurnsWriter(self.out_dir)
+        writer = _WriterThread(TurnsWriter(self.out_dir))
         status = "complete"
         lag_task: asyncio.Task[None] | None = None
+        total = len(plan)
+
+        def done(turn: Turn) -> None:
+            writer.write(turn)
+            self.turns.append(turn)
+            self.observer.turn_finished(turn, total)
+
         try:
             async with AsyncExitStack() as stack:
-                for name, stage in (("stt", stt), ("llm", llm), ("tts", tts)):
-                    await stack.enter_async_context(stage)
-                    self._stages[name] = stage
+                sessions = [await self._open_session(0, stages0)]
+                stack.push_async_callback(sessions[0].stack.aclose)
+                self._stages.update(stt=stages0[0], llm=stages0[1], tts=stages0[2])
+                if load.mode == "closed" and load.concurrency > 1:
+                    more = await self._open_sessions(range(1, load.concurrency))
+                    for s in more:
+                        stack.push_async_callback(s.stack.aclose)
+                    sessions += more
                 # Probe the loop only once set-up work (client construction, handshakes) is done.
                 lag_task = asyncio.create_task(self._lag.run())
-                for planned in plan:
-                    self.observer.turn_started(planned, len(plan))
-                    turn = await self._run_turn(planned, stt, llm, tts)
-                    writer.write(turn)
-                    self.turns.append(turn)
-                    self.observer.turn_finished(turn, len(plan))
+                if load.mode == "closed":
+                    await self._closed_loop(plan, sessions, done)
+                else:
+                    await self._open_loop(plan, sessions, stack, load, done)
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "interrupted"
             raise
@@ -243,6 +329,150 @@ class Runner:
                 f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
             )
         return self.outcome
+
+    # -- sessions and schedules --------------------------------------------------------------
+    def _make_stages(self, session: int) -> tuple[STTStage, LLMStage, TTSStage]:
+        if self.session_stages is not None:
+            return self.session_stages(session)
+        return self.build_stages()
+
+    async def _open_session(
+        self, sid: int, stages: tuple[STTStage, LLMStage, TTSStage] | None = None
+    ) -> _Session:
+        """Build (unless given) and enter one session's stages: connect and warm up."""
+        stt, llm, tts = stages if stages is not None else self._make_stages(sid)
+        stack = AsyncExitStack()
+        try:
+            for stage in (stt, llm, tts):
+                await stack.enter_async_context(stage)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._sessions_opened += 1
+        return _Session(sid, stt, llm, tts, stack)
+
+    async def _open_sessions(self, ids: Sequence[int], parallel: int = 32) -> list[_Session]:
+        """Open sessions ``ids``, ``parallel`` at a time (hundreds of simultaneous handshakes
+        would measure the servers' accept queues, not a warm start). All or nothing."""
+        gate = asyncio.Semaphore(parallel)
+        opened: list[_Session] = []
+
+        async def one(sid: int) -> None:
+            async with gate:
+                opened.append(await self._open_session(sid))
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for sid in ids:
+                    tg.create_task(one(sid))
+        except BaseException as exc:
+            for s in opened:
+                with contextlib.suppress(Exception):
+                    await s.stack.aclose()
+            if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+                raise exc.exceptions[0] from None  # one clear error, as a single session gives
+            raise
+        return sorted(opened, key=lambda s: s.id)
+
+    async def _closed_loop(
+        self,
+        plan: Sequence[PlannedTurn],
+        sessions: Sequence[_Session],
+        done: Callable[[Turn], None],
+    ) -> None:
+        """Each session takes the next planned turn as soon as it is free. Warm-up turns first,
+        all of them finished before the first measured turn starts (a steady load)."""
+        total = len(plan)
+        for phase in ([p for p in plan if p.warmup], [p for p in plan if not p.warmup]):
+            pending = list(reversed(phase))
+
+            async def worker(s: _Session, pending: list[PlannedTurn] = pending) -> None:
+                while pending:
+                    planned = pending.pop()
+                    self.observer.turn_started(planned, total)
+                    done(await self._run_turn(planned, s.stt, s.llm, s.tts, session=s.id))
+
+            if len(sessions) == 1:
+                await worker(sessions[0])  # no task: the plain sequential run, as before
+                continue
+            async with asyncio.TaskGroup() as tg:
+                for s in sessions:
+                    tg.create_task(worker(s))
+
+    async def _open_loop(
+        self,
+        plan: Sequence[PlannedTurn],
+        sessions: list[_Session],
+        stack: AsyncExitStack,
+        load: Load,
+        done: Callable[[Turn], None],
+    ) -> None:
+        """Measured turns start at their scheduled times whether or not earlier ones are done.
+
+        Warm-up turns run first, back to back on session 0; their duration sizes the pool of
+        sessions opened before the schedule starts (Little's law). A turn that finds no free
+        session opens one (its set-up counts as schedule lag) up to ``load.max_sessions``, then
+        waits for one to free up: late starts are recorded, never dropped.
+        """
+        assert load.rate_per_s is not None
+        total = len(plan)
+        warm = [p for p in plan if p.warmup]
+        measured = [p for p in plan if not p.warmup]
+        durations: list[int] = []
+        for planned in warm:
+            self.observer.turn_started(planned, total)
+            t = time.perf_counter_ns()
+            done(
+                await self._run_turn(
+                    planned, sessions[0].stt, sessions[0].llm, sessions[0].tts, session=0
+                )
+            )
+            durations.append(time.perf_counter_ns() - t)
+        if durations:
+            want = sessions_for_rate(load.rate_per_s, int(statistics.median(durations)))
+            want = min(want, load.max_sessions, max(1, len(measured)))
+            more = await self._open_sessions(range(len(sessions), want))
+            for s in more:
+                stack.push_async_callback(s.stack.aclose)
+            sessions += more
+        idle = list(reversed(sessions))
+        freed = asyncio.Condition()
+        n_sessions = len(sessions)
+
+        async def take() -> _Session:
+            nonlocal n_sessions
+            if idle:
+                return idle.pop()
+            if n_sessions < load.max_sessions:
+                n_sessions += 1  # reserved before the await: concurrent arrivals open one each
+                s = await self._open_session(n_sessions - 1)
+                stack.push_async_callback(s.stack.aclose)
+                return s
+            async with freed:
+                await freed.wait_for(lambda: bool(idle))
+                return idle.pop()
+
+        async def arrival(planned: PlannedTurn, intended: int) -> None:
+            self.observer.turn_started(planned, total)
+            s = await take()
+            try:
+                done(
+                    await self._run_turn(
+                        planned, s.stt, s.llm, s.tts, intended_ns=intended, session=s.id
+                    )
+                )
+            finally:
+                idle.append(s)
+                async with freed:
+                    freed.notify()
+
+        offsets = arrival_offsets_ns(len(measured), load.rate_per_s, load.arrival, load.seed)
+        clock = MonotonicClock()
+        origin = clock.now_ns()
+        async with asyncio.TaskGroup() as tg:
+            for planned, offset in zip(measured, offsets, strict=True):
+                await sleep_until(origin + offset, clock)
+                tg.create_task(arrival(planned, origin + offset))
 
     # -- one turn at a time: ``voicelat compare`` interleaves several runners on one loop -------
     async def run_one(
@@ -285,6 +515,7 @@ class Runner:
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall)),
                 "duration_s": round(time.time() - started_wall, 3),
                 "planned_turns": len(plan),
+                "load": self._load.to_json() | {"sessions_opened": self._sessions_opened},
                 "argv": list(self.argv),
                 "python": sys.version.split()[0],
                 "platform": platform.platform(),
@@ -293,14 +524,25 @@ class Runner:
             pipeline=self.pipeline.to_json(),
             fixtures=[f.to_json() for f in self.fixtures],
             stages={k: v.describe() for k, v in self._stages.items()},
-            loop_lag_ns=[lag for _, lag in self._lag.samples],
+            loop_lag_ns=list(self._lag.lags),
             budget=self.pipeline.budget,
         ) | {"fixture_set_sha256": fixture_set_hash(list(self.fixtures))}
 
     # -- one turn ----------------------------------------------------------------------------
     async def _run_turn(
-        self, planned: PlannedTurn, stt: STTStage, llm: LLMStage, tts: TTSStage
+        self,
+        planned: PlannedTurn,
+        stt: STTStage,
+        llm: LLMStage,
+        tts: TTSStage,
+        *,
+        intended_ns: int | None = None,
+        session: int | None = None,
     ) -> Turn:
+        """One turn. ``intended_ns``: when it was meant to start (an open-loop arrival); by
+        default now, i.e. the moment its session was free (a closed loop). The actual start is
+        the first sample of its input audio (``t0_ns``); the difference is its schedule lag."""
+        intended = time.perf_counter_ns() if intended_ns is None else intended_ns
         inp = self._inputs[planned.fixture]
         rec = TurnRecorder(
             index=planned.index,
@@ -325,6 +567,11 @@ class Runner:
         except Exception as exc:
             rec.fail("runner", f"{type(exc).__name__}: {exc}")
         rec.figure("loop_lag_max_ns", self._lag.max_between(turn_start, time.perf_counter_ns()))
+        if rec.t0_ns:  # 0 until the first frame went out: a turn that never started has no lag
+            rec.figure("intended_start_ns", intended)
+            rec.figure("schedule_lag_ns", schedule_lag_ns(intended, rec.t0_ns))
+        if session is not None:
+            rec.extra("session", session)
         return rec.finish()
 
     async def _prepare(self, rec: TurnRecorder, *stages: Any) -> None:
@@ -552,6 +799,10 @@ class Runner:
                     await task
         rec.figure("sink_underruns", out.underruns)
         rec.figure("sink_underrun_total_ns", out.underrun_total_ns)
+        if out.started_ns is not None:
+            # Where the played audio (``save_audio``) starts on the turn's timeline: sample i of
+            # the recording played at playout_started + i / rate (bench/audio_truth.py).
+            rec.extra("playout_started_ns", out.started_ns - rec.t0_ns)
         if out.started_ns is not None and out.first_audible_ns is None and not rec.failed:
             rec.fail("tts", "the reply audio is silent (no sample above the onset threshold)")
 

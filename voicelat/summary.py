@@ -8,7 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from voicelat.contract import SEGMENTS
+from voicelat.diagnostics import assess_trust
 from voicelat.results import SCHEMA_VERSION
+from voicelat.schedule import from_intended_ns
 from voicelat.stats import PERCENTILES, Distribution, percentile_band
 from voicelat.turn import Turn
 
@@ -30,6 +32,7 @@ FIGURES: tuple[str, ...] = (
     "pacer_lag_max_ns",
     "loop_lag_max_ns",
     "sink_underruns",
+    "schedule_lag_ns",
 )
 
 
@@ -60,6 +63,17 @@ def segment_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
     for s in SEGMENTS:
         out[s] = Distribution.of([t.segments[s] for t in turns if s in t.segments])
     return out
+
+
+def e2e_from_intended(turns: Sequence[Turn]) -> Distribution:
+    """e2e re-based on each turn's intended start (e2e + schedule lag): what a user of an
+    open-loop schedule waited, client-side queueing included (coordinated omission)."""
+    values = [
+        float(from_intended_ns(t.e2e_ns, int(lag)))
+        for t in turns
+        if t.e2e_ns is not None and isinstance(lag := t.figures.get("schedule_lag_ns"), int | float)
+    ]
+    return Distribution.of(values)
 
 
 def figure_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
@@ -148,5 +162,15 @@ def build_summary(
         },
         "failures": [{"reason": r, "count": c} for r, c in failures.most_common()],
         "loop_lag": Distribution.of([float(x) for x in loop_lag_ns]).to_json(),
+        # Both latencies, from the actual and from the intended start (schedule.py).
+        "e2e_from_intended": e2e_from_intended(head).to_json(),
+        "schedule_lag": Distribution.of(
+            [
+                float(v)
+                for t in head
+                if isinstance(v := t.figures.get("schedule_lag_ns"), int | float)
+            ]
+        ).to_json(),
+        "trust": assess_trust(turns, loop_lag_ns),
         "budget": dict(budget or {}),
     }

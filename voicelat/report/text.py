@@ -78,9 +78,41 @@ def summary_table(summary: Mapping[str, Any], run_dir: str | None = None) -> str
         lines.append(
             f"event-loop lag P50 {_ms(lag.get('p50'), 0)} ms, max {_ms(lag.get('max'), 0)} ms (n={lag['n']})"
         )
+    lines.extend(_load_lines(summary))
     status = summary.get("run", {}).get("status")
     if status and status != "complete":
         lines.append(f"run status: {status}")
     if run_dir:
         lines.append(f"results: {run_dir}")
     return "\n".join(lines)
+
+
+def _load_lines(summary: Mapping[str, Any]) -> list[str]:
+    """How the load was offered, e2e from the intended start, and whether to trust the run."""
+    lines: list[str] = []
+    load = summary.get("run", {}).get("load") or {}
+    if load.get("mode") == "open":
+        seed = "" if load.get("arrival") == "constant" else f", seed {load.get('seed')}"
+        lines.append(
+            f"load: open loop, {load.get('arrival')} arrivals at {load.get('rate_per_s'):g} "
+            f"turns/s{seed}; {load.get('sessions_opened', '?')} session(s) opened"
+        )
+    elif load.get("concurrency", 1) > 1:
+        lines.append(f"load: closed loop, {load['concurrency']} sessions back to back")
+    intended = summary.get("e2e_from_intended", {})
+    lag = summary.get("schedule_lag", {})
+    if intended.get("n") and lag.get("n") and (load.get("mode") == "open" or lag.get("max", 0) > 0):
+        lines.append(
+            f"e2e from the intended start (+ schedule lag, coordinated omission) "
+            f"P50 {_ms(intended.get('p50'), 0)} ms  P90 {_ms(intended.get('p90'), 0)} ms  "
+            f"P99 {_ms(intended.get('p99'), 0)} ms; schedule lag P50 {_ms(lag.get('p50'), 0)} ms, "
+            f"P99 {_ms(lag.get('p99'), 0)} ms, max {_ms(lag.get('max'), 0)} ms"
+        )
+    trust = summary.get("trust")
+    if trust is not None:
+        if trust.get("trustworthy", True):
+            lines.append("trust: ok (event-loop lag, pacer lag and transport checks passed)")
+        else:
+            lines.append("TRUST: these figures may not be reliable:")
+            lines.extend(f"  - {r.get('message')}" for r in trust.get("reasons", []))
+    return lines
