@@ -49,6 +49,23 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+def _rate(value: str) -> float:
+    try:
+        r = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not (r > 0 and r != float("inf")):
+        raise argparse.ArgumentTypeError(f"{value} must be a positive number of turns per second")
+    return r
+
+
+def _seed(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Options shared by ``run`` and the commands built on it (``ci``)."""
     p.add_argument(
@@ -82,6 +99,38 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--out", "-o", type=Path, help="results directory (default: runs/<time>-<pipeline>)"
+    )
+    # Load: a closed loop of N sessions or an open loop at R turns/s, never both (schedule.py).
+    load = p.add_mutually_exclusive_group()
+    load.add_argument(
+        "--concurrency",
+        "-c",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="closed loop: N sessions (each with its own connections) run turns back to back "
+        "(default 1)",
+    )
+    load.add_argument(
+        "--rate",
+        type=_rate,
+        default=None,
+        metavar="R",
+        help="open loop: start R turns per second on a schedule, whether or not earlier turns "
+        "are done; latency is reported from the actual and from the intended start",
+    )
+    p.add_argument(
+        "--arrival",
+        choices=("poisson", "constant"),
+        default=None,
+        help="open-loop arrivals: poisson (seeded, the default) or constant gaps; needs --rate",
+    )
+    p.add_argument(
+        "--arrival-seed",
+        type=_seed,
+        default=None,
+        metavar="S",
+        help="seed of the Poisson arrivals (default 1: the same schedule every run); needs --rate",
     )
     p.add_argument(
         "--save-audio",
@@ -232,6 +281,28 @@ def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
         stack.release()
 
 
+def load_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~voicelat.schedule.Load` the options ask for (``ConfigError`` when the
+    open-loop options come without ``--rate``). Missing attributes mean the defaults, so
+    callers that build their own Namespace (the pytest plugin) keep working."""
+    from voicelat.schedule import Load
+
+    rate = getattr(args, "rate", None)
+    arrival = getattr(args, "arrival", None)
+    seed = getattr(args, "arrival_seed", None)
+    if rate is None and (arrival is not None or seed is not None):
+        raise ConfigError("--arrival and --arrival-seed shape an open-loop schedule: add --rate R")
+    try:
+        return Load(
+            concurrency=getattr(args, "concurrency", None) or 1,
+            rate_per_s=rate,
+            arrival=arrival or "poisson",
+            seed=1 if seed is None else seed,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def execute_run(
     args: argparse.Namespace,
     pipeline: Pipeline,
@@ -247,15 +318,18 @@ def execute_run(
     """
     from voicelat.runner import Runner
 
+    load = load_from_args(args)
     plan = plan_turns(
         [f.id for f in fixtures], repeat=args.repeat, turns=args.turns, warmup=args.warmup
     )
-    runner = Runner(with_stack_urls(pipeline), fixtures, out_dir, observer=observer, argv=list(argv))
+    runner = Runner(
+        with_stack_urls(pipeline), fixtures, out_dir, observer=observer, argv=list(argv)
+    )
     runner.validate()
     with stack_for(pipeline) as stack_info:
         runner.stack_info = stack_info
         try:
-            asyncio.run(runner.run(plan))
+            asyncio.run(runner.run(plan, load=load))
         except KeyboardInterrupt:
             outcome = getattr(runner, "outcome", None)
             kept = len(outcome.turns) if outcome else 0
