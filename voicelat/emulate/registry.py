@@ -28,6 +28,9 @@ BUILTIN: dict[str, str] = {
     "openai": "voicelat.emulate.providers.openai:OpenAIEmulator",
     "inworld": "voicelat.emulate.providers.inworld:InworldEmulator",
     "deepgram": "voicelat.emulate.providers.deepgram:DeepgramEmulator",
+    "elevenlabs": "voicelat.emulate.providers.elevenlabs:ElevenLabsEmulator",
+    "cartesia": "voicelat.emulate.providers.cartesia:CartesiaEmulator",
+    "assemblyai": "voicelat.emulate.providers.assemblyai:AssemblyAIEmulator",
 }
 
 

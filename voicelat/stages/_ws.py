@@ -461,8 +461,15 @@ class WsStage:
     async def __aexit__(self, *exc: object) -> None:
         await self._drop()
 
+    def _usable(self, conn: WsConn | None) -> bool:
+        """Open and fit for another request; or closed by the server before any request used
+        it, with its last messages unread (they say why: the request reports them)."""
+        if conn is None or self._stale(conn):
+            return False
+        return conn.open or (not conn.used and conn.pending() > 0)
+
     async def prepare(self) -> None:
-        if self._conn is not None and self._conn.open and not self._stale(self._conn):
+        if self._usable(self._conn):
             return
         await self._drop()
         try:
@@ -511,7 +518,7 @@ class WsStage:
         """The connection for one request, with its Connected and sub-span events (or a
         Failed when it cannot be opened)."""
         conn = self._conn
-        cold = conn is None or not conn.open or self._stale(conn)
+        cold = not self._usable(conn)
         if cold:
             await self._drop()
             try:
