@@ -134,10 +134,12 @@ async def test_stt_idle_close_is_reopened_before_the_turn() -> None:
 
 async def test_stt_connection_opened_inside_the_turn_is_cold() -> None:
     profile = {"deepgram": {**EXACT, "content": {"idle_timeout_s": 0.2}}}
-    async with Emulators(["deepgram"], profile=profile, seed=1) as em:
-        async with _stt(em, keepalive_s=60) as stt:
-            await asyncio.sleep(0.5)
-            events = await collect(stt.transcribe(audio(fixture_pcm())))  # no prepare()
+    async with (
+        Emulators(["deepgram"], profile=profile, seed=1) as em,
+        _stt(em, keepalive_s=60) as stt,
+    ):
+        await asyncio.sleep(0.5)
+        events = await collect(stt.transcribe(audio(fixture_pcm())))  # no prepare()
     connected = next(e for e in events if isinstance(e, Connected))
     assert connected.cold is True
     assert isinstance(events[-1], Done)

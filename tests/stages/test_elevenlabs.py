@@ -87,9 +87,11 @@ async def test_a_socket_older_than_the_inactivity_timeout_is_replaced() -> None:
 
 
 async def test_server_inactivity_timeout_is_the_providers_message() -> None:
-    async with Emulators(["elevenlabs"], profile={"elevenlabs": EXACT}, seed=1) as em:
-        async with _tts(em, inactivity_timeout=1, timeout_s=3) as tts:
-            events = await collect(tts.synthesize(texts("Hi.", gap_s=1.3)), limit_s=5)
+    async with (
+        Emulators(["elevenlabs"], profile={"elevenlabs": EXACT}, seed=1) as em,
+        _tts(em, inactivity_timeout=1, timeout_s=3) as tts,
+    ):
+        events = await collect(tts.synthesize(texts("Hi.", gap_s=1.3)), limit_s=5)
     reason = check_one_failure(events, "Have not received a new text input within the timeout")
     assert "(input_timeout_exceeded)" in reason
 
@@ -119,10 +121,12 @@ async def test_unknown_voice_is_a_startup_error() -> None:
 
 async def test_unknown_voice_as_an_error_frame_is_a_turn_failure() -> None:
     profile = {"elevenlabs": {"content": {"reject_at_handshake": False}}}
-    async with Emulators(["elevenlabs"], profile=profile, seed=1) as em:
-        async with _tts(em, model="eleven_v9") as tts:
-            await tts.prepare()
-            events = await collect(tts.synthesize(texts("Hello.")))
+    async with (
+        Emulators(["elevenlabs"], profile=profile, seed=1) as em,
+        _tts(em, model="eleven_v9") as tts,
+    ):
+        await tts.prepare()
+        events = await collect(tts.synthesize(texts("Hello.")))
     reason = check_one_failure(events, "model ID eleven_v9 does not exist")
     assert "(model_not_found)" in reason
 

@@ -17,6 +17,7 @@ The key travels only in the ``xi-api-key`` handshake header.
 from __future__ import annotations
 
 import base64
+import contextlib
 import binascii
 import json
 import time
@@ -126,12 +127,10 @@ class ElevenLabsTTS(WsStage):
             init["voice_settings"] = self.voice_settings
         if self.schedule is not None:
             init["generation_config"] = {"chunk_length_schedule": self.schedule}
-        try:
+        # Refused right after the upgrade (an unknown voice...): the socket keeps the
+        # server's error message, which the request that gets it reports.
+        with contextlib.suppress(ConnectionClosed):
             await conn.send_json(init)
-        except ConnectionClosed:
-            # Refused right after the upgrade (an unknown voice...): the socket keeps the
-            # server's error message, which the request that gets it reports.
-            pass
 
     def _stale(self, conn: WsConn) -> bool:
         # Used (one generation per socket), or idle for nearly the server's input timeout.

@@ -236,10 +236,10 @@ class ElevenLabsEmulator(Emulator):
                         'The first message must initialize the stream: {"text": " ", ...}',
                     )
                     return
-                if x.request.headers.get("xi-api-key") is None:
-                    if self.check_key(_init_key(data)) is not None:
-                        await self._error(x, "invalid_api_key", "Invalid API key")
-                        return
+                no_header = x.request.headers.get("xi-api-key") is None
+                if no_header and self.check_key(_init_key(data)) is not None:
+                    await self._error(x, "invalid_api_key", "Invalid API key")
+                    return
                 config = data.get("generation_config")
                 if isinstance(config, dict) and isinstance(
                     config.get("chunk_length_schedule"), list
