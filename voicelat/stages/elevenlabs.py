@@ -17,8 +17,8 @@ The key travels only in the ``xi-api-key`` handshake header.
 from __future__ import annotations
 
 import base64
-import contextlib
 import binascii
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
