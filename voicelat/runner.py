@@ -289,6 +289,12 @@ class Runner:
             self.turns.append(turn)
             self.observer.turn_finished(turn, total)
 
+        def start_probe() -> None:
+            # Probe the loop only once set-up work (client construction, handshakes) is done:
+            # building a client's SSL context blocks the loop for ~40 ms, before any timing.
+            nonlocal lag_task
+            lag_task = asyncio.create_task(self._lag.run())
+
         try:
             async with AsyncExitStack() as stack:
                 sessions = [await self._open_session(0, stages0)]
@@ -299,12 +305,11 @@ class Runner:
                     for s in more:
                         stack.push_async_callback(s.stack.aclose)
                     sessions += more
-                # Probe the loop only once set-up work (client construction, handshakes) is done.
-                lag_task = asyncio.create_task(self._lag.run())
                 if load.mode == "closed":
+                    start_probe()
                     await self._closed_loop(plan, sessions, done)
                 else:
-                    await self._open_loop(plan, sessions, stack, load, done)
+                    await self._open_loop(plan, sessions, stack, load, done, start_probe)
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "interrupted"
             raise
@@ -406,13 +411,15 @@ class Runner:
         stack: AsyncExitStack,
         load: Load,
         done: Callable[[Turn], None],
+        start_probe: Callable[[], None],
     ) -> None:
         """Measured turns start at their scheduled times whether or not earlier ones are done.
 
         Warm-up turns run first, back to back on session 0; their duration sizes the pool of
         sessions opened before the schedule starts (Little's law). A turn that finds no free
-        session opens one (its set-up counts as schedule lag) up to ``load.max_sessions``, then
-        waits for one to free up: late starts are recorded, never dropped.
+        session opens one (its set-up counts as schedule lag, and the client's construction
+        shows as loop lag) up to ``load.max_sessions``, then waits for one to free up: late
+        starts are recorded, never dropped.
         """
         assert load.rate_per_s is not None
         total = len(plan)
@@ -435,6 +442,7 @@ class Runner:
             for s in more:
                 stack.push_async_callback(s.stack.aclose)
             sessions += more
+        start_probe()
         idle = list(reversed(sessions))
         freed = asyncio.Condition()
         n_sessions = len(sessions)
