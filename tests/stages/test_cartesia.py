@@ -89,9 +89,8 @@ async def test_faults_are_one_failed_line(fault: dict[str, Any], expected: str) 
 async def test_unknown_voice_or_model_is_a_turn_failure_and_the_socket_stays(
     option: dict[str, Any], expected: str
 ) -> None:
-    async with Emulators(["cartesia"], seed=1) as em:
-        async with _tts(em, **option) as tts:
-            events = await collect(tts.synthesize(texts("Hello.")))
+    async with Emulators(["cartesia"], seed=1) as em, _tts(em, **option) as tts:
+        events = await collect(tts.synthesize(texts("Hello.")))
     check_one_failure(events, expected)
 
 
