@@ -53,7 +53,7 @@ from voicelat.emulate.content import Speaker, Transcriber, pcm_chunks, words
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import BadRequest, HttpExchange, HttpRequest, WsExchange
 from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
-from voicelat.emulate.providers._wsutil import Listener, Outbox, flag, number
+from voicelat.emulate.providers._wsutil import Listener, Outbox, flag, match_speech, number
 
 __all__ = ["DeepgramEmulator"]
 
@@ -365,13 +365,26 @@ class _Listen:
         self.request_id = str(uuid.uuid4())
         self.listener = Listener(self.rate, emulator.content["vad_threshold_dbfs"])
         self.turns = 0
+        self.words: list[str] = []
         self.total_s = 0.0
         self.sha = hashlib.sha256()
         self._new_turn()
 
-    def _new_turn(self) -> None:
+    def _new_segment(self) -> None:
+        """After a speech_final: the next words are a new segment (a fresh match), the
+        socket's turn (fault draw, Finalize) goes on."""
         self.listener.reset()
-        self.words: list[str] = []
+        self.words = []
+        self.finalized = self.revealed = 0
+        self.next_interim_ms = self.em.content["interim_ms"]
+        self.turn_offset_s = self.total_s
+        self.speech_started_sent = False
+
+    def _new_turn(self) -> None:
+        self.turn_open = False
+        self.last_word_end_s = self.total_s
+        self.listener.reset()
+        self.words = []
         self.finalized = 0
         self.revealed = 0
         self.next_interim_ms = self.em.content["interim_ms"]
@@ -417,10 +430,11 @@ class _Listen:
 
     async def _audio(self, data: bytes, t: int) -> None:
         lis, c = self.listener, self.em.content
-        if not lis.pcm and self.turns:
-            self.x.redraw_fault()  # a new turn on a long-lived socket draws its own fault
-        if not lis.pcm:
+        if not self.turn_open:
+            if self.turns:
+                self.x.redraw_fault()  # a new turn on a long-lived socket draws its own fault
             self.turns += 1
+            self.turn_open = True
         self.sha.update(data)
         self.total_s += len(data) / 2 / self.rate
         lis.feed(data)
@@ -433,6 +447,7 @@ class _Listen:
         if lis.in_speech:
             self.endpointed = False
             self.utterance_ended = False
+            self.last_word_end_s = self.turn_offset_s + lis.last_speech_end_ms / 1000
         if self.interim and lis.heard_ms >= self.next_interim_ms and not self.endpointed:
             self.next_interim_ms = lis.heard_ms + c["interim_ms"]
             await self._match()
@@ -463,6 +478,8 @@ class _Listen:
                     content=True,
                 )
                 self.finalized = self.revealed = len(self.words)
+            # A streaming recognizer goes on listening: what follows is a new segment.
+            self._new_segment()
         if (
             self.utterance_end is not None
             and not self.utterance_ended
@@ -470,7 +487,7 @@ class _Listen:
         ):
             self.utterance_ended = True
             t_send = t + round(self.x.sample("stt_final") * 1e6)
-            last = self.turn_offset_s + lis.last_speech_end_ms / 1000
+            last = self.last_word_end_s
             self.out.at(
                 t_send,
                 {"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": round(last, 3)},
@@ -493,7 +510,9 @@ class _Listen:
 
     async def _match(self) -> None:
         lis = self.listener
-        text = await self.em.transcriber.transcribe(lis.samples(), self.rate)
+        text = await match_speech(
+            self.em.transcriber, lis.samples(), self.rate, self.em.content["vad_threshold_dbfs"]
+        )
         found = words(text)
         # Words already sent as final stay; the rest follow the latest match.
         self.words = self.words[: self.finalized] + [w.strip() for w in found][self.finalized :]
