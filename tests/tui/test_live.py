@@ -67,17 +67,21 @@ def test_every_run_option_reaches_the_child_unchanged() -> None:
     parser = build_parser()
     argv = ["run", "--tui", "-p", "my pipe.toml", "-f", "fx", "-n", "3", "-r", "2", "-w", "0"]
     argv += ["--save-audio", "-o", "somewhere"]
+    argv += ["--rate", "2.5", "--arrival", "constant", "--arrival-seed", "7"]
     args = parser.parse_args(argv)
     # Every run option is set to a non-default value above: an option added to
     # add_run_arguments fails this until it is added here (and so checked to be forwarded).
+    # --concurrency excludes --rate (one load at a time): it is checked on its own below.
     probe = argparse.ArgumentParser(add_help=False)
     add_run_arguments(probe)
     unset = [
         a.dest
         for a in probe._actions
-        if a.dest not in ("tui", "events") and getattr(args, a.dest) == a.default
+        if a.dest not in ("tui", "events", "concurrency") and getattr(args, a.dest) == a.default
     ]
     assert not unset, f"set {unset} in this test's argv"
+    closed = parser.parse_args(["run", "--tui", "--concurrency", "4"])
+    assert parser.parse_args(child_command(closed, Path("o"))[3:]).concurrency == 4
     cmd = child_command(args, Path("runs/x"))
     assert cmd[:7] == [sys.executable, "-m", "voicelat", "run", "--no-tui", "--events", "jsonl"]
     child = parser.parse_args(cmd[3:])
