@@ -152,6 +152,12 @@ class _Session:
         self.em, self.x, self.out = em, x, Outbox(x)
         q = x.request.query
         self.rate = int(q["sample_rate"])
+        # What the client sent (never a header's value: the truth may go to a file).
+        auth = (x.request.headers.get("authorization") or "").strip()
+        x.truth.detail["auth"] = (
+            "token" if " " not in auth and auth else "scheme" if auth else "query"
+        )
+        x.truth.detail["query"] = dict(q)
         self.format_turns = flag(q, "format_turns", False)
         silence = number(q, "min_turn_silence", None) or number(
             q, "min_end_of_turn_silence_when_confident", None

@@ -164,6 +164,9 @@ class CartesiaEmulator(Emulator):
 
     # -- the socket -------------------------------------------------------------------------
     async def websocket(self, x: WsExchange) -> None:
+        x.truth.detail["cartesia_version"] = x.request.headers.get(
+            "cartesia-version"
+        ) or x.request.query.get("cartesia_version")
         out = Outbox(x)
         contexts: dict[str, _Context] = {}
         seen = 0

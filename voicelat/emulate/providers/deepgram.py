@@ -362,6 +362,8 @@ class _Listen:
         self.endpointing = number(q, "endpointing", emulator.content["default_endpointing_ms"])
         self.utterance_end = number(q, "utterance_end_ms", None) if self.interim else None
         self.vad_events = flag(q, "vad_events", False)
+        # What the client asked for (no header values: the truth may be written to a file).
+        x.truth.detail["query"] = dict(q)
         self.request_id = str(uuid.uuid4())
         self.listener = Listener(self.rate, emulator.content["vad_threshold_dbfs"])
         self.turns = 0
@@ -373,7 +375,9 @@ class _Listen:
     def _new_segment(self) -> None:
         """After a speech_final: the next words are a new segment (a fresh match), the
         socket's turn (fault draw, Finalize) goes on."""
+        silence = self.listener.silence_ms  # UtteranceEnd counts silence across segments
         self.listener.reset()
+        self.listener.silence_ms = silence
         self.words = []
         self.finalized = self.revealed = 0
         self.next_interim_ms = self.em.content["interim_ms"]
@@ -438,6 +442,22 @@ class _Listen:
         self.sha.update(data)
         self.total_s += len(data) / 2 / self.rate
         lis.feed(data)
+        if lis.in_speech:
+            self.utterance_ended = False
+            self.last_word_end_s = self.turn_offset_s + lis.last_speech_end_ms / 1000
+        if (
+            self.utterance_end is not None
+            and not self.utterance_ended
+            and lis.silence_ms >= self.utterance_end
+        ):
+            self.utterance_ended = True
+            t_send = t + round(self.x.sample("stt_final") * 1e6)
+            last = self.last_word_end_s
+            self.out.at(
+                t_send,
+                {"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": round(last, 3)},
+                ["end_of_turn_written"],
+            )
         if not lis.heard_speech:
             return
         if self.vad_events and not self.speech_started_sent:
@@ -480,20 +500,6 @@ class _Listen:
                 self.finalized = self.revealed = len(self.words)
             # A streaming recognizer goes on listening: what follows is a new segment.
             self._new_segment()
-        if (
-            self.utterance_end is not None
-            and not self.utterance_ended
-            and lis.silence_ms >= self.utterance_end
-        ):
-            self.utterance_ended = True
-            t_send = t + round(self.x.sample("stt_final") * 1e6)
-            last = self.last_word_end_s
-            self.out.at(
-                t_send,
-                {"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": round(last, 3)},
-                ["end_of_turn_written"],
-            )
-
     async def _flush(self, t: int, *, from_finalize: bool) -> None:
         """Finalize / CloseStream: every word not finalized yet, then a new turn."""
         if self.listener.heard_speech:
