@@ -151,6 +151,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 #: Modules that register a subcommand with ``add_parser(subparsers)``.
 _SUBCOMMANDS = (
     "voicelat.stack.cli",
+    "voicelat.live_cli",
     "voicelat.ci",
     "voicelat.compare_cli",
     "voicelat.tui.cli",
