@@ -105,7 +105,8 @@ def test_stage_figures_and_subspans_recorded(local_run: dict[str, Any]) -> None:
             == t["milestones_ns"]["llm_first_token"] - t["milestones_ns"]["llm_request"]
         )
         assert f["stt_finalization_ns"] > 0
-        assert f["tts_audio_ns"] > 200e6 and 0 < f["tts_rtf"] < 1
+        # RTF counts from the first text sent, so it includes waiting for the LLM's later text
+        assert f["tts_audio_ns"] > 200e6 and f["tts_rtf"] > 0
         assert f["pacer_lag_max_ns"] is not None
         spans = {(s["stage"], s["name"]) for s in t["spans"]}
         assert ("llm", "response_headers") in spans and ("stt", "connect") in spans

@@ -1,7 +1,7 @@
 """``voicelat ci`` on the real embedded stack, as a CI job would run it (a subprocess).
 
 Two real runs of 1 warm-up + 3 measured turns: the pipeline as shipped (the baseline) and the
-same pipeline made slower on purpose (a 900 ms VAD hangover instead of 500 ms). The budget and
+same pipeline made slower on purpose (a 1100 ms VAD hangover instead of 500 ms). The budget and
 self-comparison checks gate the first run's directory again with ``--results``.
 """
 
@@ -122,7 +122,9 @@ def test_a_pipeline_made_slower_is_caught_as_a_regression(
     slow = work / "slow.toml"
     text = (ROOT / "pipelines" / "local.toml").read_text()
     assert "hangover_ms = 500" in text
-    slow.write_text(text.replace("hangover_ms = 500", "hangover_ms = 900"))
+    # +600 ms of hangover (fixtures keep >= 1.25 s of trailing silence): far above the noise a
+    # loaded 2-core machine adds to 3 turns.
+    slow.write_text(text.replace("hangover_ms = 500", "hangover_ms = 1100"))
     result = voicelat_ci(
         *SMALL_RUN,
         "--pipeline", slow,
@@ -138,9 +140,12 @@ def test_a_pipeline_made_slower_is_caught_as_a_regression(
         for c in ET.parse(work / "slow-junit.xml").iter("testcase")
         if c.get("classname") == "voicelat.regression" and c.find("failure") is not None
     }
-    assert {"e2e P50", "endpointing P50", "endpointing P90"} <= failed
+    # The segment that was slowed is caught exactly. e2e is caught too on a quiet machine, but
+    # one disturbed turn in a 3-turn baseline (other jobs on 2 cores) can hide it: not asserted.
+    assert {"endpointing P50", "endpointing P90"} <= failed
     gate = json.loads((work / "slow" / "gate.json").read_text())
-    (e2e,) = [c for c in gate["comparisons"] if c["metric"] == "e2e" and c["percentile"] == 50]
-    # ~400 ms more hangover; the interval lies above zero.
-    assert 250e6 < e2e["diff_ns"] < 600e6
-    assert e2e["ci_low_ns"] > 0 and e2e["verdict"] == "regression"
+    (ep,) = [
+        c for c in gate["comparisons"] if c["metric"] == "endpointing" and c["percentile"] == 50
+    ]
+    # the hangover is exactly what changed: ~600 ms more, within a few 20 ms frames
+    assert 520e6 < ep["diff_ns"] < 680e6
