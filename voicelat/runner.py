@@ -386,23 +386,47 @@ class Runner:
         done: Callable[[Turn], None],
     ) -> None:
         """Each session takes the next planned turn as soon as it is free. Warm-up turns first,
-        all of them finished before the first measured turn starts (a steady load)."""
-        total = len(plan)
-        for phase in ([p for p in plan if p.warmup], [p for p in plan if not p.warmup]):
-            pending = list(reversed(phase))
+        all of them finished before the first measured turn starts (a steady load).
 
-            async def worker(s: _Session, pending: list[PlannedTurn] = pending) -> None:
+        With several sessions, session i starts its first measured turn ``i / N`` of a turn
+        later (a turn's length: the warm-up turns' median, else the input audio's): N sessions
+        started in lockstep would stay in lockstep, every turn of every session hitting each
+        stage at the same instant, which measures a thundering herd, not N concurrent users.
+        """
+        total = len(plan)
+        warm = [p for p in plan if p.warmup]
+        durations: list[int] = []
+        for phase in (warm, [p for p in plan if not p.warmup]):
+            pending = list(reversed(phase))
+            stagger_ns = 0
+            if phase is not warm and len(sessions) > 1:
+                stagger_ns = self._turn_length_ns(durations) // len(sessions)
+
+            async def worker(
+                s: _Session, pending: list[PlannedTurn] = pending, delay_ns: int = 0
+            ) -> None:
+                if delay_ns:
+                    await asyncio.sleep(delay_ns / 1e9)
                 while pending:
                     planned = pending.pop()
                     self.observer.turn_started(planned, total)
+                    t = time.perf_counter_ns()
                     done(await self._run_turn(planned, s.stt, s.llm, s.tts, session=s.id))
+                    durations.append(time.perf_counter_ns() - t)
 
             if len(sessions) == 1:
                 await worker(sessions[0])  # no task: the plain sequential run, as before
                 continue
             async with asyncio.TaskGroup() as tg:
-                for s in sessions:
-                    tg.create_task(worker(s))
+                for i, s in enumerate(sessions):
+                    tg.create_task(worker(s, delay_ns=i * stagger_ns))
+
+    def _turn_length_ns(self, warmups_ns: Sequence[int]) -> int:
+        """How long a turn takes: the warm-up turns' median, else the input audio's length."""
+        if warmups_ns:
+            return int(statistics.median(warmups_ns))
+        lengths = [i.pcm.n_samples * 1_000_000_000 // i.pcm.rate for i in self._inputs.values()]
+        return int(statistics.median(lengths)) if lengths else 0
 
     async def _open_loop(
         self,

@@ -47,9 +47,15 @@ def test_a_closed_loop_runs_sessions_side_by_side_each_with_its_own_stages(
     for session, stt, _, _ in built:
         ran = sum(1 for t in outcome.turns if t.extra["session"] == session)
         assert len(stt.frames_seen) == ran
-    # side by side: the first measured turns of the three sessions overlap in time
+    # side by side: each session's first measured turn starts while session 0's first runs;
+    # staggered by a third of a (warm-up) turn each, so they do not run in lockstep
     firsts = sorted(measured, key=lambda t: t.t0_ns)[:3]
-    assert firsts[2].t0_ns - firsts[0].t0_ns < 200 * MS
+    assert sorted(t.extra["session"] for t in firsts) == [0, 1, 2]
+    end0 = firsts[0].t0_ns + firsts[0].milestones["output_first_audible"]
+    assert firsts[2].t0_ns < end0
+    warm_len = next(t for t in outcome.turns if t.warmup).milestones["output_first_audible"]
+    for a, b in itertools.pairwise(firsts):
+        assert 0.5 * warm_len / 3 < b.t0_ns - a.t0_ns < 2 * warm_len / 3
     # the warm-up ended before any measured turn started
     warm = next(t for t in outcome.turns if t.warmup)
     assert all(t.t0_ns > warm.t0_ns + warm.milestones["output_first_audible"] for t in measured)
