@@ -42,7 +42,8 @@ async def test_force_endpoint_latency_and_partials_match_truth() -> None:
     async with Emulators(["assemblyai"], profile={"assemblyai": EXACT}, seed=1) as em:
         async with _stt(em, min_turn_silence=5000) as stt:
             await stt.prepare()
-            events = await collect(stt.transcribe(audio(fixture_pcm())))
+            # 4x real time (see test_deepgram.py): the emulator is idle at ForceEndpoint.
+            events = await collect(stt.transcribe(audio(fixture_pcm(), pace_s=0.005)))
         ex = em.truth.last("assemblyai", "v3_ws")
         assert em.errors == []
     partials = [e for e in events if isinstance(e, Partial)]

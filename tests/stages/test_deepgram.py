@@ -60,7 +60,9 @@ async def test_stt_finalize_latency_and_partials_match_truth() -> None:
     async with Emulators(["deepgram"], profile={"deepgram": EXACT}, seed=1) as em:
         async with _stt(em, endpointing=False) as stt:
             await stt.prepare()
-            events = await collect(stt.transcribe(audio(fixture_pcm())))
+            # 4x real time: the emulator is idle when Finalize arrives, as it is with a
+            # live (paced) stream; as fast as possible, its own audio backlog would show.
+            events = await collect(stt.transcribe(audio(fixture_pcm(), pace_s=0.005)))
         ex = em.truth.last("deepgram", "listen")
         assert em.errors == []
     partials = [e for e in events if isinstance(e, Partial)]

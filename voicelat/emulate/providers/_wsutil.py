@@ -10,6 +10,7 @@ goes through :class:`~voicelat.emulate.exchange.WsExchange` (stamps, mid-stream 
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import math
@@ -210,35 +211,48 @@ async def match_speech(
     A streaming recognizer hears one continuous stream: the audio of a turn starts after
     whatever silence followed the last one. The fixture matcher compares a recording from
     its first sample, so both sides are aligned on their speech onset first (manifest
-    modes); other modes go to the transcriber as they are.
+    modes); other modes go to the transcriber as they are. The numpy work runs on a worker
+    thread, never on the loop that stamps the ground truth.
     """
     fixtures = getattr(transcriber, "_fixtures", None)
     if transcriber.mode not in ("auto", "manifest") or not fixtures or rate != 16000:
         return await transcriber.transcribe(samples, rate)
     threshold = 32768.0 * 10 ** (threshold_dbfs / 20)
+    loop = asyncio.get_running_loop()
+    found = await loop.run_in_executor(None, _match_sync, fixtures, samples, threshold)
+    return found if found is not None else transcriber.canned
+
+
+def _match_sync(
+    fixtures: list[tuple[str, np.ndarray[Any, Any]]],
+    samples: np.ndarray[Any, Any],
+    threshold: float,
+) -> str | None:
     recv = _trim(samples, threshold)
     if len(recv) < 1600:
-        return transcriber.canned
+        return None
     key = hash(recv.tobytes())
-    cache: dict[int, str] = _MATCH_CACHE
-    if key not in cache:
-        best: tuple[float, str] | None = None
-        for text, ref in fixtures:
-            r = _TRIMMED.get(id(ref))
-            if r is None:
-                r = _TRIMMED[id(ref)] = _trim(ref, threshold)
-            n = min(len(recv), len(r), 32000)
-            if n < 1600:
-                continue
-            a, b = recv[:n].astype(np.float64), r[:n].astype(np.float64)
-            score = float(np.mean(np.abs(a - b)) / (np.mean(np.abs(b)) + 1.0))
-            if best is None or score < best[0]:
-                best = (score, text)
-        cache[key] = best[1] if best is not None and best[0] < 0.2 else transcriber.canned
-        if len(cache) > 4096:
-            cache.clear()
-    return cache[key]
+    if key in _MATCH_CACHE:
+        return _MATCH_CACHE[key]
+    best: tuple[float, str] | None = None
+    for text, ref in fixtures:
+        r = _TRIMMED.get(id(ref))
+        if r is None:
+            r = _TRIMMED[id(ref)] = _trim(ref, threshold)
+        # One second of speech after the onset tells the fixtures apart.
+        n = min(len(recv), len(r), 16000)
+        if n < 1600:
+            continue
+        a, b = recv[:n].astype(np.float64), r[:n].astype(np.float64)
+        score = float(np.mean(np.abs(a - b)) / (np.mean(np.abs(b)) + 1.0))
+        if best is None or score < best[0]:
+            best = (score, text)
+    found = best[1] if best is not None and best[0] < 0.2 else None
+    if len(_MATCH_CACHE) > 4096:
+        _MATCH_CACHE.clear()
+    _MATCH_CACHE[key] = found
+    return found
 
 
-_MATCH_CACHE: dict[int, str] = {}
+_MATCH_CACHE: dict[int, str | None] = {}
 _TRIMMED: dict[int, np.ndarray[Any, Any]] = {}

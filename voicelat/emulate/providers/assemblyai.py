@@ -173,6 +173,7 @@ class _Session:
 
     def _reset(self) -> None:
         self.listener.reset()
+        self.matched = False
         self.words: list[str] = []
         self.revealed = 0
         self.next_interim_ms = self.em.content["interim_ms"]
@@ -276,6 +277,8 @@ class _Session:
         self._reset()
 
     async def _match(self) -> None:
+        if self.matched:
+            return  # one match per turn: the text of a fixture does not change
         text = await match_speech(
             self.em.transcriber,
             self.listener.samples(),
@@ -283,6 +286,7 @@ class _Session:
             self.em.content["vad_threshold_dbfs"],
         )
         self.words = [w.strip() for w in words(text) if w.strip()]
+        self.matched = text != self.em.transcriber.canned
 
     def _turn(self, ws: list[str], *, end: bool, formatted: bool = False) -> dict[str, Any]:
         ms = self.em.content["ms_per_word"]
