@@ -241,6 +241,9 @@ class Runner:
         self._lag = _LoopLag()
         self._load = Load()
         self._sessions_opened = 0
+        # How close to a frame's due time the pacer and the simulated sink busy-wait (None: their
+        # default, 1 ms). A run with several sessions sets 0: see :meth:`run`.
+        self._spin_ns: int | None = None
 
     # -- set-up ------------------------------------------------------------------------------
     def build_stages(self) -> tuple[STTStage, LLMStage, TTSStage]:
@@ -275,6 +278,12 @@ class Runner:
         """Run ``plan``: one session back to back (the default), or as ``load`` says. Warm-up
         turns run first (spread over the sessions), then the measured turns."""
         self._load = load = load if load is not None else Load()
+        # The pacer and the sink yield-spin the last 1 ms before each 20 ms frame for sub-ms
+        # timing. One session can afford it; with many, the spinning alone cost ~23 ms of CPU
+        # per turn (bench, 10 sessions), more than everything else the turn does, and it starves
+        # the loop the sessions share. Without it a frame goes out up to ~1 ms late (timer
+        # granularity), which shows in the pacer lag and the sink's frame stamps.
+        self._spin_ns = None if load.mode == "closed" and load.concurrency == 1 else 0
         stages0 = self._make_stages(0)
         if not self._inputs:
             self.load_inputs(stages0[0].input_rate)
@@ -547,7 +556,8 @@ class Runner:
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall)),
                 "duration_s": round(time.time() - started_wall, 3),
                 "planned_turns": len(plan),
-                "load": self._load.to_json() | {"sessions_opened": self._sessions_opened},
+                "load": self._load.to_json()
+                | {"sessions_opened": self._sessions_opened, "spin": self._spin_ns is None},
                 "argv": list(self.argv),
                 "python": sys.version.split()[0],
                 "platform": platform.platform(),
@@ -662,7 +672,12 @@ class Runner:
                 provider_eot.set()
 
         stt_task = asyncio.create_task(run_stt())
-        pacer: FrameSource = source if source is not None else Pacer(frame_ms=FRAME_MS)
+        pacer: FrameSource
+        default_pacer: Pacer | None = None
+        if source is None:
+            pacer = default_pacer = Pacer(frame_ms=FRAME_MS)
+        else:
+            pacer = source
         endpoint_seen = False
         vad_mode = ep.mode == "vad"
 
@@ -697,7 +712,10 @@ class Runner:
             if stt_done.is_set():
                 raise StopPacing
 
-        await pacer.run(inp.frames, send)
+        if default_pacer is not None:
+            await default_pacer.run(inp.frames, send, spin_ns=self._spin_ns)
+        else:
+            await pacer.run(inp.frames, send)
         # Re-warm the next stages' connections while STT finalizes (servers drop idle
         # keep-alive connections after a few seconds; a real agent keeps them warm too).
         warm = asyncio.create_task(self._prepare(rec, llm, tts))
@@ -745,7 +763,9 @@ class Runner:
                 )
                 record_path.parent.mkdir(parents=True, exist_ok=True)
             sink = SimulatedSink(
-                output_latency_ms=self.pipeline.output.latency_ms, record_path=record_path
+                output_latency_ms=self.pipeline.output.latency_ms,
+                record_path=record_path,
+                spin_ns=self._spin_ns,
             )
         out: Sink = sink
         onset = OnsetDetector()
