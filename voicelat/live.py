@@ -219,7 +219,8 @@ class SimulatedOutput:
 
     def close(self) -> None:
         for sink in self.sinks:
-            sink.cancel()
+            if sink.ended_ns is None:  # still playing
+                sink.cancel()
 
     def describe(self) -> dict[str, Any]:
         return {"device": "simulated", "output_latency_ns": self.latency_ns}

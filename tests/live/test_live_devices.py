@@ -226,7 +226,11 @@ def test_a_live_turn_lands_in_the_results_and_its_recording_replays(
     # Shown when the test fails (and with -s): the turn against the rig's ground truth.
     end = m["speech_end"]
     print({k: round((v - end) / NS_PER_MS, 1) for k, v in m.items()}, turn["figures"])
-    print("truth: speech_end at", (truth["start_ns"] + fx.speech_end_ms * NS_PER_MS - turn["t0_ns"] - end) / NS_PER_MS, "ms from the measured one")
+    print(
+        "truth: speech_end at",
+        (truth["start_ns"] + fx.speech_end_ms * NS_PER_MS - turn["t0_ns"] - end) / NS_PER_MS,
+        "ms from the measured one",
+    )
     assert [k for k in LIVE_MILESTONES if k not in m] == []
     t0 = turn["t0_ns"]
     spoken_end = truth["start_ns"] + fx.speech_end_ms * NS_PER_MS
@@ -282,9 +286,7 @@ def test_talking_over_the_reply_interrupts_it_and_keeps_it_apart(
     _, first = _fixture("timer_ten_minutes")
     _, second = _fixture("call_mom")
     out = tmp_path / "live"
-    live = Live(
-        ["--turns", "2", "--warmup", "0", "--out", str(out)], _stack_env(local_stack, rig)
-    )
+    live = Live(["--turns", "2", "--warmup", "0", "--out", str(out)], _stack_env(local_stack, rig))
     try:
         live.wait_for("listening")
         truth = rig.say(first)
@@ -307,7 +309,12 @@ def test_talking_over_the_reply_interrupts_it_and_keeps_it_apart(
     # and stayed quiet until the second reply
     spoken = barge["start_ns"] + 350 * NS_PER_MS  # the clip's speech starts ~350 ms in
     second_reply = two["t0_ns"] + two["milestones_ns"]["output_first_audible"]
-    assert rig.first_played_above(after_ns=spoken + 500 * NS_PER_MS, before_ns=second_reply - 50 * NS_PER_MS) is None
+    assert (
+        rig.first_played_above(
+            after_ns=spoken + 500 * NS_PER_MS, before_ns=second_reply - 50 * NS_PER_MS
+        )
+        is None
+    )
     assert not two["failed"], two["failure"]
     assert "interrupted" not in two["flags"]
     summary = json.loads((out / "summary.json").read_text())

@@ -33,6 +33,7 @@ hang or nonsense numbers.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import importlib
 import math
@@ -64,6 +65,8 @@ Kind = Literal["input", "output"]
 BLOCK_MS = 20
 #: No capture block for this long while the stream should run: the device stopped.
 STALL_S = 2.0
+#: How long closing a stream may take before the driver is deemed stuck.
+CLOSE_TIMEOUT_S = 2.0
 #: A device that is this far ahead of real time is not a real-time device.
 RUNAWAY_S = 2.0
 
@@ -567,12 +570,17 @@ class InputDevice:
         self._closing = True
         stream, self._stream = self._stream, None
         if stream is not None:
-            _close_stream(stream)
+            _close_stream(self.sd, stream)
 
 
-def _close_stream(stream: Any) -> None:
+def _close_stream(sd: ModuleType, stream: Any, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
     """Abort (drop what is buffered) and close, on a helper thread with a time limit: a
-    driver stuck in a blocking call must not hang the shutdown that saves the results."""
+    driver stuck in a blocking call must not hang the shutdown that saves the results.
+
+    Returns False when the driver did not let go in time. PortAudio is then wedged, and its
+    exit handler (``Pa_Terminate``, registered by sounddevice) would hang the process at
+    exit the same way: it is unregistered, and the operating system reclaims the device.
+    """
 
     def close() -> None:
         with contextlib.suppress(Exception):
@@ -582,7 +590,13 @@ def _close_stream(stream: Any) -> None:
 
     t = threading.Thread(target=close, name="voicelat-close-audio", daemon=True)
     t.start()
-    t.join(3.0)
+    t.join(timeout_s)
+    if t.is_alive():
+        handler = getattr(sd, "_exit_handler", None)
+        if handler is not None:
+            atexit.unregister(handler)
+        return False
+    return True
 
 
 # -- playback ---------------------------------------------------------------------------------
@@ -700,7 +714,7 @@ class OutputDevice:
         self._closing = True
         stream, self._stream = self._stream, None
         if stream is not None:
-            _close_stream(stream)
+            _close_stream(self.sd, stream)
 
     def close(self) -> None:
         """Stop and close the stream (idempotent); never raises."""
