@@ -1,0 +1,154 @@
+"""A/B: does the TUI disturb the measurement? Loop and pacer lag with and without it.
+
+    python -m tests.tui.ab_lag [--runs 2] [--turns 5] [--old REV] [--out DIR]
+
+Runs ``voicelat run`` on the embedded stack, interleaved so drift hits every mode alike:
+
+* ``no-tui``: ``voicelat run --no-tui`` with stdout to a file;
+* ``tui``: ``voicelat run --tui`` in a detached tmux session at 120x40; ``q`` is sent once the
+  run's summary says complete (the app stays open until then, as a user would leave it);
+* ``old-tui`` (with ``--old REV``): the same, with the voicelat of git revision REV (the
+  in-process TUI, measuring on a thread of the UI's process), extracted with ``git archive``.
+
+Start the stack first so every run reuses the same warm servers (``voicelat stack up``, with
+the same ``VOICELAT_*`` environment). Prints one row per run: the maxima over its turns of
+``loop_lag_max_ns`` and ``pacer_lag_max_ns`` (all turns, warm-up included), in ms, and writes
+the per-turn figures to ``DIR/ab.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+MS = 1_000_000
+
+
+def _turns(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "turns.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _complete(run_dir: Path) -> bool:
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(summary.get("run", {}).get("status") == "complete")
+
+
+def run_plain(cmd: list[str], cwd: Path, out: Path) -> int:
+    """``voicelat run --no-tui``: stdout and stderr to files, not a terminal."""
+    with (out.parent / f"{out.name}.log").open("w") as log:
+        return subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT).returncode
+
+
+def run_in_tmux(cmd: list[str], cwd: Path, out: Path, env: dict[str, str]) -> int:
+    """``voicelat run --tui`` in a 120x40 tmux session; ``q`` once the run completed."""
+    session = f"voicelat-ab-{os.getpid()}-{out.name}"
+    rc_file = out.parent / f"{out.name}.rc"
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    script = f"cd {shlex.quote(str(cwd))} && env {exports} {shlex.join(cmd)}; echo $? > {rc_file}"
+    # A tmux server of our own (-L): nobody else's sessions or options can resize ours.
+    tmux = ["tmux", "-L", session]
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", script], check=True
+    )
+    try:
+        deadline = time.monotonic() + 900
+        while not _complete(out) and not rc_file.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{session}: no complete summary in 15 min")
+            time.sleep(1)
+        time.sleep(1)  # let the app show the end, as a user would see it
+        shot = subprocess.run(
+            [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
+        ).stdout
+        (out.parent / f"{out.name}.screen.txt").write_text(shot)
+        subprocess.run([*tmux, "send-keys", "-t", session, "q"], check=False)
+        while not rc_file.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{session}: did not exit after q")
+            time.sleep(0.5)
+        return int(rc_file.read_text().strip() or "-1")
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, capture_output=True)
+
+
+def extract(rev: str, dest: Path) -> Path:
+    """The voicelat package of git revision ``rev`` under ``dest`` (no worktree, no checkout)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    archive = dest / "src.tar"
+    with archive.open("wb") as fh:
+        subprocess.run(["git", "archive", rev, "voicelat"], cwd=ROOT, stdout=fh, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+    archive.unlink()
+    return dest
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--turns", type=int, default=5)
+    p.add_argument("--old", metavar="REV", help="also measure the TUI of this git revision")
+    p.add_argument("--out", type=Path, default=Path("/tmp/voicelat-ab"))
+    a = p.parse_args()
+    if a.out.exists():
+        shutil.rmtree(a.out)
+    a.out.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k.startswith("VOICELAT_")}
+    common = ["-p", str(ROOT / "pipelines" / "local.toml"), "-f", str(ROOT / "fixtures")]
+    common += ["--turns", str(a.turns)]
+    trees = {"no-tui": ROOT, "tui": ROOT}
+    if a.old:
+        trees["old-tui"] = extract(a.old, a.out / "old-src")
+    rows: list[dict[str, Any]] = []
+    for i in range(1, a.runs + 1):
+        for mode, tree in trees.items():
+            out = a.out / f"{mode}-{i}"
+            cmd = [sys.executable, "-m", "voicelat", "run", *common, "--out", str(out)]
+            if mode == "no-tui":
+                rc = run_plain([*cmd, "--no-tui"], tree, out)
+            else:
+                rc = run_in_tmux([*cmd, "--tui"], tree, out, env)
+            turns = _turns(out)
+            loop = [t["figures"].get("loop_lag_max_ns") or 0 for t in turns]
+            pacer = [t["figures"].get("pacer_lag_max_ns") or 0 for t in turns]
+            row = {
+                "mode": mode,
+                "run": i,
+                "rc": rc,
+                "turns": len(turns),
+                "loop_lag_max_ms": max(loop) / MS,
+                "pacer_lag_max_ms": max(pacer) / MS,
+                "loop_lag_per_turn_ms": [round(v / MS, 1) for v in loop],
+                "pacer_lag_per_turn_ms": [round(v / MS, 1) for v in pacer],
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (a.out / "ab.json").write_text(json.dumps(rows, indent=1))
+    print("\n| mode | run | exit | turns | loop lag max ms | pacer lag max ms |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['mode']} | {r['run']} | {r['rc']} | {r['turns']} | "
+            f"{r['loop_lag_max_ms']:.1f} | {r['pacer_lag_max_ms']:.1f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
