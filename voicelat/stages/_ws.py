@@ -36,7 +36,6 @@ from urllib.parse import urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import (
     ConnectionClosed,
-    InvalidHandshake,
     InvalidMessage,
     InvalidStatus,
     InvalidURI,
@@ -290,8 +289,6 @@ def connect_reason(exc: BaseException, url: str, timeout_s: float, secret: str |
         return f"{where} dropped the connection during the websocket handshake"
     if isinstance(exc, InvalidURI):
         return f"not a websocket URL: {where}"
-    if isinstance(exc, InvalidHandshake | OSError):
-        return scrub(f"cannot open a websocket to {where}: {describe_exception(exc)}", secret)
     return scrub(f"cannot open a websocket to {where}: {describe_exception(exc)}", secret)
 
 

@@ -278,6 +278,7 @@ class DeepgramSTT(WsStage):
         pump.start_sender(send)
         finals: list[Final] = []
         text_final = ""
+        heard = False
         audio_ended = False
         finished = False
         try:
@@ -318,6 +319,7 @@ class DeepgramSTT(WsStage):
                     is_final = bool(data.get("is_final"))
                     if not is_final:
                         state["nothing_pending"] = False
+                        heard = heard or bool(transcript)
                         if transcript:
                             yield Partial(t, " ".join(p for p in (text_final, transcript) if p))
                         continue
@@ -330,12 +332,15 @@ class DeepgramSTT(WsStage):
                             finals.append(final)
                     if data.get("speech_final"):
                         state["nothing_pending"] = True
-                        yield EndOfTurn(t)
+                        if text_final:
+                            yield EndOfTurn(t)
                     if data.get("from_finalize") and audio_ended:
                         finished = True
                         yield Done(t)
                         return
-                elif kind == "UtteranceEnd":
+                elif kind == "UtteranceEnd" and (text_final or heard):
+                    # Only after words of this request: a late UtteranceEnd of the previous
+                    # utterance must not end this turn before it has begun.
                     yield EndOfTurn(t)
                 elif kind == "Metadata" and self.end_of_audio == "close_stream" and audio_ended:
                     finished = True
