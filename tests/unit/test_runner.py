@@ -91,6 +91,21 @@ class FakeSTT:
         yield Done(time.perf_counter_ns())
 
 
+class SegmentingSTT(FakeSTT):
+    """A streaming recognizer that finalizes a first segment while the audio still flows."""
+
+    async def transcribe(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
+        n = 0
+        async for _ in audio:
+            n += 1
+            if n == 5:
+                yield Final(time.perf_counter_ns(), "hello")
+        self.frames_seen.append(n)
+        yield RequestSent(time.perf_counter_ns(), "audio_end")
+        yield Final(time.perf_counter_ns(), "there")
+        yield Done(time.perf_counter_ns())
+
+
 class FakeLLM:
     kind: ClassVar[StageName] = "llm"
 
@@ -210,6 +225,15 @@ def test_stt_gets_audio_only_up_to_the_endpoint(tmp_path: Path, fixtures_dir: Pa
     _run(tmp_path, fixtures_dir, stt, FakeLLM(["Ok."]), FakeTTS(), turns=1)
     # 0.2 s lead + 0.4 s speech + 0.2 s hangover = 40 frames of 20 ms; the 0.6 s tail is not sent
     assert 38 <= stt.frames_seen[0] <= 42
+
+
+def test_an_early_final_segment_does_not_cut_the_audio(tmp_path: Path, fixtures_dir: Path) -> None:
+    stt = SegmentingSTT()
+    _, turns = _run(tmp_path, fixtures_dir, stt, FakeLLM(["Ok."]), FakeTTS(), turns=1)
+    # the audio still ran to the VAD endpoint (40 frames), not to the first finalized segment
+    assert 38 <= stt.frames_seen[0] <= 42
+    assert turns[0].transcript == "hello there"
+    assert turns[0].ok
 
 
 def test_a_stage_failing_mid_turn_fails_the_turn_and_the_run_goes_on(
