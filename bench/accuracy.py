@@ -1,0 +1,279 @@
+"""How accurate are voicelat's timings? Measured vs injected and vs the emulator's ground truth.
+
+    python bench/accuracy.py --sessions 1,10                 # the quick form (~1.5 min)
+    python bench/accuracy.py --sessions 1,10,100,500 --wire  # everything in docs/BENCHMARKS.md
+
+The OpenAI emulator runs in its own process (`voicelat serve openai --truth FILE`) with exact,
+fixed delays (TTFT 120 ms, token 20 ms, STT final 150 ms, TTS first audio 100 ms, 60 ms of
+leading silence, a one-sentence reply of 1.7 s). voicelat runs real turns against it
+(openai-stt -> openai chat -> openai-tts; a 2 s synthetic utterance paced in real time, 500 ms
+VAD hangover, the simulated sink playing the reply in real time: ~5 s per turn, like a short
+real exchange) as a closed loop of N sessions, in this process. Each session sends its own model names, so every exchange in the
+ground truth is tied to its session and turn.
+
+Two errors per metric and turn:
+
+- **vs truth**: voicelat's stamp minus the emulator's stamp of the write that carried the bytes
+  (taken right before the write; same CLOCK_MONOTONIC). This is the measurement error: loopback
+  delivery, the client's read and parse, and any event-loop lag. It cannot be negative.
+- **vs injected**: voicelat's duration minus the delay the emulator was told to inject. It adds
+  the request's upload and the emulator's own timer lateness (its asyncio sleeps wake ~1 ms
+  late), so it is what a user comparing against a provider's nominal figure would see.
+
+Metrics: TTFT (llm_request -> llm_first_token vs first_content_written), TTFA (tts_request ->
+tts_first_byte vs first_audio_written), STT finalization (audio end -> stt_final vs
+final_written; injected = stt_final, the upload adds to the vs-injected error), e2e
+(speech_end -> output_first_audible vs first_audio_written + the onset of the emulator's audio;
+injected: the TTS request's arrival + the injected first-audio delay + that onset).
+
+`--wire` adds the transport cases at one session, with headers written at the same moment as
+the first token (the Nagle-prone case): one TCP segment (coalesce_headers) or two, each with
+and without TCP_NODELAY on the server; the run's trust section says whether voicelat flagged
+the ~40 ms quantization.
+
+The last line is ``p99_error_ms=<worst P99 error vs truth over the metrics and session counts>``
+(the wire cases excluded: their 40 ms is the server's socket option, which is the point).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    MS,
+    Profile,
+    dist_ms,
+    fmt,
+    machine,
+    machine_line,
+    pipeline,
+    serve,
+    session_models,
+    write_fixture,
+)
+
+from voicelat.audio import first_audible_sample
+from voicelat.audio.wav import PCM
+from voicelat.emulate.content import tone_speech
+from voicelat.fixtures import load_fixtures
+from voicelat.plan import plan_turns
+from voicelat.runner import Runner
+from voicelat.schedule import Load
+from voicelat.turn import Turn
+
+METRICS = ("ttft", "ttfa", "stt_final", "e2e")
+TTS_RATE = 24000
+
+
+def _onset_ns(profile: Profile) -> int:
+    """When the first audible sample of the emulator's reply audio comes after its first byte:
+    the leading silence plus the tone's fade-in up to the onset threshold (computed from the
+    very samples the emulator sends)."""
+    pcm = tone_speech(
+        profile.reply,
+        TTS_RATE,
+        ms_per_char=profile.ms_per_char,
+        leading_silence_ms=profile.leading_silence_ms,
+    )
+    onset = first_audible_sample(PCM(pcm, TTS_RATE))
+    assert onset is not None
+    return onset * 1_000_000_000 // TTS_RATE
+
+
+def _index(truth: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Exchanges by (endpoint, model), in arrival order."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for ex in sorted(truth, key=lambda e: e["index"]):
+        if ex.get("model"):
+            out.setdefault((ex["endpoint"], ex["model"]), []).append(ex)
+    return out
+
+
+def _after(exchanges: list[dict[str, Any]], t_ns: int) -> dict[str, Any] | None:
+    """The session's first exchange received after the client sent its request at ``t_ns``
+    (a session's requests are sequential, so this is the turn's own)."""
+    for ex in exchanges:
+        got = ex["marks"].get("request_received")
+        if got is not None and got >= t_ns:
+            return ex
+    return None
+
+
+def errors_of(
+    turns: list[Turn], truth: list[dict[str, Any]], profile: Profile
+) -> dict[str, dict[str, list[int]]]:
+    """Per metric: the vs-truth and vs-injected errors (ns) of every matched measured turn."""
+    idx = _index(truth)
+    onset = _onset_ns(profile)
+    out: dict[str, dict[str, list[int]]] = {m: {"truth": [], "injected": []} for m in METRICS}
+    for t in turns:
+        if t.warmup or not t.ok:
+            continue
+        s = t.extra["session"]
+        m = {k: t.t0_ns + v for k, v in t.milestones.items()}
+        chat = _after(idx.get(("chat", f"gpt-4o-mini-s{s}"), []), m["llm_request"])
+        speech = _after(idx.get(("speech", f"gpt-4o-mini-tts-s{s}"), []), m["tts_request"])
+        fin = t.figures.get("stt_finalization_ns")
+        audio_end = m["stt_final"] - int(fin) if isinstance(fin, int | float) else None
+        stt = (
+            _after(idx.get(("transcriptions", f"gpt-4o-mini-transcribe-s{s}"), []), audio_end)
+            if audio_end is not None
+            else None
+        )
+        if chat is not None:
+            w = chat["marks"]["first_content_written"]
+            out["ttft"]["truth"].append(m["llm_first_token"] - w)
+            ttft = m["llm_first_token"] - m["llm_request"]
+            out["ttft"]["injected"].append(ttft - round(chat["injected_ms"]["ttft"][0] * MS))
+        if speech is not None:
+            w = speech["marks"]["first_audio_written"]
+            out["ttfa"]["truth"].append(m["tts_first_byte"] - w)
+            ttfa = m["tts_first_byte"] - m["tts_request"]
+            inj = round(speech["injected_ms"]["tts_first_audio"][0] * MS)
+            out["ttfa"]["injected"].append(ttfa - inj)
+            e2e_truth = w + onset - m["speech_end"]
+            out["e2e"]["truth"].append(int(t.e2e_ns or 0) - e2e_truth)
+            e2e_inj = speech["marks"]["request_received"] + inj + onset - m["speech_end"]
+            out["e2e"]["injected"].append(int(t.e2e_ns or 0) - e2e_inj)
+        if stt is not None and audio_end is not None:
+            out["stt_final"]["truth"].append(m["stt_final"] - stt["marks"]["final_written"])
+            inj = round(stt["injected_ms"]["stt_final"][0] * MS)
+            out["stt_final"]["injected"].append(m["stt_final"] - audio_end - inj)
+    return out
+
+
+def run_once(
+    sessions: int, turns_per_session: int, profile: Profile, work: Path, fixtures: Path
+) -> dict[str, Any]:
+    """One closed-loop run against a fresh emulator process; the errors and the run's health."""
+    with serve(profile, work / f"serve-{sessions}") as served:
+        p = pipeline(served.base_url)
+        fx = load_fixtures(fixtures)
+        runner = Runner(p, fx, work / f"run-{sessions}-{time.monotonic_ns()}")
+        runner.session_stages = session_models(p)
+        plan = plan_turns(
+            [f.id for f in fx], turns=sessions * turns_per_session, warmup=min(sessions, 10)
+        )
+        t0 = time.monotonic()
+        outcome = asyncio.run(runner.run(plan, load=Load(concurrency=sessions)))
+        wall = time.monotonic() - t0
+    truth = served.truth()
+    errs = errors_of(outcome.turns, truth, profile)
+    s = outcome.summary
+    measured = [t for t in outcome.turns if not t.warmup]
+    return {
+        "sessions": sessions,
+        "turns": len(measured),
+        "failed": sum(t.failed for t in measured),
+        "wall_s": round(wall, 1),
+        "errors_ms": {m: {k: dist_ms(v) for k, v in e.items()} for m, e in errs.items()},
+        "loop_lag_ms": {
+            k: s["loop_lag"].get(k) and s["loop_lag"][k] / MS for k in ("p50", "p99", "max")
+        },
+        "pacer_lag_max_ms": dist_ms(
+            [float(v) for t in measured if isinstance(v := t.figures.get("pacer_lag_max_ns"), int)]
+        ),
+        "trust": s["trust"],
+        "e2e_ms": {k: s["e2e"].get(k) and s["e2e"][k] / MS for k in ("p50", "p99")},
+        # Other work on the machine shows in every figure: quote it with them.
+        "loadavg_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def _print_run(label: str, r: dict[str, Any]) -> None:
+    lag = r["loop_lag_ms"]
+    trust = (
+        "ok"
+        if r["trust"]["trustworthy"]
+        else "FLAGGED: " + ", ".join(x["code"] for x in r["trust"]["reasons"])
+    )
+    print(
+        f"\n{label}: {r['turns']} measured turns ({r['failed']} failed) in {r['wall_s']} s; "
+        f"loop lag P99 {lag['p99'] or 0:.2f} ms, max {lag['max'] or 0:.1f} ms; "
+        f"pacer lag max P99 {r['pacer_lag_max_ms']['p99'] or 0:.2f} ms; "
+        f"load average {r['loadavg_1min']}; trust: {trust}"
+    )
+    print(
+        f"  {'metric':<10} {'n':>5}  {'vs truth P50 / P99 / max ms':<30} vs injected P50 / P99 / max ms"
+    )
+    for m in METRICS:
+        e = r["errors_ms"][m]
+        print(f"  {m:<10} {e['truth']['n']:>5}  {fmt(e['truth']):<30} {fmt(e['injected'])}")
+
+
+WIRE_CASES = (
+    ("one segment, TCP_NODELAY", {"coalesce_headers": True, "nodelay": True}),
+    ("two segments, TCP_NODELAY", {"coalesce_headers": False, "nodelay": True}),
+    ("one segment, no TCP_NODELAY", {"coalesce_headers": True, "nodelay": False}),
+    ("two segments, no TCP_NODELAY", {"coalesce_headers": False, "nodelay": False}),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sessions", default="1,10", help="session counts, comma-separated (1,10)")
+    ap.add_argument(
+        "--turns",
+        type=int,
+        default=0,
+        help="measured turns per session (default: 20 at 1 session, 3 at 10, 2 above)",
+    )
+    ap.add_argument("--wire", action="store_true", help="also the TCP segment / NODELAY cases")
+    ap.add_argument("--timer", choices=("sleep", "spin"), default="sleep", help="emulator timer")
+    ap.add_argument("--json", type=Path, help="write every figure here as JSON")
+    args = ap.parse_args(argv)
+    counts = [int(x) for x in args.sessions.split(",") if x.strip()]
+
+    print(f"voicelat accuracy bench, {time.strftime('%Y-%m-%d %H:%M')}; {machine_line()}")
+    print(f"command: python bench/accuracy.py {' '.join(sys.argv[1:] if argv is None else argv)}")
+    base = Profile(timer=args.timer)
+    print(
+        f"emulator (own process, timer={base.timer}): headers {base.headers:g} ms, TTFT "
+        f"{base.ttft:g} ms, token {base.token:g} ms, STT final {base.stt_final:g} ms, TTS first "
+        f"audio {base.tts_first_audio:g} ms, leading silence {base.leading_silence_ms:g} ms"
+    )
+    results: dict[str, Any] = {"machine": machine(), "runs": [], "wire": []}
+    worst = 0.0
+    worst_inj = 0.0
+    with tempfile.TemporaryDirectory(prefix="voicelat-accuracy-") as tmp:
+        work = Path(tmp)
+        fixtures = write_fixture(work / "fixtures")
+        for n in counts:
+            k = args.turns or (20 if n == 1 else 3 if n <= 10 else 2)
+            r = run_once(n, k, base, work, fixtures)
+            results["runs"].append(r)
+            _print_run(f"{n} session(s), closed loop", r)
+            for m in METRICS:
+                worst = max(worst, r["errors_ms"][m]["truth"]["p99"] or 0)
+                worst_inj = max(worst_inj, r["errors_ms"][m]["injected"]["p99"] or 0)
+        if args.wire:
+            print(
+                "\nTransport: headers and the first token written at the same moment (headers = TTFT)"
+            )
+            for label, wire in WIRE_CASES:
+                prof = Profile(timer=args.timer, headers=base.ttft, **wire)
+                r = run_once(1, args.turns or 12, prof, work / label.replace(" ", "_"), fixtures)
+                r["case"] = label
+                results["wire"].append(r)
+                _print_run(label, r)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print(
+        f"\nworst P99 error vs injected (incl. the emulator's timer lateness): {worst_inj:.3f} ms"
+    )
+    print(f"p99_error_ms={worst:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
