@@ -50,7 +50,16 @@ from voicelat.fixtures import Fixture, fixture_set_hash
 from voicelat.plan import PlannedTurn
 from voicelat.recorder import TurnRecorder
 from voicelat.results import TurnsWriter, write_summary
-from voicelat.runner import FRAME_MS, NullObserver, Observer, Runner, Sink, _Input
+from voicelat.runner import (
+    FRAME_MS,
+    NullObserver,
+    Observer,
+    Runner,
+    Sink,
+    _freeze_gc,
+    _Input,
+    _unfreeze_gc,
+)
 from voicelat.turn import INTERRUPTED, Turn
 
 NS_PER_S = 1_000_000_000
@@ -578,11 +587,15 @@ class LiveSession:
                     self.runner._stages[name] = stage
                 self._stages = (stt, llm, tts)
                 lag_task = asyncio.create_task(self.runner.probe_loop_lag())
+                # As the runner does once set up: what lives now is out of the collector's
+                # reach, so a full collection cannot stop the measuring loop for long.
+                _freeze_gc()
                 try:
                     await self._listen()
                 except AudioError as exc:
                     error = exc
                 finally:
+                    _unfreeze_gc()
                     await self._abandon_turns()
                     self.input.close()
                     self.output.close()

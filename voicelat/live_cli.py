@@ -485,7 +485,12 @@ def _app_class(base: Any, ptt: bool) -> Any:
         return base
     from textual.binding import Binding
 
+    # Textual finds a relative CSS_PATH beside the module that defines the class: this one
+    # lives here, so point at the base app's stylesheet explicitly.
+    css = Path(sys.modules[base.__module__].__file__ or ".").parent / str(base.CSS_PATH)
+
     class LiveApp(base):  # type: ignore[misc]
+        CSS_PATH = str(css)
         BINDINGS: ClassVar[list[Any]] = [
             *base.BINDINGS,
             Binding("space", "talk", "Talk (push-to-talk)", priority=True),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -77,6 +78,8 @@ class Live:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "voicelat", "live", "--no-tui", *args],
+            # A session of its own, as the TUI starts its child: no stray terminal signals.
+            start_new_session=True,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -107,6 +110,19 @@ class Live:
                     f"never printed {text!r} (exit {self.proc.poll()}):\n" + "\n".join(self.err)
                 )
             time.sleep(0.05)
+
+    def wait_for_out(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.out):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"never printed {text!r} on stdout (exit {self.proc.poll()}):\n"
+                    + "\n".join(self.err)
+                )
+            time.sleep(0.05)
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
 
     def key(self, keys: str) -> None:
         assert self.proc.stdin is not None
@@ -206,15 +222,14 @@ def test_a_live_turn_lands_in_the_results_and_its_recording_replays(
 ) -> None:
     fx, samples = _fixture("weather_paris")
     out = tmp_path / "live"
-    live = Live(
-        ["--turns", "1", "--warmup", "0", "--record", "--out", str(out)],
-        _stack_env(local_stack, rig),
-    )
+    live = Live(["--warmup", "0", "--record", "--out", str(out)], _stack_env(local_stack, rig))
     try:
         live.wait_for("listening")
         time.sleep(0.5)  # the microphone's first buffers are silence, as in a quiet room
         truth = rig.say(samples)
-        code = live.finish(timeout=120)
+        live.wait_for_out("live-0001", timeout=120)  # the turn's line
+        live.key("q")  # q on stdin: a graceful stop
+        code = live.finish(timeout=60)
     finally:
         live.kill()
     assert code == 0, live.stderr
@@ -341,3 +356,45 @@ def test_a_microphone_that_stops_mid_session_ends_it_cleanly(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run"]["status"] == "failed"
     assert "stopped delivering audio" in summary["live"]["error"]
+
+
+@pytest.mark.stack
+def test_the_tui_child_streams_events_and_takes_push_to_talk_as_signals(
+    local_stack: dict[str, Any], rig: AlsaRig, tmp_path: Path
+) -> None:
+    """``live --tui`` measures in a child (``live --no-tui --events jsonl``): its observer
+    calls are JSON lines on stdout and the TUI's keys reach it as signals (SIGUSR1 is the
+    push-to-talk key). This is that child, driven as the TUI drives it."""
+    fx, samples = _fixture("book_table")
+    out = tmp_path / "live"
+    args = ["--events", "jsonl", "--ptt", "--turns", "1", "--warmup", "0", "--out", str(out)]
+    live = Live(args, _stack_env(local_stack, rig))
+    try:
+        live.wait_for("listening")
+        live.signal(signal.SIGUSR1)  # press: talk
+        truth = rig.say(samples)
+        rig.wait_said(truth)
+        live.signal(signal.SIGUSR1)  # press again: the turn is over
+        code = live.finish(timeout=120)
+    finally:
+        live.kill()
+    assert code == 0, live.stderr
+    events = [json.loads(line) for line in live.out if line.strip()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "turn_started" and kinds[-2:] == ["turn_finished", "summary"]
+    # announced again at the endpoint, once speech_end (the timeline's zero) is known
+    starts = [e for e in events if e["event"] == "turn_started"]
+    assert [s["speech_end_ns"] is None for s in starts] == [True, False]
+    after = kinds[kinds.index("turn_started", 1) + 1]
+    assert after == "milestone" and events[kinds.index("turn_started", 1) + 1]["name"] == "endpoint"
+    turn = events[kinds.index("turn_finished")]["turn"]
+    assert not turn["failed"], turn["failure"]
+    assert starts[1]["speech_end_ns"] == turn["milestones_ns"]["speech_end"]
+    # push-to-talk: speech_end is the VAD's, the endpoint the second press, which came when
+    # the clip (with its trailing silence) had been said
+    m = turn["milestones_ns"]
+    spoken_end = truth["start_ns"] + fx.speech_end_ms * NS_PER_MS
+    assert abs(turn["t0_ns"] + m["speech_end"] - spoken_end) < 150 * NS_PER_MS
+    released = truth["end_ns"] - (turn["t0_ns"] + m["endpoint"])
+    assert -20 * NS_PER_MS < released < 200 * NS_PER_MS
+    assert json.loads((out / "summary.json").read_text())["live"]["ptt"] is True
