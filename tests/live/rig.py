@@ -59,6 +59,25 @@ pcm.vlspeaker {{
 }}
 """
 
+#: The unpaced devices: a file-fed microphone and a null speaker, no FIFO, no pacing.
+UNPACED_ASOUNDRC = """\
+pcm.!default {{
+  type asym
+  capture.pcm "vlmic"
+  playback.pcm "vlspeaker"
+}}
+pcm.vlmic {{
+  type file
+  slave.pcm "null"
+  file "/dev/null"
+  infile "{mic_file}"
+  format "raw"
+}}
+pcm.vlspeaker {{
+  type null
+}}
+"""
+
 #: A PortAudio configuration with no usable device at all (its only PCM has no slave).
 NO_DEVICE_ASOUNDRC = """\
 pcm.!default {
@@ -79,7 +98,21 @@ def _sleep_until(t_ns: int) -> int:
 class AlsaRig:
     """The FIFO-backed default ALSA device; use as a context manager."""
 
-    def __init__(self, root: Path, *, mic_rate: int = 44100, speaker_rate: int = 22050) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        mic_rate: int = 44100,
+        speaker_rate: int = 22050,
+        paced: bool = True,
+        null_speaker: bool = False,
+    ) -> None:
+        """``paced=False``: the plain ALSA file/null devices, as LOCAL_ENGINES.md measured them
+        (the microphone reads a regular file of silence, the speaker is ``null``): they run
+        as fast as they are read, which live mode must refuse. ``null_speaker``: a paced
+        microphone but the unpaced ``null`` speaker."""
+        self.paced = paced
+        self.null_speaker = null_speaker
         self.root = root
         self.home = root / "home"
         self.mic_rate = mic_rate
@@ -112,9 +145,15 @@ class AlsaRig:
 
     def __enter__(self) -> AlsaRig:
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / ".asoundrc").write_text(
-            ASOUNDRC.format(mic_fifo=self.mic_fifo, spk_fifo=self.spk_fifo)
-        )
+        if not self.paced:
+            silence = self.root / "silence.raw"
+            silence.write_bytes(bytes(2 * self.mic_rate * 10))
+            (self.home / ".asoundrc").write_text(UNPACED_ASOUNDRC.format(mic_file=silence))
+            return self
+        conf = ASOUNDRC.format(mic_fifo=self.mic_fifo, spk_fifo=self.spk_fifo)
+        if self.null_speaker:
+            conf = conf.split("pcm.vlspeaker {")[0] + "pcm.vlspeaker {\n  type null\n}\n"
+        (self.home / ".asoundrc").write_text(conf)
         for fifo in (self.mic_fifo, self.spk_fifo):
             with contextlib.suppress(FileNotFoundError):
                 fifo.unlink()

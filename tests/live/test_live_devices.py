@@ -398,3 +398,43 @@ def test_the_tui_child_streams_events_and_takes_push_to_talk_as_signals(
     released = truth["end_ns"] - (turn["t0_ns"] + m["endpoint"])
     assert -20 * NS_PER_MS < released < 200 * NS_PER_MS
     assert json.loads((out / "summary.json").read_text())["live"]["ptt"] is True
+
+
+@pytest.mark.stack
+def test_an_unpaced_file_or_null_device_is_refused_not_measured(
+    local_stack: dict[str, Any], tmp_path: Path
+) -> None:
+    """ALSA's file and null devices deliver and take audio as fast as they are asked:
+    timestamps from them would be nonsense, so live mode stops with one line."""
+    with AlsaRig(tmp_path / "rig", paced=False) as unpaced:
+        out = tmp_path / "live"
+        live = Live(["--out", str(out)], _stack_env(local_stack, unpaced))
+        try:
+            code = live.finish(timeout=120)
+        finally:
+            live.kill()
+    assert code == 2, live.stderr
+    last = live.err[-1]
+    assert last.startswith("voicelat: error: input device") and "faster than real time" in last
+    assert "Traceback" not in live.stderr
+    assert json.loads((out / "summary.json").read_text())["run"]["status"] == "failed"
+
+
+@pytest.mark.stack
+def test_an_unpaced_speaker_is_refused_at_the_first_reply(
+    local_stack: dict[str, Any], tmp_path: Path
+) -> None:
+    _, samples = _fixture("call_mom")
+    with AlsaRig(tmp_path / "rig", mic_rate=MIC_RATE, null_speaker=True) as rig:
+        out = tmp_path / "live"
+        live = Live(["--out", str(out)], _stack_env(local_stack, rig))
+        try:
+            live.wait_for("listening")
+            rig.say(samples)
+            code = live.finish(timeout=120)
+        finally:
+            live.kill()
+    assert code == 2, live.stderr
+    last = live.err[-1]
+    assert last.startswith("voicelat: error: output device") and "faster than real time" in last
+    assert "Traceback" not in live.stderr

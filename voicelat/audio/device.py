@@ -619,6 +619,8 @@ class OutputDevice:
         self._sink: DeviceSink | None = None
         self._zeros = b""
         self._queue_end_ns = 0
+        self._first_ns: int | None = None
+        self._pulled = 0
         self._closing = False
         self.error: str | None = None
         self.underflows = 0
@@ -648,6 +650,8 @@ class OutputDevice:
             self.latency_ns = round(float(stream.latency) * NS_PER_S)
             self.rate = rate
             self._queue_end_ns = 0
+            self._first_ns = None
+            self._pulled = 0
             self._stream = stream
             stream.start()
         except (_portaudio_error(self.sd), ValueError) as exc:
@@ -694,6 +698,21 @@ class OutputDevice:
         n = len(outdata)
         if len(self._zeros) < n:
             self._zeros = bytes(n)
+        if self._first_ns is None:
+            self._first_ns = t
+        self._pulled += frames
+        if self._pulled > (t - self._first_ns) * rate // NS_PER_S + RUNAWAY_S * rate:
+            # An unpaced device (ALSA null/file) would spin this thread flat out.
+            outdata[:] = self._zeros[:n]
+            self.error = (
+                f"output device {self.info.label} plays audio faster than real time (an ALSA "
+                "null or file device is not paced): live mode needs a real-time device; "
+                f"{NO_DEVICE_HINT}"
+            )
+            sink = self._sink
+            if sink is not None:
+                sink._device_failed()
+            raise self.sd.CallbackAbort
         sink = self._sink
         if sink is None:
             outdata[:] = self._zeros[:n]
