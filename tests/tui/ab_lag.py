@@ -4,7 +4,8 @@
 
 Runs ``voicelat run`` on the embedded stack, interleaved so drift hits every mode alike:
 
-* ``no-tui``: ``voicelat run --no-tui`` with stdout to a file;
+* ``no-tui``: ``voicelat run --no-tui`` with stdout to a file (voicelat of ``--new REV``,
+  default HEAD, extracted with ``git archive``);
 * ``tui``: ``voicelat run --tui`` in a detached tmux session at 120x40; ``q`` is sent once the
   run's summary says complete (the app stays open until then, as a user would leave it);
 * ``old-tui`` (with ``--old REV``): the same, with the voicelat of git revision REV (the
@@ -58,7 +59,11 @@ def run_in_tmux(cmd: list[str], cwd: Path, out: Path, env: dict[str, str]) -> in
     session = f"voicelat-ab-{os.getpid()}-{out.name}"
     rc_file = out.parent / f"{out.name}.rc"
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    script = f"cd {shlex.quote(str(cwd))} && env {exports} {shlex.join(cmd)}; echo $? > {rc_file}"
+    # COLUMNS/LINES dropped: inherited from a non-terminal parent they would override the pane.
+    script = (
+        f"cd {shlex.quote(str(cwd))} && env -u COLUMNS -u LINES {exports} {shlex.join(cmd)}; "
+        f"echo $? > {rc_file}"
+    )
     # A tmux server of our own (-L): nobody else's sessions or options can resize ours.
     tmux = ["tmux", "-L", session]
     subprocess.run(
@@ -66,10 +71,15 @@ def run_in_tmux(cmd: list[str], cwd: Path, out: Path, env: dict[str, str]) -> in
     )
     try:
         deadline = time.monotonic() + 900
-        while not _complete(out) and not rc_file.exists():
+        shot = ""
+        # The app stays open after the run ended (complete or failed) until q.
+        while not _complete(out) and not rc_file.exists() and " · failed" not in shot:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{session}: no complete summary in 15 min")
             time.sleep(1)
+            shot = subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
+            ).stdout
         time.sleep(1)  # let the app show the end, as a user would see it
         shot = subprocess.run(
             [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
@@ -83,6 +93,18 @@ def run_in_tmux(cmd: list[str], cwd: Path, out: Path, env: dict[str, str]) -> in
         return int(rc_file.read_text().strip() or "-1")
     finally:
         subprocess.run([*tmux, "kill-server"], check=False, capture_output=True)
+
+
+def wait_for_quiet(max_load: float, timeout: float = 180) -> float:
+    """Wait (up to ``timeout`` s) until the 1-minute load average is below ``max_load``.
+
+    The machine is shared: another session's tests or servers on the same cores show up as
+    loop lag in whichever mode happens to run then. Returns the load the run starts at.
+    """
+    deadline = time.monotonic() + timeout
+    while (load := os.getloadavg()[0]) >= max_load and time.monotonic() < deadline:
+        time.sleep(5)
+    return load
 
 
 def extract(rev: str, dest: Path) -> Path:
@@ -103,8 +125,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--turns", type=int, default=5)
+    p.add_argument("--new", metavar="REV", default="HEAD", help="the revision to measure")
     p.add_argument("--old", metavar="REV", help="also measure the TUI of this git revision")
     p.add_argument("--out", type=Path, default=Path("/tmp/voicelat-ab"))
+    p.add_argument(
+        "--max-load", type=float, default=1.0, help="wait for a 1-min load below this per run"
+    )
     a = p.parse_args()
     if a.out.exists():
         shutil.rmtree(a.out)
@@ -112,19 +138,22 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k.startswith("VOICELAT_")}
     common = ["-p", str(ROOT / "pipelines" / "local.toml"), "-f", str(ROOT / "fixtures")]
     common += ["--turns", str(a.turns)]
-    trees = {"no-tui": ROOT, "tui": ROOT}
+    # A snapshot, not the working tree: a half-saved edit elsewhere must not break a run.
+    new = extract(a.new, a.out / "new-src")
+    trees = {"no-tui": new, "tui": new}
     if a.old:
         trees["old-tui"] = extract(a.old, a.out / "old-src")
     rows: list[dict[str, Any]] = []
     for i in range(1, a.runs + 1):
         for mode, tree in trees.items():
             out = a.out / f"{mode}-{i}"
+            load = wait_for_quiet(a.max_load)
             cmd = [sys.executable, "-m", "voicelat", "run", *common, "--out", str(out)]
             if mode == "no-tui":
                 rc = run_plain([*cmd, "--no-tui"], tree, out)
             else:
                 rc = run_in_tmux([*cmd, "--tui"], tree, out, env)
-            turns = _turns(out)
+            turns = _turns(out) if (out / "turns.jsonl").exists() else []
             loop = [t["figures"].get("loop_lag_max_ns") or 0 for t in turns]
             pacer = [t["figures"].get("pacer_lag_max_ns") or 0 for t in turns]
             row = {
@@ -132,19 +161,22 @@ def main() -> int:
                 "run": i,
                 "rc": rc,
                 "turns": len(turns),
-                "loop_lag_max_ms": max(loop) / MS,
-                "pacer_lag_max_ms": max(pacer) / MS,
+                "load_before": round(load, 2),
+                "load_after": round(os.getloadavg()[0], 2),
+                "loop_lag_max_ms": max(loop, default=0) / MS,
+                "pacer_lag_max_ms": max(pacer, default=0) / MS,
                 "loop_lag_per_turn_ms": [round(v / MS, 1) for v in loop],
                 "pacer_lag_per_turn_ms": [round(v / MS, 1) for v in pacer],
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
     (a.out / "ab.json").write_text(json.dumps(rows, indent=1))
-    print("\n| mode | run | exit | turns | loop lag max ms | pacer lag max ms |")
-    print("|---|---|---|---|---|---|")
+    print("\n| mode | run | exit | turns | load 1 min | loop lag max ms | pacer lag max ms |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['mode']} | {r['run']} | {r['rc']} | {r['turns']} | "
+            f"{r['load_before']:.2f}-{r['load_after']:.2f} | "
             f"{r['loop_lag_max_ms']:.1f} | {r['pacer_lag_max_ms']:.1f} |"
         )
     return 0
