@@ -109,6 +109,17 @@ def _after(exchanges: list[dict[str, Any]], t_ns: int) -> dict[str, Any] | None:
     return None
 
 
+def _scheduled_ns(ex: dict[str, Any], mark: str, key: str) -> int:
+    """The delay the emulator was asked to apply before ``mark``: its own schedule for the mark
+    (from the request's arrival, t0 of every injected delay), which also applies the
+    emulator's rules (first audio never before the headers, STT final not before the last
+    delta); the drawn value when no schedule was kept."""
+    at = ex.get("scheduled_ns", {}).get(mark)
+    if at is not None:
+        return int(at - ex["marks"]["request_received"])
+    return round(ex["injected_ms"][key][0] * MS)
+
+
 def errors_of(
     turns: list[Turn], truth: list[dict[str, Any]], profile: Profile
 ) -> dict[str, dict[str, list[int]]]:
@@ -134,12 +145,13 @@ def errors_of(
             w = chat["marks"]["first_content_written"]
             out["ttft"]["truth"].append(m["llm_first_token"] - w)
             ttft = m["llm_first_token"] - m["llm_request"]
-            out["ttft"]["injected"].append(ttft - round(chat["injected_ms"]["ttft"][0] * MS))
+            inj = _scheduled_ns(chat, "first_content_written", "ttft")
+            out["ttft"]["injected"].append(ttft - inj)
         if speech is not None:
             w = speech["marks"]["first_audio_written"]
             out["ttfa"]["truth"].append(m["tts_first_byte"] - w)
             ttfa = m["tts_first_byte"] - m["tts_request"]
-            inj = round(speech["injected_ms"]["tts_first_audio"][0] * MS)
+            inj = _scheduled_ns(speech, "first_audio_written", "tts_first_audio")
             out["ttfa"]["injected"].append(ttfa - inj)
             e2e_truth = w + onset - m["speech_end"]
             out["e2e"]["truth"].append(int(t.e2e_ns or 0) - e2e_truth)
@@ -147,7 +159,7 @@ def errors_of(
             out["e2e"]["injected"].append(int(t.e2e_ns or 0) - e2e_inj)
         if stt is not None and audio_end is not None:
             out["stt_final"]["truth"].append(m["stt_final"] - stt["marks"]["final_written"])
-            inj = round(stt["injected_ms"]["stt_final"][0] * MS)
+            inj = _scheduled_ns(stt, "final_written", "stt_final")
             out["stt_final"]["injected"].append(m["stt_final"] - audio_end - inj)
     return out
 
@@ -219,6 +231,69 @@ WIRE_CASES = (
 )
 
 
+async def _back_to_back(base_url: str, n: int, idle_s: float) -> list[dict[str, int]]:
+    """``n`` streamed chat requests on one warm connection, each ``idle_s`` after the previous
+    stream ended (as an agent's follow-up requests go): per request, the client's stamps of the
+    request, the response headers and the first content token."""
+    from voicelat.events import Delta, RequestSent, Span
+    from voicelat.stages.base import load_stage_class
+
+    table = dict(pipeline(base_url).llm)
+    out: list[dict[str, int]] = []
+    async with load_stage_class("openai", "llm")(table) as llm:
+        for i in range(n):
+            await asyncio.sleep(idle_s)
+            llm.model = f"gpt-4o-mini-w{i}"  # ties each request to its exchange in the truth
+            got: dict[str, int] = {"i": i}
+            async for ev in llm.complete("What's the weather like today?"):
+                if isinstance(ev, RequestSent):
+                    got["request"] = ev.t_ns
+                elif isinstance(ev, Span) and ev.name == "response_headers":
+                    got["headers"] = ev.end_ns
+                elif isinstance(ev, Delta) and ev.content and "token" not in got:
+                    got["token"] = ev.t_ns
+            out.append(got)
+    return out
+
+
+def wire_case(
+    label: str, wire: dict[str, bool], n: int, idle_s: float, work: Path
+) -> dict[str, Any]:
+    """TTFT accuracy when the headers and the first token leave together (one TCP segment) or
+    as two writes at the same instant, with and without TCP_NODELAY on the server, and whether
+    voicelat's ~40 ms check flags the gaps between the headers and the first token."""
+    from voicelat.diagnostics import quantized_near_40ms
+
+    base = Profile()
+    prof = Profile(headers=base.ttft, **wire)  # headers = TTFT: both writes at one instant
+    name = f"{label}-{idle_s}".replace(" ", "_").replace(",", "")
+    with serve(prof, work / name) as served:
+        got = asyncio.run(_back_to_back(served.base_url, n, idle_s))
+    truth = {ex["model"]: ex for ex in served.truth() if ex["endpoint"] == "chat"}
+    vs_truth: list[int] = []
+    vs_inj: list[int] = []
+    gaps: list[int] = []
+    for g in got[1:]:  # the first request follows the warm-up after an idle connection
+        ex = truth.get(f"gpt-4o-mini-w{g['i']}")
+        if ex is None or "token" not in g:
+            continue
+        vs_truth.append(g["token"] - ex["marks"]["first_content_written"])
+        inj = _scheduled_ns(ex, "first_content_written", "ttft")
+        vs_inj.append(g["token"] - g["request"] - inj)
+        if "headers" in g:
+            gaps.append(g["token"] - g["headers"])
+    flagged = quantized_near_40ms(gaps)
+    return {
+        "case": label,
+        "idle_ms": idle_s * 1000,
+        "n": len(vs_truth),
+        "ttft_vs_truth_ms": dist_ms(vs_truth),
+        "ttft_vs_injected_ms": dist_ms(vs_inj),
+        "header_to_token_gap_ms": dist_ms(gaps),
+        "flagged_40ms": flagged is not None,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sessions", default="1,10", help="session counts, comma-separated (1,10)")
@@ -258,14 +333,23 @@ def main(argv: list[str] | None = None) -> int:
                 worst_inj = max(worst_inj, r["errors_ms"][m]["injected"]["p99"] or 0)
         if args.wire:
             print(
-                "\nTransport: headers and the first token written at the same moment (headers = TTFT)"
+                "\nTransport: headers and the first token written at one instant (headers = TTFT "
+                "= 120 ms),\nchat requests back to back on one warm connection (LLM stage alone)"
             )
-            for label, wire in WIRE_CASES:
-                prof = Profile(timer=args.timer, headers=base.ttft, **wire)
-                r = run_once(1, args.turns or 12, prof, work / label.replace(" ", "_"), fixtures)
-                r["case"] = label
-                results["wire"].append(r)
-                _print_run(label, r)
+            print(
+                f"  {'case':<30} {'idle':>6}  {'n':>3}  {'TTFT vs truth ms':<22} "
+                f"{'vs injected ms':<22} {'headers->token ms':<22} 40 ms flag"
+            )
+            for idle in (0.01, 0.5):
+                for label, wire in WIRE_CASES:
+                    w = wire_case(label, wire, 21, idle, work)
+                    results["wire"].append(w)
+                    print(
+                        f"  {label:<30} {w['idle_ms']:>4.0f}ms  {w['n']:>3}  "
+                        f"{fmt(w['ttft_vs_truth_ms']):<22} {fmt(w['ttft_vs_injected_ms']):<22} "
+                        f"{fmt(w['header_to_token_gap_ms']):<22} "
+                        f"{'FLAGGED' if w['flagged_40ms'] else '-'}"
+                    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(

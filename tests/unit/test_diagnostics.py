@@ -54,7 +54,7 @@ def test_too_few_or_too_spread_gaps_near_40ms_are_not_flagged() -> None:
     # a minority near 40 ms among ordinary gaps
     assert quantized_near_40ms([40 * MS] * 3 + [100 * MS] * 7) is None
     # a model whose prefill varies across 36..46 ms: not a timer's quantum
-    spread = [36 * MS, 37 * MS, 39 * MS, 41 * MS, 43 * MS, 45 * MS, 46 * MS]
+    spread = [35 * MS, 37 * MS, 40 * MS, 42 * MS, 45 * MS, 47 * MS, 50 * MS]
     assert quantized_near_40ms(spread) is None
 
 
