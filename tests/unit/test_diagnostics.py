@@ -53,7 +53,7 @@ def test_too_few_or_too_spread_gaps_near_40ms_are_not_flagged() -> None:
     assert quantized_near_40ms([40 * MS, 40 * MS, 120 * MS]) is None
     # a minority near 40 ms among ordinary gaps
     assert quantized_near_40ms([40 * MS] * 3 + [100 * MS] * 7) is None
-    # a model whose prefill varies across 36..46 ms: not a timer's quantum
+    # a model whose prefill varies across 35..50 ms: not a timer's quantum
     spread = [35 * MS, 37 * MS, 40 * MS, 42 * MS, 45 * MS, 47 * MS, 50 * MS]
     assert quantized_near_40ms(spread) is None
 
