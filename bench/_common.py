@@ -247,3 +247,33 @@ def fmt(d: Mapping[str, Any]) -> str:
 
 def now_stamp() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+# -- the embedded local stack on ports of the benches' own --------------------------------------
+BENCH_STACK_PORTS = {
+    "VOICELAT_STT_PORT": "10331",
+    "VOICELAT_TTS_PORT": "10231",
+    "VOICELAT_LLM_PORT": "8131",
+}
+
+
+@contextlib.contextmanager
+def local_stack(state_dir: Path) -> Iterator[dict[str, str]]:
+    """The three real servers (whisper, llama, piper) on the benches' ports, started and warmed by
+    voicelat's own stack manager (reusing healthy ones); stops only what it started."""
+    from voicelat.stack import LocalStack, StackConfig
+
+    env = {**BENCH_STACK_PORTS, "VOICELAT_STATE_DIR": str(state_dir)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    stack = LocalStack(StackConfig())
+    try:
+        stack.up(progress=lambda p: print(f"  stack: {p}", file=sys.stderr, flush=True))
+        yield env
+    finally:
+        stack.release()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
