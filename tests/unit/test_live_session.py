@@ -385,6 +385,26 @@ def test_stopping_keeps_finished_turns_and_drops_the_one_in_flight(tmp_path: Pat
     assert summary["run"]["planned_turns"] == 2 and summary["counts"]["turns"] == 1
 
 
+def test_ctrl_c_keeps_finished_turns_and_writes_the_summary(tmp_path: Path) -> None:
+    box: list[LiveSession] = []
+    session, _, _ = session_for(tmp_path, [tone(0.4), lambda: len(box[0].turns) == 1, tone(0.3)])
+    box.append(session)
+
+    async def main() -> None:
+        task = asyncio.create_task(session.run())
+        while not session.turns or session.segmenter.state != "listening":
+            await asyncio.sleep(0.02)  # the first turn is done, the second one listening
+        task.cancel()  # what asyncio.run does on Ctrl-C
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["run"]["status"] == "interrupted"
+    assert summary["counts"]["turns"] == 1
+    assert len((tmp_path / "out" / "turns.jsonl").read_text().splitlines()) == 1
+
+
 def test_a_device_that_fails_mid_session_ends_it_with_one_line_and_keeps_the_turns(
     tmp_path: Path,
 ) -> None:
