@@ -58,6 +58,13 @@ def _count(value: str) -> int:
     return n
 
 
+def _positive(value: str) -> int:
+    n = _count(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return n
+
+
 def add_live_arguments(live: argparse.ArgumentParser) -> None:
     """The options of ``voicelat live`` (also rebuilt to forward them to the TUI's child)."""
     live.add_argument(
@@ -75,7 +82,7 @@ def add_live_arguments(live: argparse.ArgumentParser) -> None:
     )
     live.add_argument(
         "--input-rate",
-        type=int,
+        type=_positive,
         metavar="HZ",
         help="capture rate (default: the input device's default rate; resampled for STT)",
     )
@@ -119,7 +126,7 @@ def add_live_arguments(live: argparse.ArgumentParser) -> None:
         help="first turns that warm the servers up, kept apart from the headline (default 1)",
     )
     live.add_argument(
-        "--turns", "-n", type=_count, help="stop after this many finished turns (default: q)"
+        "--turns", "-n", type=_positive, help="stop after this many finished turns (default: q)"
     )
     live.add_argument(
         "--out", "-o", type=Path, help="results directory (default: runs/<time>-<pipeline>-live)"

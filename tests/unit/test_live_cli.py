@@ -142,3 +142,17 @@ def test_the_childs_stop_is_sigusr2_and_its_talk_key_sigusr1() -> None:
     child.request_stop()
     assert child.wait(20)
     assert child.exit_code == 0 and child.status == "complete"
+
+
+def test_bad_counts_and_rates_are_usage_errors_before_any_device_is_touched() -> None:
+    from tests.helpers import voicelat
+
+    for args, message in (
+        (["--turns", "0"], "--turns/-n: 0 must be at least 1"),
+        (["--input-rate", "-5"], "--input-rate: -5 cannot be negative"),
+        (["--latency", "soon"], "'soon' is not low, high or a number of seconds"),
+    ):
+        proc = voicelat("live", *args, timeout=60)
+        assert proc.returncode == 2
+        (line,) = proc.stderr.strip().splitlines()
+        assert message in line
