@@ -70,6 +70,7 @@ def summary_table(summary: Mapping[str, Any], run_dir: str | None = None) -> str
     lines.append(
         f"turns: {c.get('turns', 0)} run, {c.get('headline', 0)} in the headline, "
         f"{c.get('warmup', 0)} warm-up and {c.get('cold', 0)} cold excluded, {c.get('failed', 0)} failed"
+        + (f", {c['interrupted']} interrupted (barge-in)" if c.get("interrupted") else "")
     )
     for f in summary.get("failures", [])[:5]:
         lines.append(f"  failed x{f['count']}: {f['reason']}")
