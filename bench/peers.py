@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             wb_tts_raw, wb_tts = wyoming_bench_tts(exe, tts_server, min(args.rounds, 8))
             vl_tts = {
                 mode: asyncio.run(
-                    voicelat_tts(cfg.tts_url, min(args.rounds, 5), mode == "streaming")
+                    voicelat_tts(cfg.tts_url, min(args.rounds, 8), mode == "streaming")
                 )
                 for mode in ("non_streaming", "streaming")
             }
