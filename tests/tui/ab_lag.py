@@ -8,6 +8,8 @@ Runs ``voicelat run`` on the embedded stack, interleaved so drift hits every mod
   default HEAD, extracted with ``git archive``);
 * ``tui``: ``voicelat run --tui`` in a detached tmux session at 120x40; ``q`` is sent once the
   run's summary says complete (the app stays open until then, as a user would leave it);
+* ``tui-nice0`` (with ``--nice0``): the same with ``VOICELAT_TUI_NICE=0`` (the TUI process
+  keeps its priority);
 * ``old-tui`` (with ``--old REV``): the same, with the voicelat of git revision REV (the
   in-process TUI, measuring on a thread of the UI's process), extracted with ``git archive``.
 
@@ -131,6 +133,9 @@ def main() -> int:
     p.add_argument("--turns", type=int, default=5)
     p.add_argument("--new", metavar="REV", default="HEAD", help="the revision to measure")
     p.add_argument("--old", metavar="REV", help="also measure the TUI of this git revision")
+    p.add_argument(
+        "--nice0", action="store_true", help="also measure the TUI with VOICELAT_TUI_NICE=0"
+    )
     p.add_argument("--out", type=Path, default=Path("/tmp/voicelat-ab"))
     p.add_argument(
         "--max-load", type=float, default=1.0, help="wait for a 1-min load below this per run"
@@ -144,19 +149,22 @@ def main() -> int:
     common += ["--turns", str(a.turns)]
     # A snapshot, not the working tree: a half-saved edit elsewhere must not break a run.
     new = extract(a.new, a.out / "new-src")
-    trees = {"no-tui": new, "tui": new}
+    # mode -> (source tree, extra environment)
+    trees: dict[str, tuple[Path, dict[str, str]]] = {"no-tui": (new, {}), "tui": (new, {})}
+    if a.nice0:
+        trees["tui-nice0"] = (new, {"VOICELAT_TUI_NICE": "0"})
     if a.old:
-        trees["old-tui"] = extract(a.old, a.out / "old-src")
+        trees["old-tui"] = (extract(a.old, a.out / "old-src"), {})
     rows: list[dict[str, Any]] = []
     for i in range(1, a.runs + 1):
-        for mode, tree in trees.items():
+        for mode, (tree, extra) in trees.items():
             out = a.out / f"{mode}-{i}"
             load = wait_for_quiet(a.max_load)
             cmd = [sys.executable, "-m", "voicelat", "run", *common, "--out", str(out)]
             if mode == "no-tui":
                 rc = run_plain([*cmd, "--no-tui"], tree, out)
             else:
-                rc = run_in_tmux([*cmd, "--tui"], tree, out, env)
+                rc = run_in_tmux([*cmd, "--tui"], tree, out, {**env, **extra})
             turns = _turns(out) if (out / "turns.jsonl").exists() else []
             loop = [t["figures"].get("loop_lag_max_ns") or 0 for t in turns]
             pacer = [t["figures"].get("pacer_lag_max_ns") or 0 for t in turns]

@@ -24,7 +24,7 @@ from voicelat.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.fixtures import Fixture
 from voicelat.results import load_run
 from voicelat.tui.app import VoicelatApp
-from voicelat.tui.live import ChildRun, child_command, run_with_tui, want_tui
+from voicelat.tui.live import NICE_ENV, ChildRun, child_command, run_with_tui, tui_nice, want_tui
 from voicelat.tui.model import RunEnded, RunEvent, SetupLine, TurnFinished, TurnStarted
 from voicelat.tui.protocol import decode
 
@@ -39,6 +39,13 @@ SIZE = (120, 40)
 def replay(*extra: str, events: Path = EVENTS) -> list[str]:
     """The stand-in child's command line."""
     return [sys.executable, str(REPLAY), str(events), *extra]
+
+
+@pytest.fixture(autouse=True)
+def _keep_pytest_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_with_tui lowers its own process's CPU priority: not pytest's, for the whole session
+    (and every server started after it)."""
+    monkeypatch.setenv(NICE_ENV, "0")
 
 
 def _drain(run: ChildRun) -> list[RunEvent]:
@@ -191,6 +198,33 @@ def test_stopping_sends_sigint_once_and_the_child_keeps_its_results(tmp_path: Pa
     )
     assert run.exit_code == EXIT_INTERRUPTED
     assert run.summary_path == out / "summary.json" and run.summary_path.exists()
+
+
+def test_the_tui_process_steps_back_once_the_child_runs() -> None:
+    # In a process of its own: a niceness cannot be lowered again without privileges.
+    code = (
+        "import os, sys\n"
+        "from voicelat.tui.live import ChildRun\n"
+        "before = os.nice(0)\n"
+        "run = ChildRun([sys.executable, '-c', 'import os, sys; print(os.nice(0), file=sys.stderr)'],"
+        " nice=7)\n"
+        "run.start(); assert run.wait(30)\n"
+        "print(before, os.nice(0), run.stderr_tail[-1])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    before, after, child = map(int, proc.stdout.split())
+    assert after == min(before + 7, 19) and child == before, proc.stderr
+
+
+def test_the_tuis_niceness_can_be_set_or_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(NICE_ENV)
+    assert tui_nice() == 10
+    monkeypatch.setenv(NICE_ENV, "0")
+    assert tui_nice() == 0
+    monkeypatch.setenv(NICE_ENV, "lots")
+    assert tui_nice() == 10
 
 
 # -- run_with_tui: the app in front of a child ------------------------------------------------------
