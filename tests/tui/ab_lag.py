@@ -8,6 +8,8 @@ Runs ``voicelat run`` on the embedded stack, interleaved so drift hits every mod
   default HEAD, extracted with ``git archive``);
 * ``tui``: ``voicelat run --tui`` in a detached tmux session at 120x40; ``q`` is sent once the
   run's summary says complete (the app stays open until then, as a user would leave it);
+* ``events`` (with ``--events``): the measuring child alone, ``voicelat run --no-tui --events
+  jsonl`` with its event lines going to a file (what the event stream costs, without a TUI);
 * ``tui-nice0`` (with ``--nice0``): the same with ``VOICELAT_TUI_NICE=0`` (the TUI process
   keeps its priority);
 * ``old-tui`` (with ``--old REV``): the same, with the voicelat of git revision REV (the
@@ -60,8 +62,31 @@ def run_plain(cmd: list[str], cwd: Path, out: Path) -> int:
         return subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT).returncode
 
 
-def run_in_tmux(cmd: list[str], cwd: Path, out: Path, env: dict[str, str]) -> int:
-    """``voicelat run --tui`` in a 120x40 tmux session; ``q`` once the run completed."""
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+def run_in_tmux(
+    cmd: list[str], cwd: Path, out: Path, env: dict[str, str], cpu: dict[str, float]
+) -> int:
+    """``voicelat run --tui`` in a 120x40 tmux session; ``q`` once the run completed.
+
+    ``cpu`` gets the CPU seconds of the TUI process, the measuring child (when there is one)
+    and the tmux server (the terminal that draws the screen), sampled before ``q``.
+    """
     session = f"voicelat-ab-{os.getpid()}-{out.name}"
     rc_file = out.parent / f"{out.name}.rc"
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -78,15 +103,28 @@ def run_in_tmux(cmd: list[str], cwd: Path, out: Path, env: dict[str, str]) -> in
     try:
         deadline = time.monotonic() + 900
         shot = ""
-        # The app stays open after the run ended (complete or failed) until q.
+        polls = 0
+        # The app stays open after the run ended (complete or failed) until q. The screen is
+        # read only every 10 s: reading it costs the tmux server CPU on the cores measured.
         while not _complete(out) and not rc_file.exists() and not FAILED.search(shot):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{session}: no complete summary in 15 min")
             time.sleep(1)
-            shot = subprocess.run(
-                [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
-            ).stdout
+            polls += 1
+            if polls % 10 == 0:
+                shot = subprocess.run(
+                    [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ).stdout
         time.sleep(1)  # let the app show the end, as a user would see it
+        server = subprocess.run(
+            [*tmux, "display-message", "-p", "#{pid} #{pane_pid}"], capture_output=True, text=True
+        ).stdout.split()
+        if len(server) == 2:
+            cpu["tmux"] = _cpu_s(int(server[0]))
+            for tui in _children(int(server[1])):  # the shell's child: voicelat --tui
+                cpu["tui"] = _cpu_s(tui)
+                for child in _children(tui):
+                    cpu["child"] = _cpu_s(child)
         shot = subprocess.run(
             [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
         ).stdout
@@ -136,6 +174,11 @@ def main() -> int:
     p.add_argument(
         "--nice0", action="store_true", help="also measure the TUI with VOICELAT_TUI_NICE=0"
     )
+    p.add_argument(
+        "--events",
+        action="store_true",
+        help="also measure the child alone: --no-tui --events jsonl, stdout to a file",
+    )
     p.add_argument("--out", type=Path, default=Path("/tmp/voicelat-ab"))
     p.add_argument(
         "--max-load", type=float, default=1.0, help="wait for a 1-min load below this per run"
@@ -150,7 +193,10 @@ def main() -> int:
     # A snapshot, not the working tree: a half-saved edit elsewhere must not break a run.
     new = extract(a.new, a.out / "new-src")
     # mode -> (source tree, extra environment)
-    trees: dict[str, tuple[Path, dict[str, str]]] = {"no-tui": (new, {}), "tui": (new, {})}
+    trees: dict[str, tuple[Path, dict[str, str]]] = {"no-tui": (new, {})}
+    if a.events:
+        trees["events"] = (new, {})
+    trees["tui"] = (new, {})
     if a.nice0:
         trees["tui-nice0"] = (new, {"VOICELAT_TUI_NICE": "0"})
     if a.old:
@@ -161,10 +207,13 @@ def main() -> int:
             out = a.out / f"{mode}-{i}"
             load = wait_for_quiet(a.max_load)
             cmd = [sys.executable, "-m", "voicelat", "run", *common, "--out", str(out)]
+            cpu: dict[str, float] = {}
             if mode == "no-tui":
                 rc = run_plain([*cmd, "--no-tui"], tree, out)
+            elif mode == "events":
+                rc = run_plain([*cmd, "--no-tui", "--events", "jsonl"], tree, out)
             else:
-                rc = run_in_tmux([*cmd, "--tui"], tree, out, {**env, **extra})
+                rc = run_in_tmux([*cmd, "--tui"], tree, out, {**env, **extra}, cpu)
             turns = _turns(out) if (out / "turns.jsonl").exists() else []
             loop = [t["figures"].get("loop_lag_max_ns") or 0 for t in turns]
             pacer = [t["figures"].get("pacer_lag_max_ns") or 0 for t in turns]
@@ -175,6 +224,7 @@ def main() -> int:
                 "turns": len(turns),
                 "load_before": round(load, 2),
                 "load_after": round(os.getloadavg()[0], 2),
+                "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
                 "loop_lag_max_ms": max(loop, default=0) / MS,
                 "pacer_lag_max_ms": max(pacer, default=0) / MS,
                 # The median turn: one noisy moment on a shared machine moves the max only.

@@ -15,7 +15,9 @@ against 4-6 ms without). So the run gets a process, and an interpreter, of its o
 * ``q`` / ctrl+c sends the child SIGINT, which it handles like Ctrl-C in a terminal: finished
   turns kept, ``summary.json`` written with status ``interrupted``, servers it started
   stopped, exit 130. The app waits for that, then this process prints the summary table and
-  exits with the child's code (its one-line error first, if it failed).
+  exits with the child's code (its one-line error first, if it failed);
+* what the two processes still share is the CPU, so this one lowers its priority once the
+  child runs (:data:`TUI_NICE`).
 """
 
 from __future__ import annotations
