@@ -57,6 +57,7 @@ from _common import (
     machine,
     machine_line,
     pipeline,
+    runqueue_wait_ms,
     serve,
     session_models,
     write_fixture,
@@ -177,8 +178,13 @@ def run_once(
             [f.id for f in fx], turns=sessions * turns_per_session, warmup=min(sessions, 10)
         )
         t0 = time.monotonic()
+        waits = (runqueue_wait_ms(os.getpid()), runqueue_wait_ms(served.proc.pid))
         outcome = asyncio.run(runner.run(plan, load=Load(concurrency=sessions)))
         wall = time.monotonic() - t0
+        waits = (
+            runqueue_wait_ms(os.getpid()) - waits[0],
+            runqueue_wait_ms(served.proc.pid) - waits[1],
+        )
     truth = served.truth()
     errs = errors_of(outcome.turns, truth, profile)
     s = outcome.summary
@@ -199,6 +205,7 @@ def run_once(
         "e2e_ms": {k: s["e2e"].get(k) and s["e2e"][k] / MS for k in ("p50", "p99")},
         # Other work on the machine shows in every figure: quote it with them.
         "loadavg_1min": round(os.getloadavg()[0], 2),
+        "runqueue_wait_ms": {"voicelat": round(waits[0], 1), "emulator": round(waits[1], 1)},
     }
 
 
@@ -213,7 +220,9 @@ def _print_run(label: str, r: dict[str, Any]) -> None:
         f"\n{label}: {r['turns']} measured turns ({r['failed']} failed) in {r['wall_s']} s; "
         f"loop lag P99 {lag['p99'] or 0:.2f} ms, max {lag['max'] or 0:.1f} ms; "
         f"pacer lag max P99 {r['pacer_lag_max_ms']['p99'] or 0:.2f} ms; "
-        f"load average {r['loadavg_1min']}; trust: {trust}"
+        f"load average {r['loadavg_1min']}; waited for a CPU: voicelat "
+        f"{r['runqueue_wait_ms']['voicelat']:.0f} ms, emulator "
+        f"{r['runqueue_wait_ms']['emulator']:.0f} ms; trust: {trust}"
     )
     print(
         f"  {'metric':<10} {'n':>5}  {'vs truth P50 / P99 / max ms':<30} vs injected P50 / P99 / max ms"

@@ -118,6 +118,8 @@ def run(turns: int, concurrency: int, work: Path) -> dict[str, Any]:
         err = child.stderr.read() if child.stderr else ""
         if child.wait() != 0:
             raise RuntimeError(f"voicelat run failed ({child.returncode}): {err[-2000:]}")
+    # A sample taken as the child exited reads no RSS (its memory is gone): not a sample.
+    samples = [x for x in samples if x[3] > 0]
     summary = json.loads((out / "summary.json").read_text())
     total = summary["counts"]["turns"]
     steady = [s for s in samples if s[1] >= max(2, total // 10)]
