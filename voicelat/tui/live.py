@@ -47,11 +47,11 @@ ERROR_PREFIX = "voicelat: error: "
 TRACEBACK_START = "Traceback (most recent call last):"
 #: Run options that are the TUI's business, not the child's (``--out`` is always passed).
 NOT_FORWARDED = frozenset({"tui", "events", "out", "help"})
-#: How far the TUI process lowers its own CPU priority once the child runs. The two share
-#: the cores with the servers; a repaint that takes a core when the measuring loop wakes up
-#: shows as loop lag (measured: one turn at 9.6-16 ms against <= 5.6 ms without the TUI).
-#: At +10 the scheduler gives the core back to the loop at once. ``VOICELAT_TUI_NICE``
-#: overrides it (0: off).
+#: How far the TUI process lowers its own CPU priority once the child runs. The two still
+#: share the cores (with the servers): when a repaint holds a core as the measuring loop wakes
+#: up, the scheduler should hand it over at once. On the 2-core A/B machine the TUI used ~5%
+#: of a core and this made no measurable difference (docs/TUI.md); it is there for saturated
+#: cores. ``VOICELAT_TUI_NICE`` overrides it (0: off).
 TUI_NICE = 10
 NICE_ENV = "VOICELAT_TUI_NICE"
 
