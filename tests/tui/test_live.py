@@ -316,14 +316,22 @@ def test_a_completed_run_exits_0_after_q(
 
 
 def test_a_failed_child_ends_in_its_one_line_error_with_its_code(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seen: list[VoicelatApp] = []
     monkeypatch.setattr(VoicelatApp, "run", _pilot("q", after_turns=None, seen=seen))
     command = replay("--stderr", "voicelat: error: every turn failed (2)", "--exit", "3")
+    # what a run that failed before its first turn leaves: a summary of no turns
+    out = tmp_path / "out"
+    out.mkdir()
+    summary = json.loads((HERE / "data" / "run" / "summary.json").read_text())
+    summary["counts"]["turns"] = 0
+    (out / "summary.json").write_text(json.dumps(summary))
+    (out / "turns.jsonl").write_text("")
     with pytest.raises(VoicelatError) as raised:
         _tui(tmp_path, command)
     assert str(raised.value) == "every turn failed (2)" and raised.value.exit_code == 3
+    assert "Per-segment percentiles" not in capsys.readouterr().out  # no turn: no table
     assert seen[0].model.status == "failed"
     assert seen[0].model.message == "every turn failed (2)"  # on the status line too
 

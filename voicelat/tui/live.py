@@ -347,7 +347,8 @@ def run_with_tui(
     summary: dict[str, Any] | None = None
     with contextlib.suppress(VoicelatError):
         summary = load_run(out_dir).summary
-    if summary is not None:
+    # A run that failed before its first turn has only its error to show (as without the TUI).
+    if summary is not None and (summary.get("counts") or {}).get("turns", 1):
         print(summary_table(summary, str(out_dir)))
     if child.status == "interrupted":
         _info(f"interrupted: finished turns kept, summary written to {out_dir}")
