@@ -136,7 +136,12 @@ def run_in_tmux(
             time.sleep(0.5)
         return int(rc_file.read_text().strip() or "-1")
     finally:
+        socket = subprocess.run(
+            [*tmux, "display-message", "-p", "#{socket_path}"], capture_output=True, text=True
+        ).stdout.strip()
         subprocess.run([*tmux, "kill-server"], check=False, capture_output=True)
+        if socket:  # tmux leaves the socket file behind
+            Path(socket).unlink(missing_ok=True)
 
 
 def wait_for_quiet(max_load: float, timeout: float = 600) -> float:

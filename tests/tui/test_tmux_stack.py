@@ -54,7 +54,10 @@ def _wait_for(session: str, text: str, timeout: float) -> str:
 def tmux_session() -> Iterator[str]:
     name = "voicelat"
     yield name
+    socket = tmux("display-message", "-p", "#{socket_path}", check=False).strip()
     tmux("kill-server", check=False)
+    if socket:  # tmux leaves the socket file behind
+        Path(socket).unlink(missing_ok=True)
 
 
 def test_run_tui_two_turns_in_a_terminal(
