@@ -282,8 +282,9 @@ class Runner:
         # The pacer and the sink yield-spin the last 1 ms before each 20 ms frame for sub-ms
         # timing. One session can afford it; with many, the spinning alone cost ~23 ms of CPU
         # per turn (bench, 10 sessions), more than everything else the turn does, and it starves
-        # the loop the sessions share. Without it a frame goes out up to ~1 ms late (timer
-        # granularity), which shows in the pacer lag and the sink's frame stamps.
+        # the loop the sessions share. Then the pacer does not spin (a frame goes out up to ~1 ms
+        # late, which shows in the pacer lag) and the sink spins only until the first audible
+        # frame, the one output_first_audible (and so e2e) is stamped on.
         self._spin_ns = None if load.mode == "closed" and load.concurrency == 1 else 0
         stages0 = self._make_stages(0)
         if not self._inputs:
@@ -773,7 +774,8 @@ class Runner:
             sink = SimulatedSink(
                 output_latency_ms=self.pipeline.output.latency_ms,
                 record_path=record_path,
-                spin_ns=self._spin_ns,
+                # Several sessions: busy-wait only up to the first audible frame (the e2e stamp).
+                spin_after_audible=self._spin_ns is None,
             )
         out: Sink = sink
         onset = OnsetDetector()

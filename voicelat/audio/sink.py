@@ -47,6 +47,7 @@ class SimulatedSink:
         clock: Clock | None = None,
         sleep: SleepFn | None = None,
         spin_ns: int | None = None,
+        spin_after_audible: bool = True,
     ) -> None:
         if frame_ms <= 0 or output_latency_ms < 0:
             raise ValueError("frame_ms must be positive and output_latency_ms not negative")
@@ -56,6 +57,10 @@ class SimulatedSink:
         self._clock: Clock = clock if clock is not None else MonotonicClock()
         self._sleep: SleepFn = sleep if sleep is not None else asyncio.sleep
         self._spin = spin_ns if spin_ns is not None else (SPIN_NS if sleep is None else 0)
+        # Only the frame holding the first audible sample is a measurement; later frames can
+        # wake on the plain timer (~1 ms late) and save the busy-wait's CPU when many sinks
+        # share one loop (``spin_after_audible=False``, as the runner's multi-session runs do).
+        self._spin_after_audible = spin_after_audible
         self._detector = OnsetDetector(threshold_dbfs, window_ms)
         self._onset_override: int | None = None
 
@@ -172,7 +177,7 @@ class SimulatedSink:
         anchor_sample = 0
         while True:
             due = anchor_ns + (self.played_samples - anchor_sample) * NS_PER_S // rate
-            now = await sleep_until(due, self._clock, self._sleep, self._spin)
+            now = await sleep_until(due, self._clock, self._sleep, self._spin_ns())
             if self._cancelled:
                 return
             if not self._buf:
@@ -188,7 +193,7 @@ class SimulatedSink:
                     max(self._last_arrival_ns, self._clock.now_ns()) + self.output_latency_ns
                 )
                 anchor_sample = self.played_samples
-                now = await sleep_until(anchor_ns, self._clock, self._sleep, self._spin)
+                now = await sleep_until(anchor_ns, self._clock, self._sleep, self._spin_ns())
                 if self._cancelled:
                     return
                 self.underrun_total_ns += now - due
@@ -205,7 +210,12 @@ class SimulatedSink:
                 self._recorded.append(chunk)
             self._check_audible()
         end = anchor_ns + (self.played_samples - anchor_sample) * NS_PER_S // rate
-        self.ended_ns = await sleep_until(end, self._clock, self._sleep, self._spin)
+        self.ended_ns = await sleep_until(end, self._clock, self._sleep, self._spin_ns())
+
+    def _spin_ns(self) -> int:
+        if self.first_audible_ns is not None and not self._spin_after_audible:
+            return 0
+        return self._spin
 
     async def _wait_for_audio(self) -> None:
         while not (self._buf or self._finished or self._cancelled):
