@@ -28,8 +28,9 @@ injected: the TTS request's arrival + the injected first-audio delay + that onse
 
 `--wire` adds the transport cases at one session, with headers written at the same moment as
 the first token (the Nagle-prone case): one TCP segment (coalesce_headers) or two, each with
-and without TCP_NODELAY on the server; the run's trust section says whether voicelat flagged
-the ~40 ms quantization.
+and without TCP_NODELAY on the server, and whether voicelat's ~40 ms check flagged them; and the
+websocket handshake (ElevenLabs emulator, 50 ms injected before the 101) as the elevenlabs-tts
+stage's ``handshake`` sub-span.
 
 The last line is ``p99_error_ms=<worst P99 error vs truth over the metrics and session counts>``
 (the wire cases excluded: their 40 ms is the server's socket option, which is the point).
@@ -41,6 +42,8 @@ import argparse
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
+    KEY_ENV,
     MS,
     Profile,
     dist_ms,
@@ -303,6 +307,100 @@ def wire_case(
     }
 
 
+HANDSHAKE_MS = 50.0
+
+
+async def _ws_requests(base_url: str, n: int) -> list[dict[str, int]]:
+    """``n`` syntheses through voicelat's ``elevenlabs-tts`` websocket stage: per connection the
+    client's handshake span (upgrade request sent -> 101 processed) and per request the first
+    text sent and the first audio."""
+    from voicelat.events import Audio, Span, TextSent
+    from voicelat.stages.base import load_stage_class
+
+    os.environ.setdefault(KEY_ENV, "bench")  # the emulator wants a key sent, any key
+    table = {
+        "stage": "elevenlabs-tts",
+        "base_url": base_url,
+        "voice": "JBFqnCBsd6RMkjVDRZzb",
+        "model": "eleven_flash_v2_5",
+        "rate": 24000,
+        "api_key_env": KEY_ENV,
+    }
+    out: list[dict[str, int]] = []
+
+    async def text() -> Any:
+        yield "Sure thing."
+
+    async with load_stage_class("elevenlabs-tts", "tts")(table) as tts:
+        for _ in range(n):
+            await asyncio.sleep(0.2)
+            got: dict[str, int] = {}
+            async for ev in tts.synthesize(text()):
+                if isinstance(ev, Span) and ev.name == "handshake":
+                    got["hs_start"], got["hs_end"] = ev.start_ns, ev.end_ns
+                elif isinstance(ev, TextSent):
+                    got.setdefault("sent", ev.t_ns)
+                elif isinstance(ev, Audio) and ev.pcm:
+                    got.setdefault("audio", ev.t_ns)
+            out.append(got)
+    return out
+
+
+def handshake_case(n: int, work: Path) -> dict[str, Any]:
+    """The websocket upgrade with an injected handshake delay, through the ElevenLabs emulator
+    in its own process: the handshake sub-span and the first audio vs injected and vs truth."""
+    prof = work / "elevenlabs.toml"
+    prof.write_text(
+        "seed = 1\n[elevenlabs.latency]\n"
+        f"handshake = {HANDSHAKE_MS}\nheaders = 10\ntts_first_audio = 100\ntts_chunk = 20\n"
+    )
+    served_dir = work / "elevenlabs"
+    served_dir.mkdir(parents=True, exist_ok=True)
+    truth_path = served_dir / "truth.jsonl"
+    cmd = [sys.executable, "-m", "voicelat", "serve", "elevenlabs", "--profile", str(prof)]
+    cmd += ["--port", "0", "--truth", str(truth_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        base = proc.stdout.readline().split()[1].replace("http://", "ws://")
+        got = asyncio.run(_ws_requests(base, n))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    exchanges = sorted(
+        (json.loads(x) for x in truth_path.read_text().splitlines() if x.strip()),
+        key=lambda e: e["index"],
+    )
+    exchanges = [e for e in exchanges if e["endpoint"] == "stream_input"]
+    hs_truth: list[int] = []
+    hs_inj: list[int] = []
+    ttfa_truth: list[int] = []
+    handshakes = [g for g in got if "hs_end" in g]
+    for g, ex in zip(handshakes, exchanges, strict=False):
+        up = ex["marks"].get("upgrade_written")
+        if up is None:
+            continue
+        hs_truth.append(g["hs_end"] - up)
+        hs_inj.append(
+            g["hs_end"] - g["hs_start"] - _scheduled_ns(ex, "upgrade_written", "handshake")
+        )
+    # Audio per request: requests and exchanges are one to one when each synthesis has its
+    # own socket (ElevenLabs closes after isFinal), matched in order.
+    for g, ex in zip(got, exchanges, strict=False):
+        first = ex["marks"].get("first_audio_written")
+        if first is None or "audio" not in g:
+            continue
+        ttfa_truth.append(g["audio"] - first)
+    return {
+        "n_requests": len(got),
+        "n_handshakes": len(hs_truth),
+        "handshake_injected_ms": HANDSHAKE_MS,
+        "handshake_vs_truth_ms": dist_ms(hs_truth),
+        "handshake_vs_injected_ms": dist_ms(hs_inj),
+        "ttfa_vs_truth_ms": dist_ms(ttfa_truth),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sessions", default="1,10", help="session counts, comma-separated (1,10)")
@@ -359,6 +457,19 @@ def main(argv: list[str] | None = None) -> int:
                         f"{fmt(w['header_to_token_gap_ms']):<22} "
                         f"{'FLAGGED' if w['flagged_40ms'] else '-'}"
                     )
+        if args.wire:
+            h = handshake_case(20, work)
+            results["handshake"] = h
+            print(
+                f"\nWebsocket handshake (elevenlabs-tts stage, ElevenLabs emulator in its own "
+                f"process, handshake {h['handshake_injected_ms']:g} ms injected), "
+                f"{h['n_handshakes']} connections:"
+            )
+            print(
+                f"  handshake sub-span vs truth (101 written) {fmt(h['handshake_vs_truth_ms'])} ms;"
+                f" vs injected {fmt(h['handshake_vs_injected_ms'])} ms"
+            )
+            print(f"  first audio vs truth {fmt(h['ttfa_vs_truth_ms'])} ms")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(
