@@ -1,7 +1,7 @@
 """How accurate are voicelat's timings? Measured vs injected and vs the emulator's ground truth.
 
-    python bench/accuracy.py --sessions 1,10                 # the quick form (~1.5 min)
-    python bench/accuracy.py --sessions 1,10,100,500 --wire  # everything in docs/BENCHMARKS.md
+    python bench/accuracy.py --sessions 1,10                 # the quick form (~2.5 min)
+    python bench/accuracy.py --sessions 1,10,100,500 --wire  # everything in docs/BENCHMARKS.md (~9 min)
 
 The OpenAI emulator runs in its own process (`voicelat serve openai --truth FILE`) with exact,
 fixed delays (TTFT 120 ms, token 20 ms, STT final 150 ms, TTS first audio 100 ms, 60 ms of
