@@ -32,5 +32,7 @@ def plan_turns(
     for i in range(warmup):
         out.append(PlannedTurn(len(out), fixture_ids[i % len(fixture_ids)], 0, True))
     for k in range(n_measured):
-        out.append(PlannedTurn(len(out), fixture_ids[k % len(fixture_ids)], k // len(fixture_ids), False))
+        out.append(
+            PlannedTurn(len(out), fixture_ids[k % len(fixture_ids)], k // len(fixture_ids), False)
+        )
     return out
