@@ -102,7 +102,11 @@ def _load_lines(summary: Mapping[str, Any]) -> list[str]:
         lines.append(f"load: closed loop, {load['concurrency']} sessions back to back")
     intended = summary.get("e2e_from_intended", {})
     lag = summary.get("schedule_lag", {})
-    if intended.get("n") and lag.get("n") and (load.get("mode") == "open" or lag.get("max", 0) > 0):
+    if (
+        intended.get("n")
+        and lag.get("n")
+        and (load.get("mode") == "open" or lag.get("max", 0) > 1_000_000)
+    ):
         lines.append(
             f"e2e from the intended start (+ schedule lag, coordinated omission) "
             f"P50 {_ms(intended.get('p50'), 0)} ms  P90 {_ms(intended.get('p90'), 0)} ms  "
