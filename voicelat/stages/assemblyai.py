@@ -10,11 +10,12 @@ padded with silence to that length.
 there) are :class:`~voicelat.events.Partial`; ``end_of_turn: true`` is both
 :class:`~voicelat.events.EndOfTurn` and :class:`~voicelat.events.Final` (AssemblyAI advises
 voice agents not to wait for the formatted copy; ``wait_formatted = true`` takes the
-``turn_is_formatted`` one as the Final instead, with ``format_turns``). Finals are handed
-over once the audio has ended, with their arrival stamps (see ``deepgram.py`` for why). At
-the end of the audio an open turn is closed with ``ForceEndpoint``; a turn the server
-already ended needs nothing. Turns of earlier requests (a late formatted copy) are told
-apart by ``turn_order`` and ignored.
+``turn_is_formatted`` one as the Final instead, with ``format_turns``). Every event,
+Finals included, is reported as its message arrives, with that message's stamp (a Final
+does not stop the runner's audio); a request with several Finals has their text in order as
+its transcript and the last one as ``stt_final``. At the end of the audio an open turn is
+closed with ``ForceEndpoint``; a turn the server already ended needs nothing. Turns of
+earlier requests (a late formatted copy) are told apart by ``turn_order`` and ignored.
 """
 
 from __future__ import annotations
@@ -174,7 +175,6 @@ class AssemblyAISTT(WsStage):
             return t
 
         pump.start_sender(send)
-        finals: list[Final] = []
         audio_ended = False
         finished = False
         try:
@@ -188,9 +188,6 @@ class AssemblyAISTT(WsStage):
                     return
                 if isinstance(item, SenderDone):
                     audio_ended = True
-                    for final in finals:
-                        yield final
-                    finals = []
                     if state["ended"] and not state["open_turn"]:
                         finished = True
                         yield Done(item.t_ns)
@@ -235,11 +232,7 @@ class AssemblyAISTT(WsStage):
                 if not self.wait_formatted:
                     yield EndOfTurn(item.t_ns)
                 if transcript:
-                    final = Final(item.t_ns, transcript)
-                    if audio_ended:
-                        yield final
-                    else:
-                        finals.append(final)
+                    yield Final(item.t_ns, transcript)
                 if audio_ended:
                     finished = True
                     yield Done(item.t_ns)

@@ -13,11 +13,10 @@ stops the audio on it). At the end of the audio the stage sends ``Finalize`` (or
 marked ``from_finalize`` (or ``Metadata``). When the last result already was a ``speech_final``
 with nothing after it, there is nothing to flush and the request ends at the end of audio.
 
-Why finals are reported at the end of the audio: the runner takes a ``Final`` as "the
-transcript is complete" and stops feeding audio, which is right for a request/response
-recognizer but would cut a streaming one off at its first ``is_final`` segment (Deepgram
-finalizes long utterances in pieces). So ``Final`` events keep the stamp of the message that
-carried them but are handed over once the audio has ended; partials and end-of-turn go at once.
+Every event, ``Final`` included, is reported as its message arrives, with that message's
+stamp. Deepgram finalizes long utterances in pieces, so a request may have several ``Final``
+events: the transcript is their text in order and ``stt_final`` the last one (a ``Final``
+does not stop the runner's audio).
 
 **TTS.** One socket for every turn as well. Each text piece from the chunker is a ``Speak``
 followed by a ``Flush`` (Aura buffers text until flushed); the request ends at the
@@ -276,7 +275,6 @@ class DeepgramSTT(WsStage):
             return t
 
         pump.start_sender(send)
-        finals: list[Final] = []
         text_final = ""
         heard = False
         audio_ended = False
@@ -292,9 +290,6 @@ class DeepgramSTT(WsStage):
                     return
                 if isinstance(item, SenderDone):
                     audio_ended = True
-                    for final in finals:
-                        yield final
-                    finals = []
                     if state["nothing_pending"] and self.end_of_audio == "finalize":
                         finished = True
                         yield Done(item.t_ns)
@@ -325,11 +320,7 @@ class DeepgramSTT(WsStage):
                         continue
                     if transcript:
                         text_final = " ".join(p for p in (text_final, transcript) if p)
-                        final = Final(t, transcript)
-                        if audio_ended:
-                            yield final
-                        else:
-                            finals.append(final)
+                        yield Final(t, transcript)
                     if data.get("speech_final"):
                         state["nothing_pending"] = True
                         if text_final:
