@@ -70,11 +70,11 @@ from _common import (
 from voicelat.audio import first_audible_sample
 from voicelat.audio.wav import PCM
 from voicelat.emulate.content import tone_speech
-from voicelat.fixtures import load_fixtures
-from voicelat.plan import plan_turns
-from voicelat.runner import Runner
-from voicelat.schedule import Load
-from voicelat.turn import Turn
+from voicelat.files.fixtures import load_fixtures
+from voicelat.core.plan import plan_turns
+from voicelat.engine.runner import Runner
+from voicelat.core.schedule import Load
+from voicelat.core.turn import Turn
 
 METRICS = ("ttft", "ttfa", "stt_final", "e2e")
 TTS_RATE = 24000
@@ -248,7 +248,7 @@ async def _back_to_back(base_url: str, n: int, idle_s: float) -> list[dict[str, 
     """``n`` streamed chat requests on one warm connection, each ``idle_s`` after the previous
     stream ended (as an agent's follow-up requests go): per request, the client's stamps of the
     request, the response headers and the first content token."""
-    from voicelat.events import Delta, RequestSent, Span
+    from voicelat.core.events import Delta, RequestSent, Span
     from voicelat.stages.base import load_stage_class
 
     table = dict(pipeline(base_url).llm)
@@ -275,7 +275,7 @@ def wire_case(
     """TTFT accuracy when the headers and the first token leave together (one TCP segment) or
     as two writes at the same instant, with and without TCP_NODELAY on the server, and whether
     voicelat's ~40 ms check flags the gaps between the headers and the first token."""
-    from voicelat.diagnostics import quantized_near_40ms
+    from voicelat.core.diagnostics import quantized_near_40ms
 
     base = Profile()
     prof = Profile(headers=base.ttft, **wire)  # headers = TTFT: both writes at one instant
@@ -314,7 +314,7 @@ async def _ws_requests(base_url: str, n: int) -> list[dict[str, int]]:
     """``n`` syntheses through voicelat's ``elevenlabs-tts`` websocket stage: per connection the
     client's handshake span (upgrade request sent -> 101 processed) and per request the first
     text sent and the first audio."""
-    from voicelat.events import Audio, Span, TextSent
+    from voicelat.core.events import Audio, Span, TextSent
     from voicelat.stages.base import load_stage_class
 
     os.environ.setdefault(KEY_ENV, "bench")  # the emulator wants a key sent, any key

@@ -44,10 +44,10 @@ from _common import (
 )
 
 from voicelat.audio import first_audible_sample, read_wav
-from voicelat.fixtures import Fixture, default_fixtures_dir, load_fixtures
-from voicelat.plan import plan_turns
-from voicelat.runner import Runner
-from voicelat.turn import Turn
+from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
+from voicelat.core.plan import plan_turns
+from voicelat.engine.runner import Runner
+from voicelat.core.turn import Turn
 
 NS_PER_S = 1_000_000_000
 BOUND_MS = 1.0
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.stack:
             from dataclasses import replace
 
-            from voicelat.cli import with_stack_urls
-            from voicelat.config import default_pipeline_path, load_pipeline
+            from voicelat.cli.main import with_stack_urls
+            from voicelat.files.pipeline import default_pipeline_path, load_pipeline
 
             n = args.turns or 20
             with local_stack(work / "state"):

@@ -9,56 +9,56 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from voicelat.core.version import __version__
 
 _EXPORTS: dict[str, str] = {
     # the metric contract and the sans-I/O core
-    "MILESTONES": "voicelat.contract",
-    "SEGMENTS": "voicelat.contract",
-    "CRITICAL_PATH": "voicelat.contract",
-    "Clock": "voicelat.clock",
-    "MonotonicClock": "voicelat.clock",
-    "FakeClock": "voicelat.clock",
-    "Connected": "voicelat.events",
-    "Span": "voicelat.events",
-    "RequestSent": "voicelat.events",
-    "TextSent": "voicelat.events",
-    "Partial": "voicelat.events",
-    "Final": "voicelat.events",
-    "EndOfTurn": "voicelat.events",
-    "Delta": "voicelat.events",
-    "Audio": "voicelat.events",
-    "Done": "voicelat.events",
-    "Failed": "voicelat.events",
-    "StageEvent": "voicelat.events",
-    "TurnRecorder": "voicelat.recorder",
-    "Turn": "voicelat.turn",
-    "SpanRecord": "voicelat.turn",
-    "critical_segments": "voicelat.metrics",
-    "percentile": "voicelat.stats",
-    "Distribution": "voicelat.stats",
-    "percentile_band": "voicelat.stats",
-    "bootstrap_diff": "voicelat.stats",
-    "build_summary": "voicelat.summary",
-    "load_run": "voicelat.results",
-    "LoadedRun": "voicelat.results",
-    "SCHEMA_VERSION": "voicelat.results",
-    "Pipeline": "voicelat.config",
-    "load_pipeline": "voicelat.config",
-    "Fixture": "voicelat.fixtures",
-    "load_fixtures": "voicelat.fixtures",
-    "plan_turns": "voicelat.plan",
-    "Chunker": "voicelat.chunker",
+    "MILESTONES": "voicelat.core.contract",
+    "SEGMENTS": "voicelat.core.contract",
+    "CRITICAL_PATH": "voicelat.core.contract",
+    "Clock": "voicelat.core.clock",
+    "MonotonicClock": "voicelat.core.clock",
+    "FakeClock": "voicelat.core.clock",
+    "Connected": "voicelat.core.events",
+    "Span": "voicelat.core.events",
+    "RequestSent": "voicelat.core.events",
+    "TextSent": "voicelat.core.events",
+    "Partial": "voicelat.core.events",
+    "Final": "voicelat.core.events",
+    "EndOfTurn": "voicelat.core.events",
+    "Delta": "voicelat.core.events",
+    "Audio": "voicelat.core.events",
+    "Done": "voicelat.core.events",
+    "Failed": "voicelat.core.events",
+    "StageEvent": "voicelat.core.events",
+    "TurnRecorder": "voicelat.core.recorder",
+    "Turn": "voicelat.core.turn",
+    "SpanRecord": "voicelat.core.turn",
+    "critical_segments": "voicelat.core.metrics",
+    "percentile": "voicelat.core.stats",
+    "Distribution": "voicelat.core.stats",
+    "percentile_band": "voicelat.core.stats",
+    "bootstrap_diff": "voicelat.core.stats",
+    "build_summary": "voicelat.core.summary",
+    "load_run": "voicelat.files.results",
+    "LoadedRun": "voicelat.files.results",
+    "SCHEMA_VERSION": "voicelat.files.results",
+    "Pipeline": "voicelat.files.pipeline",
+    "load_pipeline": "voicelat.files.pipeline",
+    "Fixture": "voicelat.files.fixtures",
+    "load_fixtures": "voicelat.files.fixtures",
+    "plan_turns": "voicelat.core.plan",
+    "Chunker": "voicelat.core.chunker",
     # running and stages
-    "Runner": "voicelat.runner",
+    "Runner": "voicelat.engine.runner",
     "STTStage": "voicelat.stages.base",
     "LLMStage": "voicelat.stages.base",
     "TTSStage": "voicelat.stages.base",
     "load_stage_class": "voicelat.stages.base",
     # errors
-    "VoicelatError": "voicelat.errors",
-    "ConfigError": "voicelat.errors",
-    "InfraError": "voicelat.errors",
+    "VoicelatError": "voicelat.core.errors",
+    "ConfigError": "voicelat.core.errors",
+    "InfraError": "voicelat.core.errors",
 }
 
 __all__ = [
@@ -120,12 +120,11 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from voicelat.chunker import Chunker
-    from voicelat.clock import Clock, FakeClock, MonotonicClock
-    from voicelat.config import Pipeline, load_pipeline
-    from voicelat.contract import CRITICAL_PATH, MILESTONES, SEGMENTS
-    from voicelat.errors import ConfigError, InfraError, VoicelatError
-    from voicelat.events import (
+    from voicelat.core.chunker import Chunker
+    from voicelat.core.clock import Clock, FakeClock, MonotonicClock
+    from voicelat.core.contract import CRITICAL_PATH, MILESTONES, SEGMENTS
+    from voicelat.core.errors import ConfigError, InfraError, VoicelatError
+    from voicelat.core.events import (
         Audio,
         Connected,
         Delta,
@@ -139,13 +138,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StageEvent,
         TextSent,
     )
-    from voicelat.fixtures import Fixture, load_fixtures
-    from voicelat.metrics import critical_segments
-    from voicelat.plan import plan_turns
-    from voicelat.recorder import TurnRecorder
-    from voicelat.results import SCHEMA_VERSION, LoadedRun, load_run
-    from voicelat.runner import Runner
+    from voicelat.core.metrics import critical_segments
+    from voicelat.core.plan import plan_turns
+    from voicelat.core.recorder import TurnRecorder
+    from voicelat.core.stats import Distribution, bootstrap_diff, percentile, percentile_band
+    from voicelat.core.summary import build_summary
+    from voicelat.core.turn import SpanRecord, Turn
+    from voicelat.engine.runner import Runner
+    from voicelat.files.fixtures import Fixture, load_fixtures
+    from voicelat.files.pipeline import Pipeline, load_pipeline
+    from voicelat.files.results import SCHEMA_VERSION, LoadedRun, load_run
     from voicelat.stages.base import LLMStage, STTStage, TTSStage, load_stage_class
-    from voicelat.stats import Distribution, bootstrap_diff, percentile, percentile_band
-    from voicelat.summary import build_summary
-    from voicelat.turn import SpanRecord, Turn

@@ -1,5 +1,5 @@
 """``python -m voicelat``."""
 
-from voicelat.cli import main
+from voicelat.cli.main import main
 
 raise SystemExit(main())

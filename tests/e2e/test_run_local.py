@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers import ROOT, read_turns, voicelat, wer
 from voicelat.audio import read_wav
-from voicelat.contract import CRITICAL_PATH, SEGMENTS
+from voicelat.core.contract import CRITICAL_PATH, SEGMENTS
 
 pytestmark = pytest.mark.stack
 

@@ -7,10 +7,10 @@ import statistics
 
 import pytest
 
+from voicelat.core.errors import ConfigError
 from voicelat.emulate import Profile, emulator_class, load_profile
 from voicelat.emulate.dist import Empirical, Fixed, LogNormal, Normal, parse_dist
 from voicelat.emulate.profile import builtin_profiles
-from voicelat.errors import ConfigError
 
 OPENAI = emulator_class("openai")
 

@@ -18,12 +18,12 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError, InvalidMessage, InvalidStatus
 
+from voicelat.core.errors import ConfigError
 from voicelat.emulate import Emulators
 from voicelat.emulate.base import Emulator, Route, bearer_key
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import HttpExchange, WsExchange
 from voicelat.emulate.profile import WS_FAULTS
-from voicelat.errors import ConfigError
 
 KEY = {"Authorization": "Bearer test-key"}
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from tests.helpers import ROOT
-from voicelat.config import parse_pipeline
+from voicelat.core.plan import plan_turns
 from voicelat.emulate import Emulators
-from voicelat.fixtures import default_fixtures_dir, load_fixtures
-from voicelat.plan import plan_turns
-from voicelat.runner import Runner
+from voicelat.engine.runner import Runner
+from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
+from voicelat.files.pipeline import parse_pipeline
 
 SHORT = {"leading_silence_ms": 40.0, "ms_per_char": 20.0}
 PROFILE: dict[str, Any] = {

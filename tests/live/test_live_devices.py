@@ -31,7 +31,7 @@ import pytest
 from tests.helpers import ROOT, read_turns, voicelat, wer
 from tests.live.rig import NO_DEVICE_ASOUNDRC, AlsaRig
 from voicelat.audio import load_for_stage
-from voicelat.fixtures import default_fixtures_dir, load_fixtures
+from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
 
 try:  # the module imports PortAudio: without the system library these tests cannot run
     import sounddevice  # noqa: F401
@@ -173,7 +173,7 @@ def test_without_the_portaudio_library_it_says_what_to_install() -> None:
     code = (
         "import ctypes.util, sys\n"
         "ctypes.util.find_library = lambda name: None\n"
-        "from voicelat.cli import main\n"
+        "from voicelat.cli.main import main\n"
         "sys.exit(main(['live', '--no-tui']))\n"
     )
     proc = subprocess.run(

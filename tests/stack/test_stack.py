@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from voicelat.errors import EXIT_INFRA
+from voicelat.core.errors import EXIT_INFRA
 from voicelat.stack import (
     LocalStack,
     NotInstalledError,
@@ -52,7 +52,7 @@ LINE = re.compile(r"^(stt|tts|llm)  (tcp|http)://127\.0\.0\.1:\d+  pid \d+  read
 # The driver for "another process": the real argparse wiring of `voicelat stack ...`.
 CLI_DRIVER = """
 import argparse, sys
-from voicelat.stack.cli import add_parser
+from voicelat.cli.stack import add_parser
 parser = argparse.ArgumentParser(prog="voicelat")
 add_parser(parser.add_subparsers(dest="command", required=True))
 args = parser.parse_args(sys.argv[1:])

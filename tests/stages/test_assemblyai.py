@@ -18,9 +18,9 @@ from tests.stages.ws_helpers import (
     collect,
     fixture_pcm,
 )
+from voicelat.core.errors import StageError
+from voicelat.core.events import Connected, Done, EndOfTurn, Final, Partial, RequestSent
 from voicelat.emulate import Emulators
-from voicelat.errors import StageError
-from voicelat.events import Connected, Done, EndOfTurn, Final, Partial, RequestSent
 from voicelat.stages.assemblyai import AssemblyAISTT
 
 EXACT = {"latency": {"stt_partial": 60, "stt_final": 150}}

@@ -16,10 +16,10 @@ from tests.stages.ws_helpers import (
     collect,
     texts,
 )
+from voicelat.core.errors import StageError
+from voicelat.core.events import Audio, Connected, Done, TextSent
 from voicelat.emulate import Emulators
 from voicelat.emulate.content import tone_speech
-from voicelat.errors import StageError
-from voicelat.events import Audio, Connected, Done, TextSent
 from voicelat.stages.cartesia import CartesiaTTS
 
 EXACT = {"latency": {"tts_first_audio": 100, "tts_chunk": 5}}

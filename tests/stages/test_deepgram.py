@@ -20,10 +20,8 @@ from tests.stages.ws_helpers import (
     fixture_pcm,
     texts,
 )
-from voicelat.emulate import Emulators
-from voicelat.emulate.content import tone_speech
-from voicelat.errors import StageError
-from voicelat.events import (
+from voicelat.core.errors import StageError
+from voicelat.core.events import (
     Audio,
     Connected,
     Done,
@@ -34,6 +32,8 @@ from voicelat.events import (
     Span,
     TextSent,
 )
+from voicelat.emulate import Emulators
+from voicelat.emulate.content import tone_speech
 from voicelat.stages.deepgram import DeepgramSTT, DeepgramTTS
 
 EXACT = {"latency": {"stt_partial": 60, "stt_final": 150, "tts_first_audio": 100, "tts_chunk": 5}}

@@ -17,10 +17,10 @@ from tests.stages.ws_helpers import (
     collect,
     texts,
 )
+from voicelat.core.errors import StageError
+from voicelat.core.events import Audio, Connected, Done, Span, TextSent
 from voicelat.emulate import Emulators
 from voicelat.emulate.content import tone_speech
-from voicelat.errors import StageError
-from voicelat.events import Audio, Connected, Done, Span, TextSent
 from voicelat.stages.elevenlabs import ElevenLabsTTS
 
 EXACT = {"latency": {"tts_first_audio": 100, "tts_chunk": 5}}

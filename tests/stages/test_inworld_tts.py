@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from voicelat.core.errors import StageError
+from voicelat.core.events import Audio, Done, Failed, StageEvent, TextSent
 from voicelat.emulate import Emulators
 from voicelat.emulate.content import tone_speech
-from voicelat.errors import StageError
-from voicelat.events import Audio, Done, Failed, StageEvent, TextSent
 from voicelat.stages.inworld import InworldTTS
 
 KEY_ENV = "VOICELAT_TEST_EMULATOR_KEY"

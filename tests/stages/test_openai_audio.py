@@ -12,10 +12,8 @@ import pytest
 
 from tests.helpers import ROOT
 from voicelat.audio import PCM, first_audible_sample, frames, load_for_stage
-from voicelat.emulate import Emulators
-from voicelat.emulate.content import tone_speech
-from voicelat.errors import StageError
-from voicelat.events import (
+from voicelat.core.errors import StageError
+from voicelat.core.events import (
     Audio,
     Connected,
     Done,
@@ -27,6 +25,8 @@ from voicelat.events import (
     StageEvent,
     TextSent,
 )
+from voicelat.emulate import Emulators
+from voicelat.emulate.content import tone_speech
 from voicelat.stages.openai_audio import OpenAISTT, OpenAITTS
 
 KEY_ENV = "VOICELAT_TEST_EMULATOR_KEY"

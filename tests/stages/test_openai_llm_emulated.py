@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from voicelat.core.errors import StageError
+from voicelat.core.events import Delta, Done, Failed, RequestSent, Span, StageEvent
 from voicelat.emulate import Emulators, emulator_class
-from voicelat.errors import StageError
-from voicelat.events import Delta, Done, Failed, RequestSent, Span, StageEvent
 from voicelat.stages.openai import OpenAILLM
 
 KEY_ENV = "VOICELAT_TEST_EMULATOR_KEY"

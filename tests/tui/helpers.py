@@ -7,10 +7,10 @@ from typing import Any
 
 from rich.console import Console, RenderableType
 
-from voicelat.contract import SEGMENTS
-from voicelat.results import load_run
+from voicelat.core.contract import SEGMENTS
+from voicelat.core.turn import SpanRecord, Turn
+from voicelat.files.results import load_run
 from voicelat.tui.model import RunModel
-from voicelat.turn import SpanRecord, Turn
 
 #: A real run of 15 turns on the embedded stack (1 warm-up, 1 flagged for pacer lag).
 SAVED_RUN = Path(__file__).resolve().parent / "data" / "run"

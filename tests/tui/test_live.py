@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.cli import add_run_arguments, build_parser, main
-from voicelat.config import Endpointing, Pipeline, TurnConfig
-from voicelat.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
-from voicelat.fixtures import Fixture
-from voicelat.results import load_run
+from voicelat.cli.main import add_run_arguments, build_parser, main
+from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.files.fixtures import Fixture
+from voicelat.files.pipeline import Endpointing, Pipeline, TurnConfig
+from voicelat.files.results import load_run
 from voicelat.tui.app import VoicelatApp
 from voicelat.tui.live import NICE_ENV, ChildRun, child_command, run_with_tui, tui_nice, want_tui
 from voicelat.tui.model import RunEnded, RunEvent, SetupLine, TurnFinished, TurnStarted

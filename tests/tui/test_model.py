@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.tui.helpers import MS, SAVED_RUN, make_turn, saved_model
-from voicelat.results import LoadedRun
-from voicelat.stats import Distribution
+from voicelat.core.stats import Distribution
+from voicelat.files.results import LoadedRun
 from voicelat.tui.model import (
     SORT_KEYS,
     LiveTurn,

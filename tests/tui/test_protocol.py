@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.tui.helpers import MS, make_turn
-from voicelat.plan import PlannedTurn
+from voicelat.core.plan import PlannedTurn
 from voicelat.tui.model import (
     MilestoneSeen,
     RunEvent,

@@ -2,7 +2,7 @@
 
 Nothing here imports ``sounddevice`` at module level: :func:`load_sounddevice` does, the first
 time live mode needs it, and turns a missing PortAudio library or package into one
-:class:`~voicelat.errors.AudioError` line (exit code 2) that says what to install and that
+:class:`~voicelat.core.errors.AudioError` line (exit code 2) that says what to install and that
 ``voicelat run`` replays fixtures without any device. The rest of voicelat never imports this
 module's device classes, so it works where PortAudio is missing.
 
@@ -53,7 +53,7 @@ from voicelat.audio.frames import frame_samples
 from voicelat.audio.onset import OnsetDetector
 from voicelat.audio.resample import KAISER_BETA, ROLLOFF, ZERO_CROSSINGS
 from voicelat.audio.wav import PCM, write_wav
-from voicelat.errors import AudioError
+from voicelat.core.errors import AudioError
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000

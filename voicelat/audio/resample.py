@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicelat.audio.wav import PCM
-from voicelat.errors import AudioError
+from voicelat.core.errors import AudioError
 
 ROLLOFF = 0.9
 ZERO_CROSSINGS = 32

@@ -26,8 +26,8 @@ from collections import deque
 from voicelat.audio.onset import OnsetDetector
 from voicelat.audio.pacer import SPIN_NS, SleepFn, sleep_until
 from voicelat.audio.wav import PCM, write_wav
-from voicelat.clock import Clock, MonotonicClock
-from voicelat.errors import AudioError
+from voicelat.core.clock import Clock, MonotonicClock
+from voicelat.core.errors import AudioError
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000

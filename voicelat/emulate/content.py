@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from voicelat.errors import ConfigError
+from voicelat.core.errors import ConfigError
 
 __all__ = [
     "Speaker",
@@ -160,7 +160,7 @@ class Transcriber:
 
     def _load_fixtures(self) -> list[tuple[str, np.ndarray[Any, Any]]]:
         from voicelat.audio import load_for_stage
-        from voicelat.fixtures import default_fixtures_dir, load_fixtures
+        from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
 
         try:
             directory = Path(self.fixtures_dir) if self.fixtures_dir else default_fixtures_dir()

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from voicelat.core.errors import ConfigError
 from voicelat.emulate.dist import Dist, parse_dist
-from voicelat.errors import ConfigError
 
 if TYPE_CHECKING:
     from voicelat.emulate.base import Emulator

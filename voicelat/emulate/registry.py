@@ -14,7 +14,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from voicelat.errors import ConfigError
+from voicelat.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from voicelat.emulate.base import Emulator

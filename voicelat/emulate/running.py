@@ -25,12 +25,12 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
+from voicelat.core.errors import ConfigError
 from voicelat.emulate.base import Emulator
 from voicelat.emulate.profile import Profile, load_profile
 from voicelat.emulate.registry import emulator_class
 from voicelat.emulate.server import EmulatorServer
 from voicelat.emulate.truth import GroundTruth
-from voicelat.errors import ConfigError
 
 __all__ = ["Emulators"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from voicelat.contract import SEGMENTS
+from voicelat.core.contract import SEGMENTS
 
 NS_PER_MS = 1_000_000
 

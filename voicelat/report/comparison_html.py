@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from voicelat.contract import SEGMENTS
+from voicelat.core.contract import SEGMENTS
 from voicelat.report.comparison import (
     comparison_text,
     ranking_rows,

@@ -13,8 +13,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from voicelat.budget import Check
-from voicelat.gate import GateResult, headline_text, waterfall_lines
+from voicelat.core.budget import Check
+from voicelat.core.gate import GateResult, headline_text, waterfall_lines
 
 #: JUnit suites, in report order, with the ``type`` a failure of each carries.
 SUITES: dict[str, str] = {

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from voicelat.budget import NS_PER_MS, Check
-from voicelat.contract import SEGMENTS
-from voicelat.gate import GateResult
+from voicelat.core.budget import NS_PER_MS, Check
+from voicelat.core.contract import SEGMENTS
+from voicelat.core.gate import GateResult
 
 
 def _ms(ns: object) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from voicelat.contract import SEGMENTS
-from voicelat.turn import Turn
+from voicelat.core.contract import SEGMENTS
+from voicelat.core.turn import Turn
 
 
 def _ms(ns: float | int | None, width: int = 6) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from voicelat.errors import InfraError
+from voicelat.core.errors import InfraError
 
 __all__ = [
     "ENV_CACHE",

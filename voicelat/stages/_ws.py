@@ -43,9 +43,10 @@ from websockets.exceptions import (
 from websockets.frames import DATA_OPCODES, Frame
 from websockets.protocol import State
 
-from voicelat import __version__
-from voicelat.errors import StageError
-from voicelat.events import Connected, Failed, Span, StageEvent
+from voicelat.core.errors import StageError
+from voicelat.core.events import Connected, Failed, Span, StageEvent
+from voicelat.core.version import __version__
+from voicelat.stages.base import Options
 from voicelat.stages.http import describe_exception, error_message
 
 __all__ = [
@@ -59,7 +60,9 @@ __all__ = [
     "body_text",
     "close_reason",
     "connect_reason",
+    "json_object",
     "plain_url",
+    "query_params",
     "require_key",
     "scrub",
     "ws_connect",
@@ -267,6 +270,17 @@ def body_text(body: bytes) -> str:
     return error_message(body)
 
 
+def json_object(message: str | bytes) -> dict[str, Any] | None:
+    """A text message's JSON object; None for a binary message, bad JSON or another value."""
+    if isinstance(message, bytes):
+        return None
+    try:
+        data = json.loads(message)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def connect_reason(exc: BaseException, url: str, timeout_s: float, secret: str | None) -> str:
     """One line for a failed websocket open."""
     where = plain_url(url)
@@ -404,6 +418,14 @@ def require_key(key: str | None, table: str) -> str:
     return key
 
 
+def query_params(o: Options) -> dict[str, str]:
+    """The table's ``query``: extra query parameters, as strings (booleans ``true``/``false``)."""
+    extra = o.values.get("query", {})
+    if not isinstance(extra, Mapping):
+        raise StageError(f"[{o.table}] query must be a table of extra query parameters")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()}
+
+
 class WsStage:
     """Connection lifecycle shared by the websocket stages.
 
@@ -423,6 +445,7 @@ class WsStage:
     persistent: ClassVar[bool] = True
 
     table: str
+    base_url: str
     timeout_s: float
     key_env: str | None
     _key: str
@@ -432,6 +455,23 @@ class WsStage:
         self._ssl: ssl.SSLContext | None = None
         self._last_error: str | None = None
         self._server: str | None = None
+
+    # -- options ------------------------------------------------------------------------------
+    def _options(
+        self, table: str, options: Mapping[str, Any], keys: set[str], *, base_url: str
+    ) -> Options:
+        """The stage's table, which may hold ``keys`` and what every websocket stage takes
+        (``base_url``, ``api_key_env``, ``timeout_s``); reads ``base_url``."""
+        o = Options(table, options, {"base_url", "api_key_env", "timeout_s", *keys})
+        self.table = table
+        self.base_url = o.text("base_url", base_url).rstrip("/")
+        return o
+
+    def _read_key(self, o: Options) -> str:
+        """The key from the variable ``api_key_env`` names (a startup error without one)."""
+        self.key_env = o.opt_text("api_key_env")
+        self._key = require_key(o.secret("api_key_env"), o.table)
+        return self._key
 
     # -- what subclasses provide ---------------------------------------------------------
     def _url(self) -> str:

@@ -7,8 +7,8 @@ frames are grouped into ``chunk_ms`` messages (default 60 ms) and the last, shor
 padded with silence to that length.
 
 ``Turn`` messages with a non-empty ``transcript`` (AssemblyAI puts only finalized words
-there) are :class:`~voicelat.events.Partial`; ``end_of_turn: true`` is both
-:class:`~voicelat.events.EndOfTurn` and :class:`~voicelat.events.Final` (AssemblyAI advises
+there) are :class:`~voicelat.core.events.Partial`; ``end_of_turn: true`` is both
+:class:`~voicelat.core.events.EndOfTurn` and :class:`~voicelat.core.events.Final` (AssemblyAI advises
 voice agents not to wait for the formatted copy; ``wait_formatted = true`` takes the
 ``turn_is_formatted`` one as the Final instead, with ``format_turns``). Every event,
 Finals included, is reported as its message arrives, with that message's stamp (a Final
@@ -27,8 +27,8 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-from voicelat.errors import StageError
-from voicelat.events import (
+from voicelat.core.errors import StageError
+from voicelat.core.events import (
     Done,
     EndOfTurn,
     Final,

@@ -2,7 +2,7 @@
 
 A stage is an async context manager (connect and warm up in ``__aenter__``, so handshakes are
 visible on their own and never hide inside the first turn) that reports stamped facts as
-:mod:`voicelat.events`. Stages never aggregate and never decide what counts as "first".
+:mod:`voicelat.core.events`. Stages never aggregate and never decide what counts as "first".
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
-from voicelat.errors import ConfigError, StageError
-from voicelat.events import StageEvent, StageName
+from voicelat.core.errors import ConfigError, StageError
+from voicelat.core.events import StageEvent, StageName
 
 ENTRY_POINT_GROUP = "voicelat.stages"
 

@@ -20,8 +20,8 @@ import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, ClassVar
 
-from voicelat.errors import StageError
-from voicelat.events import Audio, Done, StageEvent, StageName, TextSent
+from voicelat.core.errors import StageError
+from voicelat.core.events import Audio, Done, StageEvent, StageName, TextSent
 from voicelat.stages._ws import (
     Closed,
     Message,

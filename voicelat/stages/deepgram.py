@@ -4,10 +4,10 @@
 **STT.** One socket serves every turn: opened in ``__aenter__`` (re-opened by ``prepare()`` at
 turn start if Deepgram closed it) and kept alive between turns with ``KeepAlive`` every
 ``keepalive_s`` (Deepgram closes a socket that hears nothing for 10 s: NET-0001). Audio frames
-go out as the runner paces them. Interim results are :class:`~voicelat.events.Partial`
+go out as the runner paces them. Interim results are :class:`~voicelat.core.events.Partial`
 (the turn's finalized text plus the interim), ``is_final`` segments are
-:class:`~voicelat.events.Final`, and ``speech_final`` or ``UtteranceEnd`` is
-:class:`~voicelat.events.EndOfTurn` (reported at once: ``[endpointing] mode = "provider"``
+:class:`~voicelat.core.events.Final`, and ``speech_final`` or ``UtteranceEnd`` is
+:class:`~voicelat.core.events.EndOfTurn` (reported at once: ``[endpointing] mode = "provider"``
 stops the audio on it). At the end of the audio the stage sends ``Finalize`` (or
 ``CloseStream`` with ``end_of_audio = "close_stream"``) and the request ends on the result
 marked ``from_finalize`` (or ``Metadata``). When the last result already was a ``speech_final``
@@ -33,8 +33,8 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, ClassVar, Self
 from urllib.parse import urlencode
 
-from voicelat.errors import StageError
-from voicelat.events import (
+from voicelat.core.errors import StageError
+from voicelat.core.events import (
     Audio,
     Done,
     EndOfTurn,

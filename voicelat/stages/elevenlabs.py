@@ -27,8 +27,8 @@ from urllib.parse import quote, urlencode
 
 from websockets.exceptions import ConnectionClosed
 
-from voicelat.errors import StageError
-from voicelat.events import Audio, Done, StageEvent, StageName, TextSent
+from voicelat.core.errors import StageError
+from voicelat.core.events import Audio, Done, StageEvent, StageName, TextSent
 from voicelat.stages._ws import (
     Closed,
     Message,

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar
 
-from voicelat.events import Audio, Connected, Done, Failed, StageEvent, StageName, TextSent
+from voicelat.core.events import Audio, Connected, Done, Failed, StageEvent, StageName, TextSent
 from voicelat.stages.base import Options
 from voicelat.stages.worker import WorkerProcess, WorkerStage
 

@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Self
 
 import httpx
 
-from voicelat.errors import StageError
-from voicelat.events import Connected, Failed, Span, StageEvent
+from voicelat.core.errors import StageError
+from voicelat.core.events import Connected, Failed, Span, StageEvent
 from voicelat.stages.base import Options
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 The response is one JSON object per line, ``{"result":{"audioContent":"<base64>"}}``, and with
 LINEAR16 every chunk carries its own complete WAV header (PROTOCOLS.md §6a): the stage strips
-the header of every chunk, so the first :class:`~voicelat.events.Audio` is the first real
+the header of every chunk, so the first :class:`~voicelat.core.events.Audio` is the first real
 sample (a header is not audio). Auth is ``Authorization: Basic <key>``, the key exactly as
 Inworld's portal gives it. The Inworld LLM Router needs no stage of its own: it is the
 ``openai`` stage with ``auth = "basic"`` (see pipelines/inworld.toml).

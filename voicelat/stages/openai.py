@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from voicelat.errors import StageError
-from voicelat.events import (
+from voicelat.core.errors import StageError
+from voicelat.core.events import (
     Delta,
     Done,
     Failed,
@@ -27,7 +27,7 @@ from voicelat.events import (
     StageEvent,
     StageName,
 )
-from voicelat.sse import SSEDecoder
+from voicelat.core.sse import SSEDecoder
 from voicelat.stages.base import Options
 from voicelat.stages.http import (
     HttpStage,

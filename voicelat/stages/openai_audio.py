@@ -4,7 +4,7 @@
 Both stamp every raw read of the response body on arrival, before decoding, and report
 httpcore trace sub-spans (connect, TLS, request sent, response headers) like the ``openai``
 LLM stage. Every failure (refused connection, HTTP error, mid-stream error event, stall,
-truncated stream) ends the request with one :class:`~voicelat.events.Failed` line; read
+truncated stream) ends the request with one :class:`~voicelat.core.events.Failed` line; read
 timeouts bound every wait, so nothing hangs.
 
 The TTS base class :class:`HttpTTS` (one HTTP request per text piece the chunker hands over,
@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from voicelat.errors import StageError
-from voicelat.events import (
+from voicelat.core.errors import StageError
+from voicelat.core.events import (
     Audio,
     Done,
     Failed,
@@ -35,7 +35,7 @@ from voicelat.events import (
     StageName,
     TextSent,
 )
-from voicelat.sse import SSEDecoder
+from voicelat.core.sse import SSEDecoder
 from voicelat.stages.base import Options
 from voicelat.stages.http import (
     HttpStage,

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar
 
-from voicelat.events import Connected, Done, Failed, Final, Partial, RequestSent, StageEvent
-from voicelat.events import StageName as _StageName
+from voicelat.core.events import Connected, Done, Failed, Final, Partial, RequestSent, StageEvent
+from voicelat.core.events import StageName as _StageName
 from voicelat.stages.base import Options
 from voicelat.stages.worker import WorkerProcess, WorkerStage
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar, Self
 
-from voicelat.errors import StageError
+from voicelat.core.errors import StageError
 
 #: A message as the loop received it: (arrival stamp in ns, the worker's tuple).
 Stamped = tuple[int, tuple[Any, ...]]

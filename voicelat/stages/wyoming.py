@@ -26,8 +26,8 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from voicelat.errors import StageError
-from voicelat.events import (
+from voicelat.core.errors import StageError
+from voicelat.core.events import (
     Audio,
     Connected,
     Done,

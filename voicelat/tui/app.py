@@ -21,7 +21,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from voicelat.stats import PERCENTILES
+from voicelat.core.stats import PERCENTILES
+from voicelat.core.turn import Turn
 from voicelat.tui.model import (
     SORT_KEYS,
     SORT_LABELS,
@@ -45,7 +46,6 @@ from voicelat.tui.render import (
     turn_detail,
     turn_pane,
 )
-from voicelat.turn import Turn
 
 #: Below this the panes cannot show a waterfall legibly: say so instead of drawing a mess.
 MIN_WIDTH = 100

@@ -37,11 +37,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from voicelat.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.tui.model import NS_PER_MS, RunEnded, RunEvent, RunModel, SetupLine
 from voicelat.tui.protocol import ARGV_ENV, EVENTS_FORMAT, SummaryWritten, decode
 
-#: How the child's one-line errors start (``voicelat.cli._err``).
+#: How the child's one-line errors start (``voicelat.cli.main._err``).
 ERROR_PREFIX = "voicelat: error: "
 #: The first line Python prints for an uncaught exception.
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -70,7 +70,7 @@ def forwarded_options(args: argparse.Namespace) -> list[str]:
     Rebuilt from the same ``add_run_arguments`` the parser used, so an option added there is
     forwarded to the child without touching this function (a test round-trips every option).
     """
-    from voicelat.cli import add_run_arguments
+    from voicelat.cli.main import add_run_arguments
 
     probe = argparse.ArgumentParser(add_help=False)
     add_run_arguments(probe)
@@ -324,11 +324,11 @@ def run_with_tui(
 
     ``command`` replaces the measuring child (tests replay a recorded run with it).
     """
-    # Imported here: voicelat.cli imports this module lazily, only when the TUI is wanted.
-    from voicelat.cli import _info
-    from voicelat.plan import plan_turns
+    # Imported here: voicelat.cli.main imports this module lazily, only when the TUI is wanted.
+    from voicelat.cli.main import _info
+    from voicelat.core.plan import plan_turns
+    from voicelat.files.results import load_run
     from voicelat.report.text import summary_table
-    from voicelat.results import load_run
     from voicelat.tui.app import VoicelatApp
 
     planned = len(

@@ -19,11 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.contract import SEGMENTS
-from voicelat.results import LoadedRun
-from voicelat.stats import PERCENTILES, Band, Distribution
-from voicelat.summary import headline_turns, segment_distributions, span_distributions, waterfall
-from voicelat.turn import Turn
+from voicelat.core.contract import SEGMENTS
+from voicelat.core.stats import PERCENTILES, Band, Distribution
+from voicelat.core.summary import (
+    headline_turns,
+    segment_distributions,
+    span_distributions,
+    waterfall,
+)
+from voicelat.core.turn import Turn
+from voicelat.files.results import LoadedRun
 
 NS_PER_MS = 1_000_000
 

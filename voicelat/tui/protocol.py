@@ -8,7 +8,7 @@ the runner's observer, one line per call::
      "total": 6, "speech_end_ns": 2338000000}
     {"event": "milestone", "index": 0, "name": "endpoint", "t_rel_ns": 2851234567,
      "seen_ns": 81234567890123}
-    {"event": "turn_finished", "total": 6, "turn": {... voicelat.results.turn_to_json ...}}
+    {"event": "turn_finished", "total": 6, "turn": {... voicelat.files.results.turn_to_json ...}}
     {"event": "summary", "path": "runs/.../summary.json"}
 
 ``seen_ns`` is ``time.perf_counter_ns()`` in the child when the milestone was reported. That
@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from voicelat.fixtures import Fixture
-from voicelat.plan import PlannedTurn
-from voicelat.results import SUMMARY_FILE, turn_from_json, turn_to_json
+from voicelat.core.plan import PlannedTurn
+from voicelat.core.turn import Turn
+from voicelat.files.fixtures import Fixture
+from voicelat.files.results import SUMMARY_FILE, turn_from_json, turn_to_json
 from voicelat.tui.model import NS_PER_MS, MilestoneSeen, RunEvent, TurnFinished, TurnStarted
-from voicelat.turn import Turn
 
 #: The value of the hidden ``--events`` option that selects this stream.
 EVENTS_FORMAT = "jsonl"

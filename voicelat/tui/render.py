@@ -16,8 +16,9 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from voicelat.contract import MILESTONES, SEGMENTS
-from voicelat.stats import Band, Distribution
+from voicelat.core.contract import MILESTONES, SEGMENTS
+from voicelat.core.stats import Band, Distribution
+from voicelat.core.turn import Turn
 from voicelat.tui.model import (
     LIVE_MILESTONES,
     NS_PER_MS,
@@ -31,7 +32,6 @@ from voicelat.tui.model import (
     judge,
     round_to_total,
 )
-from voicelat.turn import Turn
 
 #: One colour per segment, so a segment keeps its colour in every chart.
 SEGMENT_STYLES: dict[str, str] = {

@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from voicelat.core.errors import ConfigError
 from voicelat.emulate.base import Emulator, Route, b64, bearer_key
 from voicelat.emulate.content import (
     Speaker,
@@ -36,7 +37,6 @@ from voicelat.emulate.content import (
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import BadRequest, HttpExchange, Upload
 from voicelat.emulate.profile import HTTP_FAULTS, EmulatorConfig
-from voicelat.errors import ConfigError
 
 __all__ = ["OpenAIEmulator"]
 

@@ -1,0 +1,1 @@
+"""The ``voicelat`` command: one module per subcommand, shared argument helpers in ``args``."""

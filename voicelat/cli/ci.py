@@ -1,0 +1,396 @@
+"""``voicelat ci`` and ``voicelat baseline save``: the latency gate from the command line.
+
+``voicelat ci`` replays the fixtures through the pipeline (the same run as ``voicelat run``),
+holds the result against a budget and, with ``--baseline``, against an earlier run, writes
+JUnit XML, Markdown and ``gate.json`` into the run directory (and where ``--junit`` /
+``--markdown`` say; the Markdown is appended to ``$GITHUB_STEP_SUMMARY`` when it is set), prints
+the verdict and exits with:
+
+* 0 every check passed;
+* 1 a budget line broken, a significant regression beyond tolerance, or too few warm turns;
+* 2 a usage or configuration error (bad budget key, incompatible baseline, ...);
+* 3 an infrastructure failure (stack down, every measured turn failed).
+
+``--results RUN_DIR`` gates a run that already exists instead of running the pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from voicelat.cli.args import confidence, non_negative_float
+from voicelat.core.budget import Budget, load_budget_file, parse_budget
+from voicelat.core.compare import (
+    DEFAULT_TOLERANCE_MS,
+    DEFAULT_TOLERANCE_PCT,
+    Tolerance,
+    check_baseline,
+)
+from voicelat.core.errors import EXIT_INFRA, EXIT_OK, ConfigError, InfraError, VoicelatError
+from voicelat.core.gate import GateResult, evaluate_gate, gate_text
+from voicelat.core.turn import Turn
+from voicelat.files.results import SUMMARY_FILE, TURNS_FILE, LoadedRun, load_run
+
+if TYPE_CHECKING:
+    _SubParsers = argparse._SubParsersAction[Any]
+else:
+    _SubParsers = Any
+
+JUNIT_FILE = "junit.xml"
+MARKDOWN_FILE = "report.md"
+GATE_FILE = "gate.json"
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def _info(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
+    """Register ``ci`` and ``baseline save``; each sets ``func`` and returns an exit code."""
+    from voicelat.cli.main import add_run_arguments
+
+    ci: argparse.ArgumentParser = subparsers.add_parser(
+        "ci",
+        help="replay fixtures and fail on a broken latency budget or a regression",
+        description=(
+            "Replay fixtures through a pipeline, hold the result against a latency budget and "
+            "an optional baseline run, write JUnit/Markdown reports. Exit codes: 0 pass, "
+            "1 budget broken / significant regression / too few turns, 2 usage or config "
+            "error, 3 infrastructure failure."
+        ),
+    )
+    add_run_arguments(ci)
+    ci.add_argument(
+        "--budget",
+        "-b",
+        type=Path,
+        help="budget TOML file with a [budget] table (default: the pipeline's [budget])",
+    )
+    ci.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="RUN_DIR",
+        help="earlier run directory (or its summary.json) to check for regressions against",
+    )
+    ci.add_argument(
+        "--force",
+        action="store_true",
+        help="compare with a baseline of another pipeline or fixture set anyway",
+    )
+    ci.add_argument(
+        "--tolerance-ms",
+        type=non_negative_float,
+        default=DEFAULT_TOLERANCE_MS,
+        help=f"a regression must exceed this many ms (default {DEFAULT_TOLERANCE_MS:g})",
+    )
+    ci.add_argument(
+        "--tolerance-pct",
+        type=non_negative_float,
+        default=DEFAULT_TOLERANCE_PCT,
+        help=f"... and this %% of the baseline value (default {DEFAULT_TOLERANCE_PCT:g})",
+    )
+    ci.add_argument(
+        "--confidence",
+        type=confidence,
+        default=0.95,
+        help="confidence level of the bootstrap intervals (default 0.95)",
+    )
+    ci.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
+    ci.add_argument("--markdown", type=Path, metavar="FILE", help="also write Markdown here")
+    ci.add_argument(
+        "--results",
+        type=Path,
+        metavar="RUN_DIR",
+        help="gate an existing run directory instead of running the pipeline",
+    )
+    ci.add_argument(
+        "--save-baseline",
+        type=Path,
+        metavar="DIR",
+        help="when the gate passes, save this run as the baseline in DIR",
+    )
+    ci.set_defaults(func=cmd_ci)
+
+    baseline = subparsers.add_parser("baseline", help="keep a run as the baseline for `ci`")
+    bsub = baseline.add_subparsers(dest="baseline_command", metavar="COMMAND")
+    save = bsub.add_parser(
+        "save",
+        help="copy a run's summary.json and turns.jsonl into a baseline directory",
+        description="Copy a run's summary.json and turns.jsonl (all `ci --baseline` reads) "
+        "into DEST, replacing the baseline there.",
+    )
+    save.add_argument("run", type=Path, metavar="RUN_DIR", help="the run to keep")
+    save.add_argument("dest", type=Path, metavar="DEST", help="baseline directory to write")
+    save.set_defaults(func=cmd_baseline_save)
+    return ci
+
+
+# -- inputs ----------------------------------------------------------------------------------
+def _budget(args: argparse.Namespace, table: Mapping[str, Any] | None, source: str) -> Budget:
+    """The budget in force: a --budget file replaces the pipeline's [budget] table as a whole."""
+    if args.budget is not None:
+        return load_budget_file(args.budget)
+    if table:
+        return parse_budget(table, source=source)
+    return Budget(source="defaults (no [budget] given)")
+
+
+@dataclass
+class _Baseline:
+    label: str
+    run: LoadedRun
+    notes: list[str]
+
+
+def _load_baseline(args: argparse.Namespace, current: Mapping[str, Any]) -> _Baseline | None:
+    if args.baseline is None:
+        return None
+    label = str(args.baseline)
+    try:
+        run = load_run(args.baseline)
+    except VoicelatError as exc:
+        raise ConfigError(f"baseline: {exc}") from None
+    if not (run.path / TURNS_FILE).exists():
+        raise ConfigError(
+            f"baseline {label} has no {TURNS_FILE}: the comparison resamples its turns; keep the "
+            "whole run directory (voicelat baseline save RUN_DIR DEST)"
+        )
+    notes = check_baseline(run.summary, current, source=label, force=args.force)
+    if run.skipped_lines:
+        notes.append(f"baseline: {run.skipped_lines} unreadable line(s) of {TURNS_FILE} skipped")
+    return _Baseline(label, run, notes)
+
+
+def _check_empty_out(out_dir: Path) -> None:
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"results directory {out_dir} is not empty: choose another --out")
+
+
+# -- the command -----------------------------------------------------------------------------
+def cmd_ci(args: argparse.Namespace) -> int:
+    """Run (or load) the turns, gate them, write the reports; returns the exit code."""
+    tolerance = Tolerance(args.tolerance_ms, args.tolerance_pct)
+    if args.results is not None:
+        return _gate_existing(args, tolerance)
+    from voicelat.cli.main import PrintObserver, default_out_dir, execute_run, resolve_inputs
+    from voicelat.files.fixtures import fixture_set_hash
+    from voicelat.report.text import summary_table
+
+    pipeline, fixtures = resolve_inputs(args)
+    budget = _budget(args, pipeline.budget, str(pipeline.path))
+    current = {
+        "pipeline": {"name": pipeline.name, "sha256": pipeline.sha256},
+        "fixture_set_sha256": fixture_set_hash(fixtures),
+    }
+    # Refuse a bad baseline before spending minutes on turns.
+    baseline = _load_baseline(args, current)
+    out_dir = args.out or default_out_dir(pipeline, "ci")
+    _check_empty_out(out_dir)
+    _info(
+        f"voicelat ci: pipeline {pipeline.name} ({pipeline.path}); {len(fixtures)} fixtures; "
+        f"budget {budget.source}; results -> {out_dir}"
+    )
+    try:
+        outcome = execute_run(args, pipeline, fixtures, out_dir, PrintObserver(), argv=sys.argv)
+    except VoicelatError as exc:
+        if exc.exit_code == EXIT_INFRA:
+            _write_error_reports(args, out_dir, str(exc))
+        raise
+    print()
+    print(summary_table(outcome.summary, str(out_dir)))
+    print()
+    return _finish(args, outcome.summary, outcome.turns, budget, baseline, tolerance, out_dir)
+
+
+def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
+    for flag, value in (
+        ("--fixtures", args.fixtures),
+        ("--turns", args.turns),
+        ("--out", args.out),
+    ):
+        if value is not None:
+            raise ConfigError(f"{flag} does not apply with --results (it gates a finished run)")
+    run = load_run(args.results)
+    if run.summary is None:
+        raise ConfigError(
+            f"{run.path} has no {SUMMARY_FILE}: was the run killed before it finished?"
+        )
+    if not run.turns:
+        raise ConfigError(f"{run.path} holds no readable turns")
+    if args.pipeline is not None and args.budget is None:
+        from voicelat.files.pipeline import load_pipeline
+
+        budget = _budget(args, load_pipeline(args.pipeline).budget, str(args.pipeline))
+    else:
+        budget = _budget(
+            args, run.summary.get("budget"), f"[budget] recorded in {run.path / SUMMARY_FILE}"
+        )
+    baseline = _load_baseline(args, run.summary)
+    return _finish(args, run.summary, list(run.turns), budget, baseline, tolerance, run.path)
+
+
+def _finish(
+    args: argparse.Namespace,
+    summary: Mapping[str, Any],
+    turns: Sequence[Turn],
+    budget: Budget,
+    baseline: _Baseline | None,
+    tolerance: Tolerance,
+    run_dir: Path,
+) -> int:
+    measured = [t for t in turns if not t.warmup]
+    if measured and all(t.failed for t in measured):
+        reason = f"{measured[0].failure_stage}: {measured[0].failure_reason}"
+        msg = f"every measured turn failed ({len(measured)}); first reason: {reason}"
+        _write_error_reports(args, run_dir, msg, summary)
+        raise InfraError(msg)
+    notes = [] if baseline is None else list(baseline.notes)
+    status = (summary.get("run") or {}).get("status")
+    if status not in (None, "complete"):
+        notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
+    result = evaluate_gate(
+        summary,
+        turns,
+        budget,
+        baseline_turns=None if baseline is None else list(baseline.run.turns),
+        baseline=None if baseline is None else baseline.label,
+        baseline_summary=None if baseline is None else baseline.run.summary,
+        tolerance=tolerance,
+        level=args.confidence,
+        notes=notes,
+        run_dir=str(run_dir),
+    )
+    written = _write_reports(args, run_dir, result)
+    print(gate_text(result), flush=True)
+    _info("reports: " + ", ".join(str(p) for p in written))
+    if args.save_baseline is not None:
+        if result.passed:
+            save_baseline(run_dir, args.save_baseline)
+            _info(f"baseline saved to {args.save_baseline}")
+        else:
+            _info(f"not saving the baseline to {args.save_baseline}: the gate failed")
+    return result.exit_code
+
+
+# -- output ----------------------------------------------------------------------------------
+def _write(path: Path, text: str, *, append: bool = False) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a" if append else "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _step_summary(markdown: str) -> None:
+    target = os.environ.get(STEP_SUMMARY_ENV)
+    if not target:
+        return
+    try:
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(markdown + "\n")
+    except OSError as exc:
+        # The gate's verdict stands without the summary page; say so and go on.
+        _info(f"warning: cannot append to ${STEP_SUMMARY_ENV} ({target}): {exc.strerror}")
+
+
+def _write_reports(args: argparse.Namespace, run_dir: Path, result: GateResult) -> list[Path]:
+    from voicelat.report.junit import junit_xml
+    from voicelat.report.markdown import markdown_report
+
+    xml, md = junit_xml(result), markdown_report(result)
+    written = []
+    for path, text in (
+        (run_dir / JUNIT_FILE, xml),
+        (run_dir / MARKDOWN_FILE, md),
+        (run_dir / GATE_FILE, json.dumps(result.to_json(), indent=2) + "\n"),
+        (args.junit, xml),
+        (args.markdown, md),
+    ):
+        if path is not None:
+            _write(path, text)
+            written.append(path)
+    _step_summary(md)
+    return written
+
+
+def _write_error_reports(
+    args: argparse.Namespace,
+    run_dir: Path,
+    message: str,
+    summary: Mapping[str, Any] | None = None,
+) -> None:
+    """Even a gate that could not run leaves a JUnit error and a Markdown line for the CI page."""
+    from voicelat.report.junit import junit_error_xml
+    from voicelat.report.markdown import markdown_error
+
+    xml, md = junit_error_xml(message, summary=summary), markdown_error(message)
+    try:
+        for path, text in (
+            (run_dir / JUNIT_FILE, xml),
+            (run_dir / MARKDOWN_FILE, md),
+            (args.junit, xml),
+            (args.markdown, md),
+        ):
+            if path is not None:
+                _write(path, text)
+    except ConfigError as exc:
+        _info(f"warning: {exc}")  # the infrastructure error is the one to report
+    _step_summary(md)
+
+
+# -- baselines -------------------------------------------------------------------------------
+def save_baseline(run_dir: Path, dest: Path) -> None:
+    """Copy a run's ``summary.json`` and ``turns.jsonl`` into ``dest`` (each replaced atomically)."""
+    if dest.exists() and not dest.is_dir():
+        raise ConfigError(f"baseline destination {dest} is a file, not a directory")
+    if dest.resolve() == run_dir.resolve():
+        return  # the run already is the baseline
+    others = sorted(
+        p.name
+        for p in (dest.iterdir() if dest.exists() else ())
+        if p.name not in (SUMMARY_FILE, TURNS_FILE, JUNIT_FILE, MARKDOWN_FILE, GATE_FILE)
+    )
+    if others:
+        raise ConfigError(
+            f"{dest} holds {', '.join(others[:3])}: not a baseline directory; choose another"
+        )
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in (SUMMARY_FILE, TURNS_FILE):
+            data = (run_dir / name).read_bytes()
+            tmp = dest / f".{name}.tmp"
+            tmp.write_bytes(data)
+            os.replace(tmp, dest / name)
+    except OSError as exc:
+        raise ConfigError(f"cannot save the baseline to {dest}: {exc.strerror}") from None
+
+
+def cmd_baseline_save(args: argparse.Namespace) -> int:
+    """``voicelat baseline save RUN_DIR DEST``."""
+    run = load_run(args.run)
+    if run.summary is None or not (run.path / TURNS_FILE).exists():
+        raise ConfigError(
+            f"{run.path} needs both {SUMMARY_FILE} and {TURNS_FILE} to serve as a baseline"
+        )
+    n = sum(t.headline for t in run.turns)
+    if n == 0:
+        raise ConfigError(f"{run.path} has no warm measured turn: nothing to compare against")
+    save_baseline(run.path, args.dest)
+    e2e = run.summary.get("e2e") or {}
+    p50, p90 = e2e.get("p50"), e2e.get("p90")
+    figures = (
+        f"; e2e P50 {p50 / 1e6:.0f} ms, P90 {p90 / 1e6:.0f} ms"
+        if isinstance(p50, int | float) and isinstance(p90, int | float)
+        else ""
+    )
+    print(f"baseline saved: {args.dest} ({n} warm turns{figures})")
+    return EXIT_OK

@@ -1,0 +1,527 @@
+"""``voicelat compare``: measure several STT x LLM x TTS combinations fairly, rank them honestly.
+
+::
+
+    voicelat compare P1.toml P2.toml ...        # one combination per pipeline file
+    voicelat compare --matrix matrix.toml       # the product of a matrix's alternatives
+    voicelat compare RUN_DIR RUN_DIR ...        # rank runs that already exist (not interleaved)
+
+Every combination's stages are entered once (each stage instance is its own connection or
+worker), then the fair schedule (:func:`voicelat.files.matrix.fair_schedule`) drives one turn at a
+time through each combination's :class:`~voicelat.engine.runner.Runner` on one event loop: fixture A
+on every combination, then B on every combination, ... Each combination's turns land in its own
+run directory (``OUT/<combination>/turns.jsonl`` + ``summary.json``, the schema of
+``voicelat run``); the ranking goes to ``OUT/comparison.json``, ``OUT/comparison.md`` and
+``OUT/report.html``.
+
+Exit codes: 0 ranked; 2 usage or configuration error (unknown stage, missing file, runs on
+different fixtures); 3 no combination produced a single warm turn (each one's reason is in the
+report); 130 interrupted (finished turns and their summaries are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from voicelat.cli.args import confidence, non_negative_int, positive_int
+from voicelat.core.compare import MIN_COMPARE_TURNS, metric_rows
+from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
+from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
+from voicelat.core.turn import Turn
+from voicelat.core.version import __version__
+from voicelat.files.matrix import (
+    Combination,
+    Slot,
+    check_stages,
+    combinations_from_files,
+    load_matrix,
+)
+from voicelat.files.matrix import fair_schedule as make_schedule
+from voicelat.files.results import (
+    SCHEMA_VERSION,
+    SUMMARY_FILE,
+    TurnsWriter,
+    load_run,
+    write_summary,
+)
+
+if TYPE_CHECKING:
+    from voicelat.engine.runner import Runner
+
+    _SubParsers = argparse._SubParsersAction[Any]
+else:
+    _SubParsers = Any
+
+COMPARISON_JSON = "comparison.json"
+COMPARISON_MD = "comparison.md"
+REPORT_HTML = "report.html"
+
+
+def _info(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
+    """Register ``compare``; it sets ``func`` to :func:`cmd_compare`."""
+
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "compare",
+        help="measure STT x LLM x TTS combinations on the same fixtures and rank them",
+        description=(
+            "Measure several pipelines (files, or a --matrix of alternatives per stage) on the "
+            "same fixtures, interleaved per fixture so drift hits all alike, and rank them by "
+            "e2e latency with bootstrap CIs and significance against the best. Given run "
+            "directories instead, ranks those existing runs."
+        ),
+    )
+    p.add_argument(
+        "inputs",
+        nargs="*",
+        type=Path,
+        metavar="PIPELINE.toml|RUN_DIR",
+        help="pipeline files to measure, or run directories to rank as they are",
+    )
+    p.add_argument(
+        "--matrix", "-m", type=Path, metavar="MATRIX.toml", help="alternatives per stage"
+    )
+    p.add_argument(
+        "--fixtures",
+        "-f",
+        type=Path,
+        help="fixtures directory with manifest.json (default: bundled)",
+    )
+    p.add_argument(
+        "--turns",
+        "-n",
+        type=positive_int,
+        help="measured turns per combination (default: every fixture once per repeat)",
+    )
+    p.add_argument(
+        "--repeat", "-r", type=positive_int, default=1, help="rounds over the fixtures (default 1)"
+    )
+    p.add_argument(
+        "--warmup",
+        "-w",
+        type=non_negative_int,
+        default=1,
+        help="warm-up turns per combination, run first and excluded (default 1)",
+    )
+    p.add_argument(
+        "--out", "-o", type=Path, help="output directory (default: runs/<time>-compare-<name>)"
+    )
+    p.add_argument(
+        "--rank-by",
+        choices=("p50", "p90"),
+        default="p50",
+        help="the e2e percentile that orders the ranking (default p50)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=confidence,
+        default=0.95,
+        help="confidence level of the bootstrap intervals (default 0.95)",
+    )
+    p.add_argument(
+        "--resamples", type=positive_int, default=2000, help="bootstrap resamples (default 2000)"
+    )
+    p.add_argument(
+        "--seed", type=non_negative_int, default=0, help="bootstrap seed: same input, same verdicts"
+    )
+    p.add_argument(
+        "--tui",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the ranking in the terminal UI at the end (default: when stdout is a terminal)",
+    )
+    p.set_defaults(func=cmd_compare)
+    return p
+
+
+# -- the command ---------------------------------------------------------------------------------
+def cmd_compare(args: argparse.Namespace) -> int:
+    inputs: list[Path] = list(args.inputs)
+    if args.matrix is not None and inputs:
+        raise ConfigError("give either --matrix MATRIX.toml or pipeline files, not both")
+    if args.matrix is None and not inputs:
+        raise ConfigError(
+            "nothing to compare: give pipeline files, run directories or --matrix MATRIX.toml"
+        )
+    dirs = [p for p in inputs if p.is_dir()]
+    if dirs and len(dirs) != len(inputs):
+        raise ConfigError(
+            "mix of run directories and pipeline files: rank existing runs, or measure "
+            "pipelines, not both at once"
+        )
+    if dirs:
+        return _compare_saved(args, dirs)
+    return _compare_live(args)
+
+
+@dataclass
+class _Live:
+    """One combination during a live comparison."""
+
+    combo: Combination
+    runner: Runner
+    run_dir: Path
+    writer: TurnsWriter | None = None
+    stages: tuple[Any, Any, Any] | None = None
+    setup_error: str | None = None
+    turns: list[Turn] = field(default_factory=list)
+
+
+def _compare_live(args: argparse.Namespace) -> int:
+    from voicelat.cli.main import stack_for, with_stack_urls
+    from voicelat.core.plan import plan_turns
+    from voicelat.engine.runner import Runner
+    from voicelat.files.fixtures import default_fixtures_dir, fixture_set_hash, load_fixtures
+    from voicelat.stages.base import load_stage_class
+
+    if args.matrix is not None:
+        matrix = load_matrix(args.matrix)
+        combos, name, description, excluded = (
+            matrix.combinations,
+            matrix.name,
+            matrix.description,
+            matrix.excluded,
+        )
+        source: dict[str, Any] = {"matrix": str(args.matrix)}
+        where = str(args.matrix)
+    else:
+        combos = combinations_from_files(list(args.inputs))
+        name, description, excluded = "+".join(c.slug for c in combos)[:60], "", []
+        source = {"pipelines": [str(p) for p in args.inputs]}
+        where = "pipelines"
+    # Unknown stage names fail here, with the known ones listed, before anything starts.
+    check_stages(combos, load_stage_class, where)
+    fixtures = load_fixtures(args.fixtures or default_fixtures_dir())
+    out: Path = args.out or _default_out(name)
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"output directory {out} is not empty: choose another --out")
+    ids = [f.id for f in fixtures]
+    plan = plan_turns(ids, repeat=args.repeat, turns=args.turns, warmup=args.warmup)
+    schedule = make_schedule(
+        len(combos), ids, repeat=args.repeat, turns=args.turns, warmup=args.warmup
+    )
+    lives: list[_Live] = []
+    for c in combos:
+        run_dir = out / c.slug
+        runner = Runner(with_stack_urls(c.pipeline), fixtures, run_dir, argv=list(sys.argv))
+        try:
+            runner.validate()
+        except ConfigError as exc:
+            raise ConfigError(f"combination {c.name}: {exc}") from None
+        lives.append(_Live(c, runner, run_dir))
+    measured = sum(not p.warmup for p in plan)
+    _info(
+        f"compare {name}: {len(combos)} combinations x {len(fixtures)} fixtures; "
+        f"{args.warmup} warm-up + {measured} measured turn(s) each, interleaved "
+        f"({len(schedule)} turns); results -> {out}"
+    )
+    stacked = next((c.pipeline for c in combos if c.pipeline.stack == "local"), None)
+    started_wall = time.time()
+    status = "complete"
+    out.mkdir(parents=True, exist_ok=True)
+    with stack_for(stacked or combos[0].pipeline) as stack_info:
+        for lv in lives:
+            lv.runner.stack_info = stack_info
+            lv.writer = TurnsWriter(lv.run_dir)
+        try:
+            asyncio.run(_drive(lives, schedule, _print_turn(len(schedule))))
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        except BaseException:
+            status = "failed"
+            raise
+        finally:
+            for lv in lives:
+                if lv.writer is not None:
+                    lv.writer.close()
+                summary = lv.runner.summary(
+                    plan, "failed" if lv.setup_error else status, started_wall
+                )
+                if lv.setup_error:
+                    summary["setup_error"] = lv.setup_error
+                summary["comparison"] = {"name": name, "combination": lv.combo.name}
+                write_summary(lv.run_dir, summary)
+            if status == "interrupted":
+                kept = sum(len(lv.runner.turns) for lv in lives)
+                _info(f"interrupted: {kept} finished turn(s) kept, summaries written under {out}")
+    summaries = {
+        lv.combo.name: json.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        for lv in lives
+    }
+    check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
+    samples = [_sample(lv.combo.name, lv.runner.turns, lv.setup_error) for lv in lives]
+    doc = _document(
+        args,
+        name=name,
+        description=description,
+        source=source,
+        samples=samples,
+        summaries=summaries,
+        run_dirs={lv.combo.name: lv.run_dir.name for lv in lives},
+        labels={lv.combo.name: lv.combo.labels for lv in lives},
+        excluded=excluded,
+        fixtures={
+            "count": len(fixtures),
+            "ids": ids,
+            "set_sha256": fixture_set_hash(list(fixtures)),
+        },
+        schedule={
+            "order": "interleaved per fixture: each planned turn on every combination in turn",
+            "warmup": args.warmup,
+            "measured_per_combination": measured,
+            "repeat": args.repeat,
+            "turns": len(schedule),
+            "combination_order": [lv.combo.name for lv in lives],
+        },
+        interleaved=True,
+    )
+    return _finish(args, doc, out)
+
+
+def _print_turn(total: int) -> Callable[[Slot, str, Turn], None]:
+    from voicelat.report.text import turn_line
+
+    width = len(str(total))
+
+    def show(slot: Slot, combo: str, turn: Turn) -> None:
+        line = turn_line(turn, 1).split("] ", 1)[-1]
+        print(f"[{slot.position + 1:>{width}}/{total}] {combo:<28} {line}", flush=True)
+
+    return show
+
+
+async def _drive(
+    lives: Sequence[_Live], schedule: Sequence[Slot], show: Callable[[Slot, str, Turn], None]
+) -> None:
+    """Enter every combination's stages once, then run the schedule one turn at a time."""
+    async with AsyncExitStack() as stack:
+        for lv in lives:
+            try:
+                stt, llm, tts = lv.runner.build_stages()
+                for stage in (stt, llm, tts):
+                    await stack.enter_async_context(stage)
+                lv.stages = (stt, llm, tts)
+            except Exception as exc:
+                # This combination cannot run at all: it stays in the ranking as failed, with
+                # this reason; the others still compare.
+                lv.setup_error = f"set-up failed: {exc}"
+                _info(f"{lv.combo.name}: {lv.setup_error}")
+        for lv in lives[1:]:
+            lv.runner.share_loop_lag(lives[0].runner)
+        # Probe the loop only once set-up (workers, handshakes) is done, as `voicelat run` does.
+        probe = asyncio.create_task(lives[0].runner.probe_loop_lag())
+        try:
+            for slot in schedule:
+                lv = lives[slot.combination]
+                if lv.stages is None:
+                    continue
+                turn = await lv.runner.run_one(slot.planned, *lv.stages)
+                # Where in the interleaved order it ran: the audit trail of the fair schedule.
+                turn = replace(
+                    turn,
+                    extra={
+                        **turn.extra,
+                        "compare_slot": slot.position,
+                        "combination": lv.combo.name,
+                    },
+                )
+                lv.runner.turns[-1] = turn
+                assert lv.writer is not None
+                lv.writer.write(turn)
+                show(slot, lv.combo.name, turn)
+        finally:
+            probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await probe
+
+
+def _sample(name: str, turns: Sequence[Turn], setup_error: str | None = None) -> CombinationSample:
+    """A combination's turns as the plain integers the ranking works on."""
+    measured = [t for t in turns if not t.warmup]
+    failures = Counter(
+        f"{t.failure_stage}: {t.failure_reason}" for t in measured if t.failed and t.failure_reason
+    )
+    failure = setup_error or (failures.most_common(1)[0][0] if failures else None)
+    return CombinationSample(
+        name=name,
+        rows=metric_rows(turns),
+        measured=len(measured),
+        failed=sum(t.failed for t in measured),
+        warmup=sum(t.warmup for t in turns),
+        cold=sum(t.cold and not t.warmup and t.ok for t in turns),
+        failure=failure,
+    )
+
+
+def _document(
+    args: argparse.Namespace,
+    *,
+    name: str,
+    description: str,
+    source: dict[str, Any],
+    samples: Sequence[CombinationSample],
+    summaries: dict[str, dict[str, Any]],
+    run_dirs: dict[str, str],
+    labels: dict[str, dict[str, str]],
+    excluded: Sequence[str],
+    fixtures: dict[str, Any],
+    schedule: dict[str, Any],
+    interleaved: bool,
+) -> dict[str, Any]:
+    """``comparison.json``: the ranking plus what it was made from."""
+    by = 50 if args.rank_by == "p50" else 90
+    ranked = rank_combinations(
+        samples, by=by, level=args.confidence, resamples=args.resamples, seed=args.seed
+    )
+    combos = []
+    for r in ranked:
+        s = summaries.get(r.name, {})
+        wf = s.get("waterfall") or {}
+        combos.append(
+            r.to_json()
+            | {
+                "run_dir": run_dirs.get(r.name, ""),
+                "labels": labels.get(r.name, {}),
+                "stages": s.get("stages") or {},
+                "waterfall": {k: v for k, v in wf.items() if k in ("p50", "p90")},
+            }
+        )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "voicelat-comparison",
+        "tool": f"voicelat {__version__}",
+        "name": name,
+        "description": description,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "argv": list(sys.argv),
+        "source": source,
+        "interleaved": interleaved,
+        "fixtures": fixtures,
+        "schedule": schedule,
+        "statistics": {
+            "rank_by": args.rank_by,
+            "level": args.confidence,
+            "resamples": args.resamples,
+            "seed": args.seed,
+            "min_turns": MIN_COMPARE_TURNS,
+            "method": "percentile bootstrap over headline turns; vs best = this minus #1",
+        },
+        "combinations": combos,
+        "excluded": list(excluded),
+    }
+
+
+def _finish(args: argparse.Namespace, doc: dict[str, Any], out: Path) -> int:
+    from voicelat.report.comparison import comparison_markdown, comparison_text
+    from voicelat.report.comparison_html import comparison_html
+
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / COMPARISON_JSON, json.dumps(doc, indent=2) + "\n")
+    _write(out / COMPARISON_MD, comparison_markdown(doc))
+    _write(out / REPORT_HTML, comparison_html(doc))
+    print()
+    print(comparison_text(doc))
+    print()
+    print(f"reports: {out / COMPARISON_MD}, {out / REPORT_HTML}, {out / COMPARISON_JSON}")
+    from voicelat.tui.live import want_tui
+
+    if want_tui(args):
+        # The measurement is over: the UI cannot disturb a stamp any more.
+        from voicelat.tui.compare import show_comparison
+
+        show_comparison(doc)
+    if not any(c.get("status") == "ok" for c in doc["combinations"]):
+        first = doc["combinations"][0] if doc["combinations"] else {}
+        raise InfraError(
+            f"no combination produced a warm turn; {first.get('name', '?')}: "
+            f"{first.get('failure') or first.get('status')} (reports in {out})"
+        )
+    return EXIT_OK
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _default_out(name: str) -> Path:
+    from voicelat.files.matrix import slug
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path("runs") / f"{stamp}-compare-{slug(name)}"
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = Path(f"{base}-{n}")
+    return out
+
+
+# -- ranking runs that already exist --------------------------------------------------------------
+def _compare_saved(args: argparse.Namespace, dirs: Sequence[Path]) -> int:
+    runs = [load_run(d) for d in dirs]
+    names: list[str] = []
+    summaries: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        if run.summary is None:
+            raise ConfigError(
+                f"{run.path} has no {SUMMARY_FILE}: its fixtures are unknown, so it cannot be "
+                "compared (give directories voicelat wrote)"
+            )
+        name = run.path.name
+        if name in names:
+            name = f"{run.path.parent.name}/{name}"
+        names.append(name)
+        summaries[name] = run.summary
+    # Latency depends on what was said: runs on different audio are not comparable.
+    check_same_fixtures({n: s.get("fixture_set_sha256") for n, s in summaries.items()})
+    samples = [_sample(n, list(run.turns), None) for n, run in zip(names, runs, strict=True)]
+    first = next(iter(summaries.values()))
+    out: Path = args.out or _default_out("runs")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"output directory {out} is not empty: choose another --out")
+    fx = first.get("fixtures") or []
+    doc = _document(
+        args,
+        name=" vs ".join(names)[:80],
+        description=(
+            "Existing runs, measured separately (not interleaved): drift between them "
+            "is not controlled."
+        ),
+        source={"runs": [str(d) for d in dirs]},
+        samples=samples,
+        summaries=summaries,
+        run_dirs={n: str(run.path) for n, run in zip(names, runs, strict=True)},
+        labels={},
+        excluded=[],
+        fixtures={
+            "count": len(fx),
+            "ids": [f.get("id") for f in fx if isinstance(f, dict)],
+            "set_sha256": first.get("fixture_set_sha256"),
+        },
+        schedule={
+            "order": "separate runs (not interleaved)",
+            "warmup": max((s.get("counts") or {}).get("warmup", 0) for s in summaries.values()),
+            "measured_per_combination": "see n",
+        },
+        interleaved=False,
+    )
+    return _finish(args, doc, out)
+
+
+__all__ = ["COMPARISON_JSON", "COMPARISON_MD", "REPORT_HTML", "add_parser", "cmd_compare"]

@@ -1,0 +1,151 @@
+"""``voicelat serve NAME... [--profile FILE] [--port P] [--seed S]``: provider emulators.
+
+Once every emulator listens, one line per emulator goes to stdout, ``NAME BASE_URL``, so a
+script can read where to point its clients::
+
+    openai http://127.0.0.1:8401/v1
+    inworld http://127.0.0.1:8402
+
+It serves until Ctrl-C or SIGTERM, then stops cleanly (exit 0). Startup problems (an unknown
+emulator, a bad profile, a port in use) are one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from voicelat.core.errors import EXIT_OK
+from voicelat.emulate.profile import builtin_profiles
+from voicelat.emulate.registry import emulator_class, known_emulators
+
+__all__ = ["add_parser", "cmd_serve"]
+
+
+def _port(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0..65535)")
+    return n
+
+
+def _seed(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer seed") from None
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``serve``; it sets ``func`` to :func:`cmd_serve`."""
+    profiles = ", ".join(builtin_profiles()) or "none"
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="run provider emulators (OpenAI, Inworld, ...) on loopback with latency/fault profiles",
+        description="Protocol-faithful provider emulators on loopback. Prints `NAME BASE_URL` "
+        "per emulator once ready, then serves until Ctrl-C. See docs/EMULATORS.md.",
+    )
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"emulators to start: {', '.join(sorted(known_emulators()))}",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="FILE",
+        help=f"latency/fault/content profile (TOML file, or a built-in: {profiles})",
+    )
+    p.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="port of the first emulator, the next ones on the following ports "
+        "(default: each emulator's own port; 0: ephemeral ports)",
+    )
+    p.add_argument("--seed", type=_seed, default=None, help="seed: the same draws every run")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback)")
+    p.add_argument(
+        "--truth",
+        type=Path,
+        metavar="FILE",
+        help="append the ground truth of every finished request to FILE as JSON lines",
+    )
+    p.add_argument("--list", action="store_true", help="list the emulators and exit")
+    p.set_defaults(func=cmd_serve)
+    return p
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if args.list:
+        for name in sorted(known_emulators()):
+            cls = emulator_class(name)
+            print(f"{name:<12} port {cls.default_port:<6} {cls.title}")
+        return EXIT_OK
+    if not args.names:
+        from voicelat.core.errors import ConfigError
+
+        raise ConfigError(
+            f"name the emulators to serve, e.g. `voicelat serve openai` "
+            f"(known: {', '.join(sorted(known_emulators()))})"
+        )
+    try:
+        return asyncio.run(_serve(args))
+    except KeyboardInterrupt:
+        # A second Ctrl-C during shutdown: still no traceback.
+        return EXIT_OK
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from voicelat.emulate.running import Emulators
+    from voicelat.emulate.truth import JsonlTruthWriter
+
+    emulators = Emulators(
+        args.names,
+        profile=args.profile,
+        seed=args.seed,
+        host=args.host,
+        port=args.port,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    truth_file: TextIO | None = None
+    try:
+        if args.truth is not None:
+            try:
+                truth_file = args.truth.open("a", encoding="utf-8")
+            except OSError as exc:
+                from voicelat.core.errors import ConfigError
+
+                raise ConfigError(
+                    f"cannot write the truth file {args.truth}: {exc.strerror}"
+                ) from None
+            emulators.truth.on_close(JsonlTruthWriter(truth_file))
+        async with emulators:
+            for name, url in emulators.urls.items():
+                print(f"{name} {url}", flush=True)
+            seed = emulators.profile.seed
+            print(
+                f"serving {len(emulators.servers)} emulator(s) "
+                f"(profile: {emulators.profile.source}; seed: {seed if seed is not None else 'random'})"
+                "; Ctrl-C to stop",
+                file=sys.stderr,
+                flush=True,
+            )
+            await stop.wait()
+        print("stopped", file=sys.stderr, flush=True)
+        return EXIT_OK
+    finally:
+        if truth_file is not None:
+            truth_file.close()

@@ -1,0 +1,268 @@
+"""Baseline comparison: is this run slower than an earlier one, beyond noise? (pure; no I/O)
+
+For e2e and every segment at P50 and P90, the difference ``current - baseline`` gets a seeded
+percentile-bootstrap confidence interval over the two runs' headline turns. A check fails (a
+regression) only when the increase is significant (the interval lies above zero) **and** the
+estimate exceeds the tolerance: ``max(tolerance_ms, tolerance_pct % of the baseline value)``.
+Both parts matter: a few ms on a 1 s e2e can be significant yet irrelevant, and 15 % of a 2 ms
+hand-off is noise nobody can act on.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from voicelat.core.budget import METRICS, NS_PER_MS, Check
+from voicelat.core.errors import ConfigError
+from voicelat.core.stats import Interval
+from voicelat.core.turn import Turn
+from voicelat.files.results import SCHEMA_VERSION
+
+#: Percentiles compared (P99 of a CI-sized sample is its maximum: not worth a verdict).
+COMPARED_PERCENTILES: tuple[int, ...] = (50, 90)
+#: Oldest results schema a baseline may use and still be compared with this version's runs.
+MIN_BASELINE_SCHEMA = 1
+#: A bootstrap of one or two turns has next to no resampling variety: its interval lies.
+MIN_COMPARE_TURNS = 3
+DEFAULT_TOLERANCE_MS = 20.0
+DEFAULT_TOLERANCE_PCT = 10.0
+DEFAULT_RESAMPLES = 2000
+
+REGRESSION = "regression"
+FASTER = "faster"
+NOT_SIGNIFICANT = "not significant"
+WITHIN_TOLERANCE = "within tolerance"
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """How much slower counts as a regression: the larger of an absolute and a relative margin."""
+
+    abs_ms: float = DEFAULT_TOLERANCE_MS
+    rel_pct: float = DEFAULT_TOLERANCE_PCT
+
+    def allowed_ns(self, baseline_ns: float) -> float:
+        """The margin (ns) an increase over ``baseline_ns`` must exceed to count."""
+        return max(self.abs_ms * NS_PER_MS, abs(baseline_ns) * self.rel_pct / 100)
+
+    def describe(self) -> str:
+        return f"{self.abs_ms:g} ms / {self.rel_pct:g} %"
+
+
+DEFAULT_TOLERANCE = Tolerance()
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """One metric at one percentile, baseline vs current, with its verdict."""
+
+    metric: str
+    percentile: int
+    baseline_ns: float
+    current_ns: float
+    n_baseline: int
+    n_current: int
+    interval: Interval  # of current - baseline, in ns
+    tolerance_ns: float
+    verdict: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric} P{self.percentile}"
+
+    @property
+    def regression(self) -> bool:
+        return self.verdict == REGRESSION
+
+    def change_text(self) -> str:
+        """pyperf style: the change with its interval and ratio, or "not significant"."""
+        if self.verdict == NOT_SIGNIFICANT:
+            return NOT_SIGNIFICANT
+        iv = self.interval
+        text = (
+            f"{iv.estimate / NS_PER_MS:+.0f} ms "
+            f"[{iv.low / NS_PER_MS:+.0f}, {iv.high / NS_PER_MS:+.0f}]"
+        )
+        if self.baseline_ns > 0 and self.current_ns > 0:
+            ratio = self.current_ns / self.baseline_ns
+            text += f" {ratio:.2f}x slower" if ratio >= 1 else f" {1 / ratio:.2f}x faster"
+        return text
+
+    def to_check(self) -> Check:
+        """The comparison as a gate line; only a regression fails."""
+        base, cur = self.baseline_ns / NS_PER_MS, self.current_ns / NS_PER_MS
+        msg = f"{self.name} {base:.0f} ms -> {cur:.0f} ms: {self.change_text()}"
+        if self.regression:
+            msg += (
+                f" > tolerance {self.tolerance_ns / NS_PER_MS:.0f} ms "
+                f"(n={self.n_baseline} vs {self.n_current}, "
+                f"{self.interval.level:.0%} CI): regression"
+            )
+        elif self.verdict != NOT_SIGNIFICANT:
+            msg += f" ({self.verdict})"
+        return Check(
+            "regression",
+            self.name,
+            not self.regression,
+            msg,
+            self.interval.estimate / NS_PER_MS,
+            self.tolerance_ns / NS_PER_MS,
+        )
+
+
+def _pct_sorted(ordered: Sequence[float], p: float) -> float:
+    """Linear-interpolated percentile of an already sorted sample (same rule as stats.percentile)."""
+    rank = (len(ordered) - 1) * p / 100
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+
+
+def metric_rows(turns: Sequence[Turn]) -> list[dict[str, int]]:
+    """Per headline turn, its e2e and segments (ns): the unit the bootstrap resamples."""
+    rows = []
+    for t in turns:
+        if not t.headline or t.e2e_ns is None:
+            continue
+        rows.append({"e2e": t.e2e_ns, **{k: v for k, v in t.segments.items() if k in METRICS}})
+    return rows
+
+
+def _values(rows: Sequence[Mapping[str, int]], metric: str) -> list[float]:
+    return sorted(float(r[metric]) for r in rows if metric in r)
+
+
+def compare_turns(
+    baseline: Sequence[Turn],
+    current: Sequence[Turn],
+    *,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    level: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    metrics: Sequence[str] = METRICS,
+    percentiles: Sequence[int] = COMPARED_PERCENTILES,
+) -> list[Comparison]:
+    """Compare the headline turns of two runs; one :class:`Comparison` per metric and percentile.
+
+    Each bootstrap resample draws whole turns (with replacement) from each run and reuses that
+    draw for every metric: the turn is the unit that was measured, and one draw serving all
+    eighteen statistics is several times cheaper than eighteen independent bootstraps.
+    Seeded, so the same two runs always get the same verdicts.
+    """
+    a_rows, b_rows = metric_rows(baseline), metric_rows(current)
+    if len(a_rows) < MIN_COMPARE_TURNS or len(b_rows) < MIN_COMPARE_TURNS:
+        return []
+    todo = [m for m in metrics if _values(a_rows, m) and _values(b_rows, m)]
+    rng = random.Random(seed)
+    diffs: dict[tuple[str, int], list[float]] = {(m, p): [] for m in todo for p in percentiles}
+    for _ in range(resamples):
+        ra = rng.choices(a_rows, k=len(a_rows))
+        rb = rng.choices(b_rows, k=len(b_rows))
+        for m in todo:
+            va, vb = _values(ra, m), _values(rb, m)
+            if not va or not vb:
+                continue  # a metric absent from every drawn turn: this resample says nothing
+            for p in percentiles:
+                diffs[m, p].append(_pct_sorted(vb, p) - _pct_sorted(va, p))
+    alpha = (1 - level) / 2
+    out: list[Comparison] = []
+    for m in todo:
+        va, vb = _values(a_rows, m), _values(b_rows, m)
+        for p in percentiles:
+            base, cur = _pct_sorted(va, p), _pct_sorted(vb, p)
+            ds = sorted(diffs[m, p])
+            iv = Interval(
+                estimate=cur - base,
+                low=_pct_sorted(ds, 100 * alpha),
+                high=_pct_sorted(ds, 100 * (1 - alpha)),
+                level=level,
+            )
+            tol = tolerance.allowed_ns(base)
+            out.append(Comparison(m, p, base, cur, len(va), len(vb), iv, tol, _verdict(iv, tol)))
+    return out
+
+
+def _verdict(iv: Interval, tolerance_ns: float) -> str:
+    if not iv.significant:
+        return NOT_SIGNIFICANT
+    if iv.low > 0:
+        return REGRESSION if iv.estimate > tolerance_ns else WITHIN_TOLERANCE
+    return FASTER if -iv.estimate > tolerance_ns else WITHIN_TOLERANCE
+
+
+def too_few_turns_check(n_baseline: int, n_current: int) -> Check | None:
+    """A failing check when either run has too few warm turns to compare, else None."""
+    n = min(n_baseline, n_current)
+    if n >= MIN_COMPARE_TURNS:
+        return None
+    return Check(
+        "sample",
+        "baseline comparison",
+        False,
+        f"sample too small to compare: {n_baseline} warm turns in the baseline, {n_current} in "
+        f"this run; a comparison needs at least {MIN_COMPARE_TURNS} in each",
+        n,
+        MIN_COMPARE_TURNS,
+        "turns",
+    )
+
+
+# -- which baselines may be compared ---------------------------------------------------------
+def _short(sha: object) -> str:
+    return str(sha)[:12] if sha else "unknown"
+
+
+def check_baseline(
+    baseline: Mapping[str, Any] | None,
+    current: Mapping[str, Any],
+    *,
+    source: str,
+    force: bool = False,
+) -> list[str]:
+    """Refuse a baseline that cannot be compared with ``current``; return notes for the report.
+
+    Both arguments are ``summary.json``-shaped: ``schema_version``, ``pipeline`` (``name``,
+    ``sha256``) and ``fixture_set_sha256``. Another pipeline (by name) or another fixture set is
+    refused unless ``force``; an incompatible schema always is. The same pipeline with an edited
+    file is compared (that edit is usually what the regression check is for) and noted.
+    """
+    if baseline is None:
+        if not force:
+            raise ConfigError(
+                f"baseline {source} has no summary.json, so its pipeline and fixtures are "
+                "unknown: give a run directory voicelat wrote, or pass --force"
+            )
+        return [f"forced: baseline {source} has no summary.json (pipeline and fixtures unchecked)"]
+    version = baseline.get("schema_version")
+    if not isinstance(version, int) or not MIN_BASELINE_SCHEMA <= version <= SCHEMA_VERSION:
+        raise ConfigError(
+            f"baseline {source} uses results schema {version}, which this voicelat cannot compare "
+            f"(it reads {MIN_BASELINE_SCHEMA}..{SCHEMA_VERSION}): record a new baseline"
+        )
+    notes: list[str] = []
+    bp, cp = baseline.get("pipeline") or {}, current.get("pipeline") or {}
+    if bp.get("name") != cp.get("name"):
+        msg = f"baseline {source} is of pipeline {bp.get('name')!r}, this run of {cp.get('name')!r}"
+        if not force:
+            raise ConfigError(f"{msg}: compare runs of one pipeline, or pass --force")
+        notes.append(f"forced: {msg}")
+    elif bp.get("sha256") and cp.get("sha256") and bp.get("sha256") != cp.get("sha256"):
+        notes.append(
+            f"pipeline file changed since the baseline (sha256 {_short(bp.get('sha256'))} -> "
+            f"{_short(cp.get('sha256'))}): the comparison measures that change"
+        )
+    bf, cf = baseline.get("fixture_set_sha256"), current.get("fixture_set_sha256")
+    if bf != cf:
+        msg = (
+            f"baseline {source} was measured on another fixture set (sha256 {_short(bf)}, "
+            f"this run {_short(cf)})"
+        )
+        if not force:
+            raise ConfigError(f"{msg}: compare runs on the same fixtures, or pass --force")
+        notes.append(f"forced: {msg}")
+    return notes

@@ -1,0 +1,222 @@
+"""The CI gate's verdict: budget checks and baseline comparisons put together (pure; no I/O).
+
+:func:`evaluate_gate` takes a run's summary and turns (and optionally a baseline's turns) and
+returns a :class:`GateResult`; ``voicelat ci``, the reports and the pytest plugin all read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from voicelat.core.budget import NS_PER_MS, Budget, Check, evaluate_budget
+from voicelat.core.compare import (
+    DEFAULT_TOLERANCE,
+    Comparison,
+    Tolerance,
+    compare_turns,
+    metric_rows,
+    too_few_turns_check,
+)
+from voicelat.core.contract import SEGMENTS
+from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK
+from voicelat.core.turn import Turn
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Everything the gate decided, and the run it decided on."""
+
+    checks: tuple[Check, ...]
+    summary: Mapping[str, Any]
+    comparisons: tuple[Comparison, ...] = ()
+    notes: tuple[str, ...] = ()
+    budget_source: str = "defaults"
+    baseline: str | None = None
+    baseline_summary: Mapping[str, Any] | None = None
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    run_dir: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every check passed, else 1 (a broken budget, a regression, too few turns)."""
+        return EXIT_OK if self.passed else EXIT_GATE_FAILED
+
+    def suite(self, name: str) -> list[Check]:
+        return [c for c in self.checks if c.suite == name]
+
+    def to_json(self) -> dict[str, Any]:
+        """A machine-readable verdict (``gate.json`` in the run directory)."""
+        return {
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "budget_source": self.budget_source,
+            "baseline": self.baseline,
+            "tolerance": {"ms": self.tolerance.abs_ms, "pct": self.tolerance.rel_pct},
+            "notes": list(self.notes),
+            "checks": [
+                {
+                    "suite": c.suite,
+                    "name": c.name,
+                    "passed": c.passed,
+                    "message": c.message,
+                    "measured": c.measured,
+                    "limit": c.limit,
+                    "unit": c.unit,
+                }
+                for c in self.checks
+            ],
+            "comparisons": [
+                {
+                    "metric": c.metric,
+                    "percentile": c.percentile,
+                    "baseline_ns": round(c.baseline_ns),
+                    "current_ns": round(c.current_ns),
+                    "diff_ns": round(c.interval.estimate),
+                    "ci_low_ns": round(c.interval.low),
+                    "ci_high_ns": round(c.interval.high),
+                    "level": c.interval.level,
+                    "tolerance_ns": round(c.tolerance_ns),
+                    "n_baseline": c.n_baseline,
+                    "n_current": c.n_current,
+                    "verdict": c.verdict,
+                }
+                for c in self.comparisons
+            ],
+        }
+
+
+def evaluate_gate(
+    summary: Mapping[str, Any],
+    turns: Sequence[Turn],
+    budget: Budget,
+    *,
+    baseline_turns: Sequence[Turn] | None = None,
+    baseline: str | None = None,
+    baseline_summary: Mapping[str, Any] | None = None,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    level: float = 0.95,
+    notes: Sequence[str] = (),
+    run_dir: str | None = None,
+) -> GateResult:
+    """Budget checks, then (with a baseline) one regression check per metric and percentile."""
+    checks = evaluate_budget(budget, summary)
+    comparisons: list[Comparison] = []
+    if baseline_turns is not None:
+        short = too_few_turns_check(len(metric_rows(baseline_turns)), len(metric_rows(turns)))
+        if short is not None:
+            checks.append(short)
+        else:
+            comparisons = compare_turns(baseline_turns, turns, tolerance=tolerance, level=level)
+            checks.extend(c.to_check() for c in comparisons)
+    return GateResult(
+        checks=tuple(checks),
+        summary=summary,
+        comparisons=tuple(comparisons),
+        notes=tuple(notes),
+        budget_source=budget.source,
+        baseline=baseline,
+        baseline_summary=baseline_summary,
+        tolerance=tolerance,
+        run_dir=run_dir,
+    )
+
+
+# -- plain text ------------------------------------------------------------------------------
+def _ms(ns: object) -> str:
+    return "-" if not isinstance(ns, int | float) else f"{ns / NS_PER_MS:.0f}"
+
+
+def headline_text(summary: Mapping[str, Any]) -> str:
+    """``e2e P50 1066 ms, P90 1186 ms (n=14 warm turns; 15 run, 1 warm-up, 0 failed)``."""
+    e2e = summary.get("e2e") or {}
+    c = summary.get("counts") or {}
+    return (
+        f"e2e P50 {_ms(e2e.get('p50'))} ms, P90 {_ms(e2e.get('p90'))} ms "
+        f"(n={c.get('headline', 0)} warm turns; {c.get('turns', 0)} run, "
+        f"{c.get('warmup', 0)} warm-up, {c.get('cold', 0)} cold, {c.get('failed', 0)} failed)"
+    )
+
+
+def waterfall_lines(summary: Mapping[str, Any], width: int = 40) -> list[str]:
+    """The P50 and P90 bands as bars: what the turns around each percentile spent their time on.
+
+    Each band is the mean composition of the turns ranked around the percentile, so its bars
+    sum to the band's mean e2e; the exact percentile is given beside it (they differ slightly).
+    """
+    lines: list[str] = []
+    wf = summary.get("waterfall") or {}
+    for key in ("p50", "p90"):
+        band = wf.get(key)
+        if not band:
+            continue
+        total = band.get("mean_e2e_ns") or 0
+        lines.append(
+            f"waterfall at {key.upper()}: mean of {band.get('band_n')} turn(s) around it = "
+            f"{_ms(total)} ms (exact {key.upper()} e2e {_ms(band.get('e2e_percentile_ns'))} ms, "
+            f"n={band.get('n')})"
+        )
+        segs = band.get("segments_ns") or {}
+        for s in SEGMENTS:
+            v = segs.get(s, 0)
+            bar = "#" * round(width * v / total) if total > 0 else ""
+            lines.append(f"  {s:<16}{_ms(v):>6} ms  {bar}")
+    return lines
+
+
+def waterfall_compact(summary: Mapping[str, Any]) -> list[str]:
+    """The P50 and P90 bands, one line each (for places that truncate long explanations)."""
+    lines: list[str] = []
+    wf = summary.get("waterfall") or {}
+    for key in ("p50", "p90"):
+        band = wf.get(key)
+        if not band:
+            continue
+        segs = band.get("segments_ns") or {}
+        parts = " + ".join(f"{s} {_ms(segs.get(s, 0))}" for s in SEGMENTS)
+        lines.append(
+            f"{key.upper()} band ({band.get('band_n')} turn(s), {_ms(band.get('mean_e2e_ns'))} ms; "
+            f"exact {key.upper()} {_ms(band.get('e2e_percentile_ns'))} ms): {parts} ms"
+        )
+    return lines
+
+
+def gate_text(result: GateResult) -> str:
+    """The verdict for a terminal or CI log: one line per check, the failures summed up last."""
+    lines = [f"gate: {headline_text(result.summary)}"]
+    lines.extend(f"note: {n}" for n in result.notes)
+    lines.append(f"budget ({result.budget_source}):")
+    for c in result.checks:
+        if c.suite in ("budget", "sample"):
+            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {c.message}")
+    if result.baseline is not None:
+        cmp = result.comparisons
+        level = f"{cmp[0].interval.level:.0%} CI, " if cmp else ""
+        lines.append(
+            f"vs baseline {result.baseline} ({level}tolerance {result.tolerance.describe()}):"
+        )
+        for comp in cmp:
+            lines.append(
+                f"  {'FAIL' if comp.regression else 'ok  '}  {comp.name:<20}"
+                f"{comp.baseline_ns / NS_PER_MS:>7.0f} -> {comp.current_ns / NS_PER_MS:>5.0f} ms  "
+                f"{comp.change_text()}"
+            )
+    failed = result.failures
+    if failed:
+        lines.append(
+            f"GATE FAILED: {len(failed)} of {len(result.checks)} checks failed: "
+            + "; ".join(c.message for c in failed[:3])
+            + (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+        )
+    else:
+        lines.append(f"GATE PASSED: {len(result.checks)} checks")
+    return "\n".join(lines)

@@ -1,0 +1,274 @@
+"""Rank combinations by voice-to-voice latency, and say which gaps to the best are real (pure).
+
+Input is plain integers: per combination, one row per headline turn (``e2e`` and each segment in
+ns) plus turn counts. Output is a ranking by e2e at one percentile (P50 by default), with
+
+* e2e P50 and P90, each with a seeded percentile-bootstrap confidence interval;
+* each segment's P50 and P90 (not additive: percentiles of parts do not sum to the whole);
+* the failure rate of the measured turns and ``n``, the turns the numbers are made of;
+* against the best combination, at each percentile, the bootstrap interval of the difference
+  (``other - best``, :func:`voicelat.core.stats.bootstrap_diff`): *significant* only when the interval
+  excludes zero, otherwise "not significant", and "too few turns" when either side has fewer
+  than :data:`voicelat.core.compare.MIN_COMPARE_TURNS` (a bootstrap of two turns has no variety and
+  would claim a precision it does not have).
+
+A combination that failed every turn stays in the ranking, unranked, with its reason. One that
+fails some turns is ranked on the others, and its failure rate is printed beside it: a fast
+combination that often fails is not the best one, and the reader must see both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from voicelat.core.compare import MIN_COMPARE_TURNS
+from voicelat.core.contract import E2E, SEGMENTS
+from voicelat.core.errors import ConfigError
+from voicelat.core.stats import bootstrap_ci, bootstrap_diff, percentile
+
+NS_PER_MS = 1_000_000
+RANK_PERCENTILES: tuple[int, ...] = (50, 90)
+NOT_SIGNIFICANT = "not significant"
+TOO_FEW = "too few turns"
+
+OK = "ok"
+FAILED = "failed"
+NO_WARM_TURNS = "no warm turns"
+
+
+@dataclass(frozen=True)
+class CombinationSample:
+    """What the ranking needs of one combination (integers only; no turns, no files)."""
+
+    name: str
+    rows: Sequence[Mapping[str, int]]  # one per headline turn: "e2e" and segments, ns
+    measured: int  # measured (not warm-up) turns that ran
+    failed: int  # of those, how many failed
+    warmup: int = 0
+    cold: int = 0
+    failure: str | None = None  # the most common failure reason, or why it never ran
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A percentile and its bootstrap interval (``None`` bounds: too few turns for one)."""
+
+    value: float
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class VsBest:
+    """The difference to the best combination at one percentile (``other - best``, ns)."""
+
+    estimate: float
+    low: float | None
+    high: float | None
+    tested: bool  # enough turns on both sides for a bootstrap
+    significant: bool
+
+    def text(self) -> str:
+        if not self.tested:
+            return TOO_FEW
+        if not self.significant:
+            return NOT_SIGNIFICANT
+        assert self.low is not None and self.high is not None
+        return (
+            f"{self.estimate / NS_PER_MS:+.0f} ms "
+            f"[{self.low / NS_PER_MS:+.0f}, {self.high / NS_PER_MS:+.0f}]"
+        )
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One row of the ranking."""
+
+    rank: int | None  # 1 = best; None when it has no warm turn to rank
+    name: str
+    status: str  # OK, FAILED, NO_WARM_TURNS
+    n: int
+    measured: int
+    failed: int
+    warmup: int
+    cold: int
+    failure: str | None
+    e2e: dict[int, Estimate] = field(default_factory=dict)
+    segments: dict[str, dict[int, float]] = field(default_factory=dict)
+    vs_best: dict[int, VsBest] = field(default_factory=dict)  # empty for the best itself
+
+    @property
+    def failure_rate(self) -> float | None:
+        return None if self.measured == 0 else self.failed / self.measured
+
+    @property
+    def best(self) -> bool:
+        return self.rank == 1
+
+    def to_json(self) -> dict[str, Any]:
+        def r(v: float | None) -> int | None:
+            return None if v is None else round(v)
+
+        return {
+            "rank": self.rank,
+            "name": self.name,
+            "status": self.status,
+            "n": self.n,
+            "measured": self.measured,
+            "failed": self.failed,
+            "failure_rate": self.failure_rate,
+            "warmup": self.warmup,
+            "cold": self.cold,
+            "failure": self.failure,
+            "e2e": {
+                f"p{p}": {"ns": r(e.value), "ci_low_ns": r(e.low), "ci_high_ns": r(e.high)}
+                for p, e in self.e2e.items()
+            },
+            "segments": {
+                s: {f"p{p}": r(v) for p, v in ps.items()} for s, ps in self.segments.items()
+            },
+            "vs_best": {
+                f"p{p}": {
+                    "diff_ns": r(v.estimate),
+                    "ci_low_ns": r(v.low),
+                    "ci_high_ns": r(v.high),
+                    "tested": v.tested,
+                    "significant": v.significant,
+                    "verdict": v.text(),
+                }
+                for p, v in self.vs_best.items()
+            },
+        }
+
+
+def _values(rows: Sequence[Mapping[str, int]], metric: str) -> list[float]:
+    return [float(r[metric]) for r in rows if metric in r]
+
+
+def rank_combinations(
+    samples: Sequence[CombinationSample],
+    *,
+    by: int = 50,
+    percentiles: Sequence[int] = RANK_PERCENTILES,
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    min_turns: int = MIN_COMPARE_TURNS,
+) -> list[Ranked]:
+    """Rank by e2e at percentile ``by`` (ties: the other percentiles, then the name).
+
+    Every bootstrap uses ``seed``, so the same results always give the same verdicts.
+    """
+    if by not in percentiles:
+        raise ValueError(f"rank percentile {by} must be one of {tuple(percentiles)}")
+
+    def pct(values: Sequence[float], p: int) -> float:
+        return percentile(values, p)
+
+    def stat_at(p: int) -> Callable[[Sequence[float]], float]:
+        return lambda v: percentile(v, p)
+
+    measured: list[tuple[CombinationSample, list[float]]] = []
+    unranked: list[Ranked] = []
+    for s in samples:
+        e2e = _values(s.rows, E2E)
+        if e2e:
+            measured.append((s, e2e))
+            continue
+        status = FAILED if (s.failed > 0 or s.failure) else NO_WARM_TURNS
+        reason = s.failure
+        if reason is None and status == NO_WARM_TURNS:
+            reason = "no warm measured turn (every turn was cold or a warm-up)"
+        unranked.append(
+            Ranked(None, s.name, status, 0, s.measured, s.failed, s.warmup, s.cold, reason)
+        )
+    order = [by, *(p for p in percentiles if p != by)]
+    measured.sort(key=lambda m: (*(pct(m[1], p) for p in order), m[0].name))
+    ranked: list[Ranked] = []
+    best_values = measured[0][1] if measured else []
+    for i, (s, e2e) in enumerate(measured):
+        enough = len(e2e) >= min_turns
+        estimates: dict[int, Estimate] = {}
+        for p in percentiles:
+            low: float | None = None
+            high: float | None = None
+            if enough:
+                low, high = bootstrap_ci(
+                    e2e, stat_at(p), resamples=resamples, level=level, seed=seed
+                )
+            estimates[p] = Estimate(pct(e2e, p), low, high)
+        segments = {
+            seg: {p: pct(vals, p) for p in percentiles}
+            for seg in SEGMENTS
+            if (vals := _values(s.rows, seg))
+        }
+        vs: dict[int, VsBest] = {}
+        if i > 0:
+            tested = enough and len(best_values) >= min_turns
+            for p in percentiles:
+                est = pct(e2e, p) - pct(best_values, p)
+                if not tested:
+                    vs[p] = VsBest(est, None, None, False, False)
+                    continue
+                iv = bootstrap_diff(
+                    best_values,
+                    e2e,
+                    stat_at(p),
+                    resamples=resamples,
+                    level=level,
+                    seed=seed,
+                )
+                vs[p] = VsBest(iv.estimate, iv.low, iv.high, True, iv.significant)
+        ranked.append(
+            Ranked(
+                i + 1,
+                s.name,
+                OK,
+                len(e2e),
+                s.measured,
+                s.failed,
+                s.warmup,
+                s.cold,
+                s.failure,
+                estimates,
+                segments,
+                vs,
+            )
+        )
+    return ranked + unranked
+
+
+def check_same_fixtures(fixture_sets: Mapping[str, str | None]) -> None:
+    """Refuse to compare combinations measured on different fixture sets (by set hash).
+
+    Latency depends on what is said: a ranking across different audio compares the audio.
+    """
+    known = dict(fixture_sets)
+    distinct = sorted({str(h) for h in known.values()})
+    if len(distinct) <= 1:
+        return
+    first = next(iter(known))
+    others = [n for n, h in known.items() if h != known[first]]
+    raise ConfigError(
+        f"combinations were measured on different fixtures: {first!r} (fixture set "
+        f"{str(known[first])[:12]}) vs {', '.join(repr(n) for n in others)} "
+        f"(fixture set {str(known[others[0]])[:12]}); compare runs on the same fixtures"
+    )
+
+
+__all__ = [
+    "FAILED",
+    "NOT_SIGNIFICANT",
+    "NO_WARM_TURNS",
+    "OK",
+    "RANK_PERCENTILES",
+    "TOO_FEW",
+    "CombinationSample",
+    "Estimate",
+    "Ranked",
+    "VsBest",
+    "check_same_fixtures",
+    "rank_combinations",
+]

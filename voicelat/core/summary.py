@@ -1,0 +1,176 @@
+"""The run summary: counts, percentiles, the percentile waterfall bands (pure; no I/O)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from voicelat.core.contract import SEGMENTS
+from voicelat.core.diagnostics import assess_trust
+from voicelat.core.schedule import from_intended_ns
+from voicelat.core.stats import PERCENTILES, Distribution, percentile_band
+from voicelat.core.turn import Turn
+from voicelat.files.results import SCHEMA_VERSION
+
+#: Per-turn figures summarized as distributions (ns unless the name says otherwise).
+FIGURES: tuple[str, ...] = (
+    "stt_finalization_ns",
+    "stt_first_partial_ns",
+    "llm_ttfd_ns",
+    "llm_ttft_ns",
+    "llm_chunk_gap_p50_ns",
+    "llm_chunk_gap_max_ns",
+    "llm_itl_ns",
+    "llm_tokens_per_s",
+    "llm_total_ns",
+    "tts_rtf",
+    "tts_audio_ns",
+    "tts_stalls",
+    "tts_stall_total_ns",
+    "pacer_lag_max_ns",
+    "loop_lag_max_ns",
+    "sink_underruns",
+    "schedule_lag_ns",
+)
+
+
+def headline_turns(turns: Iterable[Turn]) -> list[Turn]:
+    """The turns the headline numbers are made of: measured, warm, not warm-up."""
+    return [t for t in turns if t.headline]
+
+
+def counts(turns: Sequence[Turn]) -> dict[str, int]:
+    out = {
+        "turns": len(turns),
+        "headline": sum(t.headline for t in turns),
+        "warmup": sum(t.warmup for t in turns),
+        "cold": sum(t.cold and not t.warmup and t.ok for t in turns),
+        "failed": sum(t.failed for t in turns),
+        "flagged": sum(bool(t.flags) for t in turns),
+    }
+    # Only live sessions have interrupted (barged-in) turns: the key appears when there are
+    # some, so fixture runs keep their counts as they were.
+    interrupted = sum(t.interrupted for t in turns)
+    if interrupted:
+        out["interrupted"] = interrupted
+    return out
+
+
+def segment_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
+    out = {"e2e": Distribution.of([t.e2e_ns for t in turns if t.e2e_ns is not None])}
+    for s in SEGMENTS:
+        out[s] = Distribution.of([t.segments[s] for t in turns if s in t.segments])
+    return out
+
+
+def e2e_from_intended(turns: Sequence[Turn]) -> Distribution:
+    """e2e re-based on each turn's intended start (e2e + schedule lag): what a user of an
+    open-loop schedule waited, client-side queueing included (coordinated omission)."""
+    values = [
+        float(from_intended_ns(t.e2e_ns, int(lag)))
+        for t in turns
+        if t.e2e_ns is not None and isinstance(lag := t.figures.get("schedule_lag_ns"), int | float)
+    ]
+    return Distribution.of(values)
+
+
+def figure_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
+    out: dict[str, Distribution] = {}
+    for name in FIGURES:
+        values = [float(v) for t in turns if isinstance(v := t.figures.get(name), int | float)]
+        if values:
+            out[name] = Distribution.of(values)
+    return out
+
+
+def span_distributions(turns: Sequence[Turn]) -> dict[str, dict[str, Distribution]]:
+    per: dict[str, dict[str, list[float]]] = {}
+    for t in turns:
+        for stage in ("stt", "llm", "tts"):
+            for name, dur in t.spans_of(stage).items():
+                per.setdefault(stage, {}).setdefault(name, []).append(float(dur))
+    return {st: {n: Distribution.of(v) for n, v in spans.items()} for st, spans in per.items()}
+
+
+def waterfall(turns: Sequence[Turn], percentiles: Sequence[int] = PERCENTILES) -> dict[int, Any]:
+    """Percentile bands of the headline turns (each band's segments sum to its mean e2e)."""
+    rows = [(t.index, float(t.e2e_ns), t.segments) for t in turns if t.e2e_ns is not None]
+    out: dict[int, Any] = {}
+    for p in percentiles:
+        band = percentile_band(rows, p, SEGMENTS)
+        if band is not None:
+            out[p] = band
+    return out
+
+
+def _round_to_total(values: Mapping[str, float], total: int) -> dict[str, int]:
+    """Round to integers that still sum to ``total`` (largest remainder): rounding each bar on
+    its own could make the waterfall's bars miss its total by a few ns."""
+    floors = {k: math.floor(v) for k, v in values.items()}
+    short = total - sum(floors.values())
+    by_remainder = sorted(values, key=lambda k: values[k] - floors[k], reverse=short > 0)
+    for k in by_remainder[: abs(short)]:
+        floors[k] += 1 if short > 0 else -1
+    return floors
+
+
+def build_summary(
+    turns: Sequence[Turn],
+    *,
+    run: Mapping[str, Any],
+    pipeline: Mapping[str, Any],
+    fixtures: Sequence[Mapping[str, Any]],
+    stages: Mapping[str, Any],
+    loop_lag_ns: Sequence[int] = (),
+    budget: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``summary.json`` document (schema ``SCHEMA_VERSION``)."""
+    head = headline_turns(turns)
+    segs = segment_distributions(head)
+    bands = waterfall(head)
+    failures = Counter(
+        f"{t.failure_stage}: {t.failure_reason}" for t in turns if t.failed and t.failure_reason
+    )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run": dict(run),
+        "pipeline": dict(pipeline),
+        "stages": dict(stages),
+        "fixtures": [dict(f) for f in fixtures],
+        "counts": counts(turns),
+        "e2e": segs["e2e"].to_json(),
+        "segments": {s: segs[s].to_json() for s in SEGMENTS},
+        "figures": {
+            k: v.to_json(integer=k.endswith("_ns")) for k, v in figure_distributions(head).items()
+        },
+        "spans": {
+            st: {n: d.to_json() for n, d in spans.items()}
+            for st, spans in span_distributions(head).items()
+        },
+        "waterfall": {
+            f"p{p}": {
+                "n": b.n,
+                "band_n": b.band_n,
+                "e2e_percentile_ns": round(b.e2e_percentile),
+                "mean_e2e_ns": round(b.mean_e2e),
+                "segments_ns": _round_to_total(b.segments, round(b.mean_e2e)),
+                "turns": list(b.indexes),
+            }
+            for p, b in bands.items()
+        },
+        "failures": [{"reason": r, "count": c} for r, c in failures.most_common()],
+        "loop_lag": Distribution.of([float(x) for x in loop_lag_ns]).to_json(),
+        # Both latencies, from the actual and from the intended start (schedule.py).
+        "e2e_from_intended": e2e_from_intended(head).to_json(),
+        "schedule_lag": Distribution.of(
+            [
+                float(v)
+                for t in head
+                if isinstance(v := t.figures.get("schedule_lag_ns"), int | float)
+            ]
+        ).to_json(),
+        "trust": assess_trust(turns, loop_lag_ns),
+        "budget": dict(budget or {}),
+    }

@@ -1,0 +1,274 @@
+"""Pipeline files (TOML): which stages, how to endpoint and chunk, and the latency budget.
+
+Secrets never live in a pipeline file: a stage names the environment variable holding its key.
+Errors name the file, the table, the key and (when it can be found) the line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from voicelat.core.errors import ConfigError
+
+_TOP_LEVEL = {"pipeline", "stt", "llm", "tts", "endpointing", "chunker", "output", "turn", "budget"}
+_SECRET_LOOKING = re.compile(r"^(sk-|xi-|Bearer |Token )|^[A-Za-z0-9_\-]{32,}$")
+#: Stage keys that name a credential (``api_key``, ``xi_api_key``, ``token``...). Provider options
+#: that merely contain "key" (Deepgram's ``keywords``/``keyterm``) are not credentials.
+_SECRET_KEY = re.compile(
+    r"(^|_)(api_?key|key|token|secret|password|passwd|credentials?)$", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class Endpointing:
+    """How the pipeline decides the user's turn is over."""
+
+    mode: str = "vad"  # "vad" (client VAD silence hangover) or "provider" (STT end-of-turn)
+    hangover_ms: int = 600
+    threshold_dbfs: float = -40.0
+    min_speech_ms: int = 100
+
+
+@dataclass(frozen=True)
+class ChunkerConfig:
+    mode: str = "sentence"
+    min_chars: int = 1
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    latency_ms: int = 0
+    save_audio: bool = False
+
+
+@dataclass(frozen=True)
+class TurnConfig:
+    timeout_s: float = 60.0
+    pacer_lag_limit_ms: float = 10.0
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A parsed pipeline file."""
+
+    name: str
+    path: Path | None
+    sha256: str
+    stack: str | None
+    stt: dict[str, Any]
+    llm: dict[str, Any]
+    tts: dict[str, Any]
+    endpointing: Endpointing = Endpointing()
+    chunker: ChunkerConfig = ChunkerConfig()
+    output: OutputConfig = OutputConfig()
+    turn: TurnConfig = TurnConfig()
+    budget: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path) if self.path else None,
+            "sha256": self.sha256,
+            "stack": self.stack,
+            "stt": self.stt,
+            "llm": self.llm,
+            "tts": self.tts,
+            "endpointing": vars(self.endpointing),
+            "chunker": vars(self.chunker),
+            "output": vars(self.output),
+            "turn": vars(self.turn),
+        }
+
+
+def default_pipeline_path() -> Path:
+    """The embedded local stack pipeline shipped with voicelat."""
+    here = Path(__file__).resolve().parent.parent  # the package root (voicelat/)
+    for candidate in (
+        here / "data" / "pipelines" / "local.toml",
+        here.parent / "pipelines" / "local.toml",
+    ):
+        if candidate.exists():
+            return candidate
+    raise ConfigError(
+        "the default pipeline file is missing from this installation: reinstall voicelat"
+    )
+
+
+def load_pipeline(path: Path) -> Pipeline:
+    """Read and validate a pipeline file."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"pipeline file {path} does not exist (see pipelines/ for examples)"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read pipeline file {path}: {exc.strerror}") from None
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        at = re.search(r"at line (\d+)", str(exc))
+        loc = f"{path}:{at.group(1)}" if at else str(path)
+        raise ConfigError(f"{loc}: not valid TOML: {exc}") from None
+    return parse_pipeline(data, text=text, path=path, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def parse_pipeline(
+    data: dict[str, Any], *, text: str = "", path: Path | None = None, sha256: str = ""
+) -> Pipeline:
+    where = str(path) if path else "pipeline"
+
+    def err(table: str, key: str | None, msg: str) -> ConfigError:
+        line = _line_of(text, table, key)
+        loc = f"{where}:{line}" if line else where
+        name = f"[{table}] {key}" if key else f"[{table}]"
+        return ConfigError(f"{loc}: {name} {msg}")
+
+    unknown = sorted(set(data) - _TOP_LEVEL)
+    if unknown:
+        line = _line_of(text, unknown[0], None) or _line_of(text, "", unknown[0])
+        loc = f"{where}:{line}" if line else where
+        raise ConfigError(
+            f"{loc}: unknown table(s) {', '.join(unknown)}; valid tables: {', '.join(sorted(_TOP_LEVEL))}"
+        )
+    for stage in ("stt", "llm", "tts"):
+        table = data.get(stage)
+        if not isinstance(table, dict):
+            raise err(stage, None, "is missing: every pipeline needs [stt], [llm] and [tts] tables")
+        if not isinstance(table.get("stage"), str):
+            raise err(stage, "stage", 'is missing: name the stage to use (e.g. stage = "openai")')
+        for key, value in table.items():
+            if _SECRET_KEY.search(key) and isinstance(value, str):
+                raise err(
+                    stage,
+                    key,
+                    "looks like a secret: name an environment variable with api_key_env instead",
+                )
+            if key == "api_key_env" and isinstance(value, str) and _SECRET_LOOKING.match(value):
+                raise err(stage, key, "must name an environment variable, not hold the key itself")
+
+    meta = _table(data, "pipeline", err)
+    name = meta.get("name", path.stem if path else "pipeline")
+    if not isinstance(name, str):
+        raise err("pipeline", "name", "must be a string")
+    stack = meta.get("stack")
+    if stack is not None and stack != "local":
+        raise err(
+            "pipeline", "stack", f'must be "local" (the embedded stack) or absent, not {stack!r}'
+        )
+
+    ep = _table(data, "endpointing", err)
+    endpointing = Endpointing(
+        mode=_choice(ep, "mode", ("vad", "provider"), "vad", "endpointing", err),
+        hangover_ms=_int(ep, "hangover_ms", 600, "endpointing", err, lo=0, hi=5000),
+        threshold_dbfs=_num(ep, "threshold_dbfs", -40.0, "endpointing", err, lo=-120, hi=0),
+        min_speech_ms=_int(ep, "min_speech_ms", 100, "endpointing", err, lo=0, hi=5000),
+    )
+    _only(ep, {"mode", "hangover_ms", "threshold_dbfs", "min_speech_ms"}, "endpointing", err)
+    ch = _table(data, "chunker", err)
+    chunker = ChunkerConfig(
+        mode=_choice(ch, "mode", ("sentence", "clause", "token"), "sentence", "chunker", err),
+        min_chars=_int(ch, "min_chars", 1, "chunker", err, lo=1, hi=1000),
+    )
+    _only(ch, {"mode", "min_chars"}, "chunker", err)
+    out = _table(data, "output", err)
+    save = out.get("save_audio", False)
+    if not isinstance(save, bool):
+        raise err("output", "save_audio", "must be true or false")
+    output = OutputConfig(
+        latency_ms=_int(out, "latency_ms", 0, "output", err, lo=0, hi=2000), save_audio=save
+    )
+    _only(out, {"latency_ms", "save_audio"}, "output", err)
+    tu = _table(data, "turn", err)
+    turn = TurnConfig(
+        timeout_s=_num(tu, "timeout_s", 60.0, "turn", err, lo=1, hi=3600),
+        pacer_lag_limit_ms=_num(tu, "pacer_lag_limit_ms", 10.0, "turn", err, lo=0, hi=10000),
+    )
+    _only(tu, {"timeout_s", "pacer_lag_limit_ms"}, "turn", err)
+    budget = _table(data, "budget", err)
+    desc = meta.get("description", "")
+    return Pipeline(
+        name=name,
+        path=path,
+        sha256=sha256,
+        stack=stack,
+        stt=dict(data["stt"]),
+        llm=dict(data["llm"]),
+        tts=dict(data["tts"]),
+        endpointing=endpointing,
+        chunker=chunker,
+        output=output,
+        turn=turn,
+        budget=budget,
+        description=desc if isinstance(desc, str) else "",
+    )
+
+
+def _table(data: dict[str, Any], name: str, err: Any) -> dict[str, Any]:
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise err(name, None, "must be a table")
+    return value
+
+
+def _only(table: dict[str, Any], allowed: set[str], name: str, err: Any) -> None:
+    for key in table:
+        if key not in allowed:
+            raise err(name, key, f"is not a known key; valid keys: {', '.join(sorted(allowed))}")
+
+
+def _choice(
+    table: dict[str, Any], key: str, choices: tuple[str, ...], default: str, name: str, err: Any
+) -> str:
+    value = table.get(key, default)
+    if value not in choices:
+        raise err(name, key, f"must be one of {', '.join(choices)}, not {value!r}")
+    return str(value)
+
+
+def _int(
+    table: dict[str, Any], key: str, default: int, name: str, err: Any, *, lo: int, hi: int
+) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise err(name, key, f"must be an integer, not {value!r}")
+    if not lo <= value <= hi:
+        raise err(name, key, f"must be within {lo}..{hi}, not {value}")
+    return value
+
+
+def _num(
+    table: dict[str, Any], key: str, default: float, name: str, err: Any, *, lo: float, hi: float
+) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise err(name, key, f"must be a number, not {value!r}")
+    if not lo <= value <= hi:
+        raise err(name, key, f"must be within {lo:g}..{hi:g}, not {value}")
+    return float(value)
+
+
+def _line_of(text: str, table: str, key: str | None) -> int | None:
+    """Line number of ``key`` inside ``[table]`` (or of the table header) in the TOML source."""
+    if not text:
+        return None
+    current = ""
+    header_line = None
+    for no, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        m = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?", stripped)
+        if m:
+            current = m.group(1)
+            if current == table:
+                header_line = no
+            continue
+        if key and current == table and re.match(rf"^\"?{re.escape(key)}\"?\s*=", stripped):
+            return no
+    return header_line

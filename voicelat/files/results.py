@@ -1,0 +1,189 @@
+"""Results on disk: ``turns.jsonl`` (one line per turn, flushed as it ends) and ``summary.json``.
+
+A run killed mid-write leaves every finished turn readable; the reader skips a torn last line and
+says how many lines it skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from voicelat.core.errors import VoicelatError
+from voicelat.core.turn import SpanRecord, Turn
+
+#: Version of the results schema (turns.jsonl lines and summary.json). Bump on breaking change.
+SCHEMA_VERSION = 1
+
+TURNS_FILE = "turns.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+def turn_to_json(turn: Turn) -> dict[str, Any]:
+    """A turn as one JSON object (integer ns everywhere; milestones relative to ``t0_ns``)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "index": turn.index,
+        "fixture": turn.fixture,
+        "repeat": turn.repeat,
+        "warmup": turn.warmup,
+        "cold": turn.cold,
+        "cold_stages": list(turn.cold_stages),
+        "failed": turn.failed,
+        "failure": (
+            {"stage": turn.failure_stage, "reason": turn.failure_reason} if turn.failed else None
+        ),
+        "flags": list(turn.flags),
+        "t0_ns": turn.t0_ns,
+        "wall_time_ns": turn.wall_time_ns,
+        "e2e_ns": turn.e2e_ns,
+        "milestones_ns": dict(turn.milestones),
+        "segments_ns": dict(turn.segments),
+        "figures": dict(turn.figures),
+        "spans": [
+            {"stage": s.stage, "name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns}
+            for s in turn.spans
+        ],
+        "transcript": turn.transcript,
+        "expected": turn.expected,
+        "reply": turn.reply,
+        "extra": dict(turn.extra),
+    }
+
+
+def turn_from_json(data: Mapping[str, Any]) -> Turn:
+    """Inverse of :func:`turn_to_json`; raises ``KeyError``/``TypeError`` on a malformed line."""
+    failure = data.get("failure") or {}
+    return Turn(
+        index=int(data["index"]),
+        fixture=str(data["fixture"]),
+        t0_ns=int(data["t0_ns"]),
+        milestones={str(k): int(v) for k, v in data["milestones_ns"].items()},
+        segments={str(k): int(v) for k, v in data["segments_ns"].items()},
+        e2e_ns=None if data.get("e2e_ns") is None else int(data["e2e_ns"]),
+        figures=dict(data.get("figures") or {}),
+        spans=tuple(
+            SpanRecord(str(s["stage"]), str(s["name"]), int(s["start_ns"]), int(s["end_ns"]))
+            for s in data.get("spans") or ()
+        ),
+        repeat=int(data.get("repeat", 0)),
+        warmup=bool(data.get("warmup", False)),
+        cold=bool(data.get("cold", False)),
+        cold_stages=tuple(data.get("cold_stages") or ()),
+        failed=bool(data.get("failed", False)),
+        failure_stage=failure.get("stage"),
+        failure_reason=failure.get("reason"),
+        flags=tuple(data.get("flags") or ()),
+        transcript=data.get("transcript"),
+        expected=data.get("expected"),
+        reply=data.get("reply"),
+        wall_time_ns=data.get("wall_time_ns"),
+        extra=dict(data.get("extra") or {}),
+    )
+
+
+class TurnsWriter:
+    """Appends one line per finished turn and makes it durable before returning."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = run_dir / TURNS_FILE
+        self._fh: IO[str] | None = self.path.open("a", encoding="utf-8")
+
+    def write(self, turn: Turn) -> None:
+        if self._fh is None:
+            raise RuntimeError("turns file already closed")
+        self._fh.write(json.dumps(turn_to_json(turn), separators=(",", ":")) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> Path:
+    """Write ``summary.json`` atomically (a crash never leaves half a summary)."""
+    path = run_dir / SUMMARY_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run directory read back: its turns, its summary (if any) and what could not be read."""
+
+    path: Path
+    turns: tuple[Turn, ...]
+    summary: dict[str, Any] | None
+    skipped_lines: int
+
+
+def load_run(path: Path) -> LoadedRun:
+    """Read a run directory (or a ``summary.json`` / ``turns.jsonl`` path inside one)."""
+    run_dir = path.parent if path.is_file() else path
+    if not run_dir.exists():
+        raise VoicelatError(f"no results at {path}: give the directory a run wrote (see --out)")
+    turns_path = run_dir / TURNS_FILE
+    summary_path = run_dir / SUMMARY_FILE
+    if not turns_path.exists() and not summary_path.exists():
+        raise VoicelatError(
+            f"{run_dir} holds no {TURNS_FILE} or {SUMMARY_FILE}: is it a voicelat run directory?"
+        )
+    summary: dict[str, Any] | None = None
+    if summary_path.exists():
+        try:
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise VoicelatError(f"{summary_path} is not readable JSON ({exc})") from None
+        if not isinstance(summary, dict):
+            raise VoicelatError(f"{summary_path} is not a voicelat summary (not a JSON object)")
+        check_schema(summary.get("schema_version"), summary_path)
+    turns: list[Turn] = []
+    skipped = 0
+    if turns_path.exists():
+        turns, skipped = read_turns(
+            turns_path.read_text(encoding="utf-8", errors="replace").splitlines(), turns_path
+        )
+    return LoadedRun(run_dir, tuple(turns), summary, skipped)
+
+
+def read_turns(lines: Iterable[str], source: Path) -> tuple[list[Turn], int]:
+    """Parse turn lines; unreadable lines (a torn last write) are counted, not fatal."""
+    turns: list[Turn] = []
+    skipped = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            skipped += 1
+            continue
+        if not isinstance(data, dict):
+            skipped += 1
+            continue
+        check_schema(data.get("schema_version"), source)
+        try:
+            turns.append(turn_from_json(data))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            skipped += 1
+    return turns, skipped
+
+
+def check_schema(version: object, source: Path) -> None:
+    if not isinstance(version, int):
+        raise VoicelatError(f"{source} has no schema_version: it was not written by voicelat")
+    if version > SCHEMA_VERSION:
+        raise VoicelatError(
+            f"{source} uses results schema {version}, newer than this voicelat reads "
+            f"({SCHEMA_VERSION}): upgrade voicelat (pip install -U voicelat)"
+        )

@@ -1,0 +1,1 @@
+"""Testing helpers for users' own suites: the pytest plugin (a latency budget as a test)."""
