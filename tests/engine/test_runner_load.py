@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.engine.test_runner import FakeLLM, FakeSTT, FakeTTS, _pipeline, fixtures_dir
-
 from voicelat.core.plan import plan_turns
 from voicelat.core.schedule import Load
 from voicelat.engine.runner import Runner
