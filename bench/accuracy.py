@@ -69,12 +69,12 @@ from _common import (
 
 from voicelat.audio import first_audible_sample
 from voicelat.audio.wav import PCM
-from voicelat.emulate.content import tone_speech
-from voicelat.files.fixtures import load_fixtures
 from voicelat.core.plan import plan_turns
-from voicelat.engine.runner import Runner
 from voicelat.core.schedule import Load
 from voicelat.core.turn import Turn
+from voicelat.emulate.content import tone_speech
+from voicelat.engine.runner import Runner
+from voicelat.files.fixtures import load_fixtures
 
 METRICS = ("ttft", "ttfa", "stt_final", "e2e")
 TTS_RATE = 24000

@@ -44,10 +44,10 @@ from _common import (
 )
 
 from voicelat.audio import first_audible_sample, read_wav
-from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.core.plan import plan_turns
-from voicelat.engine.runner import Runner
 from voicelat.core.turn import Turn
+from voicelat.engine.runner import Runner
+from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 
 NS_PER_S = 1_000_000_000
 BOUND_MS = 1.0
