@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from voicelat.core.contract import SEGMENTS
 from voicelat.core.diagnostics import assess_trust
+from voicelat.core.display import round_to_total
+from voicelat.core.run_summary import (
+    SCHEMA_VERSION,
+    Counts,
+    DistSummary,
+    FailureCount,
+    RunInfo,
+    RunSummary,
+    Trust,
+    WaterfallBand,
+)
 from voicelat.core.schedule import from_intended_ns
 from voicelat.core.stats import PERCENTILES, Distribution, percentile_band
 from voicelat.core.turn import Turn
-from voicelat.files.results import SCHEMA_VERSION
 
 #: Per-turn figures summarized as distributions (ns unless the name says otherwise).
 FIGURES: tuple[str, ...] = (
@@ -105,15 +114,71 @@ def waterfall(turns: Sequence[Turn], percentiles: Sequence[int] = PERCENTILES) -
     return out
 
 
-def _round_to_total(values: Mapping[str, float], total: int) -> dict[str, int]:
-    """Round to integers that still sum to ``total`` (largest remainder): rounding each bar on
-    its own could make the waterfall's bars miss its total by a few ns."""
-    floors = {k: math.floor(v) for k, v in values.items()}
-    short = total - sum(floors.values())
-    by_remainder = sorted(values, key=lambda k: values[k] - floors[k], reverse=short > 0)
-    for k in by_remainder[: abs(short)]:
-        floors[k] += 1 if short > 0 else -1
-    return floors
+def _bands_json(turns: Sequence[Turn]) -> dict[int, WaterfallBand]:
+    """The waterfall bands in integer ns, each band's segments rounded to sum to its mean."""
+    out: dict[int, WaterfallBand] = {}
+    for p, b in waterfall(turns).items():
+        mean = round(b.mean_e2e)
+        out[p] = WaterfallBand(
+            n=b.n,
+            band_n=b.band_n,
+            e2e_percentile_ns=round(b.e2e_percentile),
+            mean_e2e_ns=mean,
+            segments_ns=round_to_total(b.segments, mean),
+            turns=tuple(b.indexes),
+        )
+    return out
+
+
+def _dist(values: Sequence[float], *, integer: bool = True) -> DistSummary:
+    return DistSummary.from_json(Distribution.of(values).to_json(integer=integer))
+
+
+def summarize(
+    turns: Sequence[Turn],
+    *,
+    run: Mapping[str, Any],
+    pipeline: Mapping[str, Any],
+    fixtures: Sequence[Mapping[str, Any]],
+    stages: Mapping[str, Any],
+    loop_lag_ns: Sequence[int] = (),
+    budget: Mapping[str, Any] | None = None,
+) -> RunSummary:
+    """The typed run summary of ``turns`` (see :func:`build_summary` for its JSON)."""
+    head = headline_turns(turns)
+    segs = segment_distributions(head)
+    failures = Counter(
+        f"{t.failure_stage}: {t.failure_reason}" for t in turns if t.failed and t.failure_reason
+    )
+    schedule_lags = [
+        float(v) for t in head if isinstance(v := t.figures.get("schedule_lag_ns"), int | float)
+    ]
+    return RunSummary(
+        schema_version=SCHEMA_VERSION,
+        run=RunInfo.from_json(run),
+        pipeline=dict(pipeline),
+        stages=dict(stages),
+        fixtures=tuple(dict(f) for f in fixtures),
+        counts=Counts.from_json(counts(turns)),
+        e2e=DistSummary.from_json(segs["e2e"].to_json()),
+        segments={s: DistSummary.from_json(segs[s].to_json()) for s in SEGMENTS},
+        figures={
+            k: DistSummary.from_json(v.to_json(integer=k.endswith("_ns")))
+            for k, v in figure_distributions(head).items()
+        },
+        spans={
+            st: {n: DistSummary.from_json(d.to_json()) for n, d in spans.items()}
+            for st, spans in span_distributions(head).items()
+        },
+        waterfall=_bands_json(head),
+        failures=tuple(FailureCount(r, c) for r, c in failures.most_common()),
+        loop_lag=_dist([float(x) for x in loop_lag_ns]),
+        # Both latencies, from the actual and from the intended start (schedule.py).
+        e2e_from_intended=DistSummary.from_json(e2e_from_intended(head).to_json()),
+        schedule_lag=_dist(schedule_lags),
+        trust=Trust.from_json(assess_trust(turns, loop_lag_ns)),
+        budget=dict(budget or {}),
+    )
 
 
 def build_summary(
@@ -126,51 +191,13 @@ def build_summary(
     loop_lag_ns: Sequence[int] = (),
     budget: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``summary.json`` document (schema ``SCHEMA_VERSION``)."""
-    head = headline_turns(turns)
-    segs = segment_distributions(head)
-    bands = waterfall(head)
-    failures = Counter(
-        f"{t.failure_stage}: {t.failure_reason}" for t in turns if t.failed and t.failure_reason
-    )
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run": dict(run),
-        "pipeline": dict(pipeline),
-        "stages": dict(stages),
-        "fixtures": [dict(f) for f in fixtures],
-        "counts": counts(turns),
-        "e2e": segs["e2e"].to_json(),
-        "segments": {s: segs[s].to_json() for s in SEGMENTS},
-        "figures": {
-            k: v.to_json(integer=k.endswith("_ns")) for k, v in figure_distributions(head).items()
-        },
-        "spans": {
-            st: {n: d.to_json() for n, d in spans.items()}
-            for st, spans in span_distributions(head).items()
-        },
-        "waterfall": {
-            f"p{p}": {
-                "n": b.n,
-                "band_n": b.band_n,
-                "e2e_percentile_ns": round(b.e2e_percentile),
-                "mean_e2e_ns": round(b.mean_e2e),
-                "segments_ns": _round_to_total(b.segments, round(b.mean_e2e)),
-                "turns": list(b.indexes),
-            }
-            for p, b in bands.items()
-        },
-        "failures": [{"reason": r, "count": c} for r, c in failures.most_common()],
-        "loop_lag": Distribution.of([float(x) for x in loop_lag_ns]).to_json(),
-        # Both latencies, from the actual and from the intended start (schedule.py).
-        "e2e_from_intended": e2e_from_intended(head).to_json(),
-        "schedule_lag": Distribution.of(
-            [
-                float(v)
-                for t in head
-                if isinstance(v := t.figures.get("schedule_lag_ns"), int | float)
-            ]
-        ).to_json(),
-        "trust": assess_trust(turns, loop_lag_ns),
-        "budget": dict(budget or {}),
-    }
+    """The ``summary.json`` document (schema ``SCHEMA_VERSION``): :func:`summarize` as JSON."""
+    return summarize(
+        turns,
+        run=run,
+        pipeline=pipeline,
+        fixtures=fixtures,
+        stages=stages,
+        loop_lag_ns=loop_lag_ns,
+        budget=budget,
+    ).to_json()

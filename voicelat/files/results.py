@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from voicelat.core.errors import VoicelatError
+from voicelat.core.run_summary import SCHEMA_VERSION, RunSummary
 from voicelat.core.turn import SpanRecord, Turn
-
-#: Version of the results schema (turns.jsonl lines and summary.json). Bump on breaking change.
-SCHEMA_VERSION = 1
 
 TURNS_FILE = "turns.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -108,8 +106,10 @@ class TurnsWriter:
             self._fh = None
 
 
-def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> Path:
+def write_summary(run_dir: Path, summary: RunSummary | Mapping[str, Any]) -> Path:
     """Write ``summary.json`` atomically (a crash never leaves half a summary)."""
+    if isinstance(summary, RunSummary):
+        summary = summary.to_json()
     path = run_dir / SUMMARY_FILE
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
@@ -119,12 +119,20 @@ def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> Path:
 
 @dataclass(frozen=True)
 class LoadedRun:
-    """A run directory read back: its turns, its summary (if any) and what could not be read."""
+    """A run directory read back: its turns, its summary (if any) and what could not be read.
+
+    ``run_summary`` is the typed summary; ``summary`` the ``summary.json`` document itself.
+    """
 
     path: Path
     turns: tuple[Turn, ...]
     summary: dict[str, Any] | None
     skipped_lines: int
+
+    @property
+    def run_summary(self) -> RunSummary | None:
+        """The summary, typed (None when the run wrote none: killed before its end)."""
+        return None if self.summary is None else RunSummary.from_json(self.summary)
 
 
 def load_run(path: Path) -> LoadedRun:
@@ -180,6 +188,7 @@ def read_turns(lines: Iterable[str], source: Path) -> tuple[list[Turn], int]:
 
 
 def check_schema(version: object, source: Path) -> None:
+    """Refuse results without a schema version, or of a schema newer than this voicelat reads."""
     if not isinstance(version, int):
         raise VoicelatError(f"{source} has no schema_version: it was not written by voicelat")
     if version > SCHEMA_VERSION:
