@@ -57,7 +57,7 @@ def cases(xml: str) -> dict[tuple[str, str], ET.Element]:
 
 def test_junit_failure_names_segment_percentile_value_and_limit() -> None:
     result = gate({"min_turns": 3, "e2e": {"p50_ms": 1, "p90_ms": 99999}})
-    e2e_p50 = result.summary["e2e"]["p50"] / MS
+    e2e_p50 = result.summary.e2e.p50 / MS
     xml = junit_xml(result)
     root = ET.fromstring(xml)
     assert root.tag == "testsuites"
@@ -116,7 +116,7 @@ def test_markdown_budget_table_and_verdict() -> None:
     md = markdown_report(result)
     assert md.startswith("### voicelat latency gate: ❌ failed (1 check(s))")
     assert "| check | measured | limit | result |" in md
-    p50 = round(result.summary["e2e"]["p50"] / MS)
+    p50 = round(result.summary.e2e.p50 / MS)
     assert f"| e2e P50 | {p50} ms | ≤ 1 ms | ❌ e2e P50 {p50} ms > limit 1 ms" in md
     assert "| e2e P90 |" in md and "| ≤ 99999 ms | ✅ pass |" in md
     assert "| min_turns | 10 | ≥ 3 | ✅ pass |" in md

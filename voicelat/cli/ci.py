@@ -26,16 +26,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_float
-from voicelat.core.budget import Budget, load_budget_file, parse_budget
+from voicelat.core.budget import Budget, parse_budget
 from voicelat.core.compare import (
     DEFAULT_TOLERANCE_MS,
     DEFAULT_TOLERANCE_PCT,
     Tolerance,
     check_baseline,
 )
+from voicelat.core.display import fmt_ms
 from voicelat.core.errors import EXIT_INFRA, EXIT_OK, ConfigError, InfraError, VoicelatError
 from voicelat.core.gate import GateResult, evaluate_gate, gate_text
+from voicelat.core.run_summary import RunSummary, SummaryLike
 from voicelat.core.turn import Turn
+from voicelat.files.budget import load_budget_file
 from voicelat.files.results import SUMMARY_FILE, TURNS_FILE, LoadedRun, load_run
 
 if TYPE_CHECKING:
@@ -147,10 +150,11 @@ def _budget(args: argparse.Namespace, table: Mapping[str, Any] | None, source: s
 class _Baseline:
     label: str
     run: LoadedRun
+    summary: RunSummary | None
     notes: list[str]
 
 
-def _load_baseline(args: argparse.Namespace, current: Mapping[str, Any]) -> _Baseline | None:
+def _load_baseline(args: argparse.Namespace, current: SummaryLike) -> _Baseline | None:
     if args.baseline is None:
         return None
     label = str(args.baseline)
@@ -163,10 +167,11 @@ def _load_baseline(args: argparse.Namespace, current: Mapping[str, Any]) -> _Bas
             f"baseline {label} has no {TURNS_FILE}: the comparison resamples its turns; keep the "
             "whole run directory (voicelat baseline save RUN_DIR DEST)"
         )
-    notes = check_baseline(run.summary, current, source=label, force=args.force)
+    summary = run.run_summary
+    notes = check_baseline(summary, current, source=label, force=args.force)
     if run.skipped_lines:
         notes.append(f"baseline: {run.skipped_lines} unreadable line(s) of {TURNS_FILE} skipped")
-    return _Baseline(label, run, notes)
+    return _Baseline(label, run, summary, notes)
 
 
 def _check_empty_out(out_dir: Path) -> None:
@@ -219,7 +224,8 @@ def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
         if value is not None:
             raise ConfigError(f"{flag} does not apply with --results (it gates a finished run)")
     run = load_run(args.results)
-    if run.summary is None:
+    summary = run.run_summary
+    if summary is None:
         raise ConfigError(
             f"{run.path} has no {SUMMARY_FILE}: was the run killed before it finished?"
         )
@@ -230,22 +236,21 @@ def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
 
         budget = _budget(args, load_pipeline(args.pipeline).budget, str(args.pipeline))
     else:
-        budget = _budget(
-            args, run.summary.get("budget"), f"[budget] recorded in {run.path / SUMMARY_FILE}"
-        )
-    baseline = _load_baseline(args, run.summary)
-    return _finish(args, run.summary, list(run.turns), budget, baseline, tolerance, run.path)
+        budget = _budget(args, summary.budget, f"[budget] recorded in {run.path / SUMMARY_FILE}")
+    baseline = _load_baseline(args, summary)
+    return _finish(args, summary, list(run.turns), budget, baseline, tolerance, run.path)
 
 
 def _finish(
     args: argparse.Namespace,
-    summary: Mapping[str, Any],
+    summary: SummaryLike,
     turns: Sequence[Turn],
     budget: Budget,
     baseline: _Baseline | None,
     tolerance: Tolerance,
     run_dir: Path,
 ) -> int:
+    summary = RunSummary.coerce(summary)
     measured = [t for t in turns if not t.warmup]
     if measured and all(t.failed for t in measured):
         reason = f"{measured[0].failure_stage}: {measured[0].failure_reason}"
@@ -253,7 +258,7 @@ def _finish(
         _write_error_reports(args, run_dir, msg, summary)
         raise InfraError(msg)
     notes = [] if baseline is None else list(baseline.notes)
-    status = (summary.get("run") or {}).get("status")
+    status = summary.run.status
     if status not in (None, "complete"):
         notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
     result = evaluate_gate(
@@ -262,7 +267,7 @@ def _finish(
         budget,
         baseline_turns=None if baseline is None else list(baseline.run.turns),
         baseline=None if baseline is None else baseline.label,
-        baseline_summary=None if baseline is None else baseline.run.summary,
+        baseline_summary=None if baseline is None else baseline.summary,
         tolerance=tolerance,
         level=args.confidence,
         notes=notes,
@@ -326,7 +331,7 @@ def _write_error_reports(
     args: argparse.Namespace,
     run_dir: Path,
     message: str,
-    summary: Mapping[str, Any] | None = None,
+    summary: SummaryLike | None = None,
 ) -> None:
     """Even a gate that could not run leaves a JUnit error and a Markdown line for the CI page."""
     from voicelat.report.junit import junit_error_xml
@@ -377,7 +382,8 @@ def save_baseline(run_dir: Path, dest: Path) -> None:
 def cmd_baseline_save(args: argparse.Namespace) -> int:
     """``voicelat baseline save RUN_DIR DEST``."""
     run = load_run(args.run)
-    if run.summary is None or not (run.path / TURNS_FILE).exists():
+    summary = run.run_summary
+    if summary is None or not (run.path / TURNS_FILE).exists():
         raise ConfigError(
             f"{run.path} needs both {SUMMARY_FILE} and {TURNS_FILE} to serve as a baseline"
         )
@@ -385,11 +391,10 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     if n == 0:
         raise ConfigError(f"{run.path} has no warm measured turn: nothing to compare against")
     save_baseline(run.path, args.dest)
-    e2e = run.summary.get("e2e") or {}
-    p50, p90 = e2e.get("p50"), e2e.get("p90")
+    p50, p90 = summary.e2e.p50, summary.e2e.p90
     figures = (
-        f"; e2e P50 {p50 / 1e6:.0f} ms, P90 {p90 / 1e6:.0f} ms"
-        if isinstance(p50, int | float) and isinstance(p90, int | float)
+        f"; e2e P50 {fmt_ms(p50)} ms, P90 {fmt_ms(p90)} ms"
+        if p50 is not None and p90 is not None
         else ""
     )
     print(f"baseline saved: {args.dest} ({n} warm turns{figures})")

@@ -1,5 +1,8 @@
-"""Latency budgets: parse a ``[budget]`` table and hold a run's summary against it (pure; no I/O
-beyond :func:`load_budget_file`).
+"""Latency budgets: parse a ``[budget]`` table and hold a run against it (pure; no I/O).
+
+The one budget judge: :func:`evaluate_budget` (the gate's checks) and :func:`judge` (the TUI's
+verdict on a waterfall band) hold values to limits the same way. Budget files are read by
+:func:`voicelat.files.budget.load_budget_file`.
 
 A budget is a ``[budget]`` table, in a budget file or in the pipeline file::
 
@@ -18,17 +21,18 @@ Every limit becomes one :class:`Check`; a value equal to its limit passes.
 from __future__ import annotations
 
 import difflib
-import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 from voicelat.core.contract import E2E, SEGMENTS
+from voicelat.core.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.display import fmt_ms
 from voicelat.core.errors import ConfigError
+from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 
-# The pipeline loader's line locator: errors in both files point at lines the same way.
-from voicelat.files.pipeline import _line_of
+#: Finds the line of ``key`` in ``[table]`` (or of the table's header) in a TOML source.
+LineLocator = Callable[[str, str | None], int | None]
 
 #: What a budget may limit: voice-to-voice latency and each segment of the critical path.
 METRICS: tuple[str, ...] = (E2E, *SEGMENTS)
@@ -42,8 +46,6 @@ DEFAULT_MIN_TURNS = 5
 #: A failed turn is missing from the percentiles, so by default any failure fails the gate
 #: (otherwise the slowest turns could time out and make the budget look better).
 DEFAULT_MAX_FAILURE_RATE = 0.0
-
-NS_PER_MS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,13 @@ class Budget:
     min_turns: int = DEFAULT_MIN_TURNS
     source: str = "defaults"
 
+    def limit_ns(self, metric: str, p: int) -> float | None:
+        """The limit (ns) on ``metric`` at percentile ``p``, or None when the budget sets none."""
+        for lim in self.limits:
+            if lim.metric == metric and lim.percentile == p:
+                return lim.limit_ms * NS_PER_MS
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Check:
@@ -92,19 +101,25 @@ def valid_budget_keys() -> list[str]:
     return sorted((*METRICS, *SCALAR_KEYS))
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def parse_budget(table: Mapping[str, Any], *, source: str = "budget", text: str = "") -> Budget:
+def parse_budget(
+    table: Mapping[str, Any], *, source: str = "budget", locate: LineLocator | None = None
+) -> Budget:
     """Validate a raw ``[budget]`` table; errors are one line naming the file, table and key.
 
-    ``text`` is the TOML source, when there is one, so errors can give a line number.
+    ``locate`` finds a key's line in the TOML source, when there is one, so errors can give a
+    line number (the file reader passes the pipeline loader's locator).
     """
+
+    def line_of(tbl: str, key: str | None) -> int | None:
+        return None if locate is None else locate(tbl, key)
 
     def err(tbl: str, key: str | None, msg: str) -> ConfigError:
         # A sub-table written as [budget.name] has no "name =" line: point at its header.
-        line = (key and _line_of(text, f"{tbl}.{key}", None)) or _line_of(text, tbl, key)
+        line = (key and line_of(f"{tbl}.{key}", None)) or line_of(tbl, key)
         loc = f"{source}:{line}" if line else source
         return ConfigError(f"{loc}: [{tbl}]{' ' + key if key else ''} {msg}")
 
@@ -147,44 +162,41 @@ def parse_budget(table: Mapping[str, Any], *, source: str = "budget", text: str 
     return Budget(tuple(limits), max_failure_rate, min_turns, source)
 
 
-def load_budget_file(path: Path) -> Budget:
-    """Read a budget file: a TOML file holding one ``[budget]`` table."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"budget file {path} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read budget file {path}: {exc.strerror}") from None
-    text = raw.decode("utf-8", errors="replace")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    extra = sorted(k for k in data if k != "budget")
-    if extra:
-        raise ConfigError(
-            f"{path}: a budget file holds one [budget] table; unknown top-level "
-            f"key(s) {', '.join(extra)} (limits go in [budget.e2e], [budget.<segment>])"
-        )
-    table = data.get("budget")
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: no [budget] table (see docs/CI.md for the format)")
-    return parse_budget(table, source=str(path), text=text)
+def lenient_budget(table: Mapping[str, Any], *, source: str = "budget") -> Budget:
+    """The limits of a ``[budget]`` table that may not have been validated (a saved run's, the
+    TUI's): entries that are not a number are skipped instead of refused."""
+    limits = [
+        Limit(metric, pct, float(value))
+        for metric in METRICS
+        if isinstance(sub := table.get(metric), Mapping)
+        for key, pct in PERCENTILE_KEYS.items()
+        if _is_number(value := sub.get(key))
+    ]
+    return Budget(tuple(limits), source=source)
+
+
+def as_budget(budget: Budget | Mapping[str, Any]) -> Budget:
+    """``budget`` parsed (leniently) when it is still a raw ``[budget]`` table."""
+    return budget if isinstance(budget, Budget) else lenient_budget(budget)
+
+
+def breaks(value_ns: float, limit_ns: float) -> bool:
+    """The judging rule: a value breaks its limit only above it (equal passes)."""
+    return value_ns > limit_ns
 
 
 # -- evaluation ------------------------------------------------------------------------------
 def _ms(ns: float, limit_ms: float | None = None) -> str:
     """Whole milliseconds, unless that would print a broken limit as equal to the value."""
-    text = f"{ns / NS_PER_MS:.0f}"
+    text = fmt_ms(ns)
     if limit_ms is not None and text == f"{limit_ms:g}" and ns != limit_ms * NS_PER_MS:
-        text = f"{ns / NS_PER_MS:.2f}"
+        text = fmt_ms(ns, decimals=2)
     return f"{text} ms"
 
 
-def metric_distribution(summary: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
+def metric_distribution(summary: SummaryLike, metric: str) -> DistSummary:
     """The summary's distribution (integer ns) of ``e2e`` or a segment; empty when absent."""
-    found = summary.get("e2e") if metric == E2E else (summary.get("segments") or {}).get(metric)
-    return found if isinstance(found, Mapping) else {}
+    return RunSummary.coerce(summary).metric(metric)
 
 
 def sample_check(n: int, min_turns: int, *, what: str = "warm turns") -> Check:
@@ -211,17 +223,15 @@ def sample_check(n: int, min_turns: int, *, what: str = "warm turns") -> Check:
     )
 
 
-def evaluate_budget(budget: Budget, summary: Mapping[str, Any]) -> list[Check]:
+def evaluate_budget(budget: Budget, summary: SummaryLike) -> list[Check]:
     """Hold a run's summary (integer ns, as in ``summary.json``) against ``budget``.
 
     Returns the sample-size check, the failure-rate check, then one check per limit.
     """
-    counts = summary.get("counts") or {}
-    n = int(counts.get("headline", 0))
-    ran = int(counts.get("turns", 0))
-    failed = int(counts.get("failed", 0))
+    s = RunSummary.coerce(summary)
+    n, ran, failed = s.counts.headline, s.counts.turns, s.counts.failed
     checks = [sample_check(n, budget.min_turns)]
-    rate = failed / ran if ran else 0.0
+    rate = s.counts.failure_rate
     verdict = "<=" if rate <= budget.max_failure_rate else ">"
     checks.append(
         Check(
@@ -235,31 +245,94 @@ def evaluate_budget(budget: Budget, summary: Mapping[str, Any]) -> list[Check]:
             "ratio",
         )
     )
-    for lim in budget.limits:
-        dist = metric_distribution(summary, lim.metric)
-        value = dist.get(f"p{lim.percentile}")
-        if value is None:
-            checks.append(
-                Check(
-                    "budget",
-                    lim.name,
-                    False,
-                    f"{lim.name}: no measured value (0 warm turns) against limit {lim.limit_ms:g} ms",
-                    None,
-                    lim.limit_ms,
-                )
-            )
-            continue
-        ok = value <= lim.limit_ms * NS_PER_MS
-        checks.append(
-            Check(
-                "budget",
-                lim.name,
-                ok,
-                f"{lim.name} {_ms(value, lim.limit_ms)} {'<=' if ok else '>'} limit {lim.limit_ms:g} ms "
-                f"(n={dist.get('n', n)} warm turns)",
-                value / NS_PER_MS,
-                lim.limit_ms,
-            )
-        )
+    checks.extend(_limit_check(lim, s.metric(lim.metric), n) for lim in budget.limits)
     return checks
+
+
+def _limit_check(lim: Limit, dist: DistSummary, n: int) -> Check:
+    value = dist.at(lim.percentile)
+    if value is None:
+        return Check(
+            "budget",
+            lim.name,
+            False,
+            f"{lim.name}: no measured value (0 warm turns) against limit {lim.limit_ms:g} ms",
+            None,
+            lim.limit_ms,
+        )
+    ok = not breaks(value, lim.limit_ms * NS_PER_MS)
+    return Check(
+        "budget",
+        lim.name,
+        ok,
+        f"{lim.name} {_ms(value, lim.limit_ms)} {'<=' if ok else '>'} limit {lim.limit_ms:g} ms "
+        f"(n={dist.n} warm turns)",
+        value / NS_PER_MS,
+        lim.limit_ms,
+    )
+
+
+# -- a waterfall band against the budget (the TUI) -------------------------------------------
+@dataclass(frozen=True)
+class BudgetVerdict:
+    """How a percentile stands against the budget, and which segment is to blame."""
+
+    p: int
+    limit_ns: float | None
+    #: The exact e2e percentile is over the e2e limit (what a CI gate checks).
+    over: bool
+    #: The segment in which the stacked bars cross the budget line.
+    crossing: str | None
+    #: Segments whose own percentile breaks their own ``[budget.<segment>]`` limit:
+    #: name -> (the segment's percentile, its limit), both ns.
+    own_limit: dict[str, tuple[float, float]]
+
+
+def crossing_segment(
+    segments: Mapping[str, float], limit_ns: float, order: Sequence[str] = SEGMENTS
+) -> str | None:
+    """The segment during which the running sum of ``segments`` passes ``limit_ns``."""
+    total = 0.0
+    for name in order:
+        before = total
+        total += max(0.0, float(segments.get(name, 0.0)))
+        if before <= limit_ns < total:
+            return name
+    return None
+
+
+class _HasAt(Protocol):
+    def at(self, p: int) -> float | None: ...
+
+
+def judge(
+    p: int,
+    e2e_percentile_ns: float,
+    segments: Mapping[str, float],
+    budget: Budget | Mapping[str, Any],
+    seg_dists: Mapping[str, _HasAt] | None = None,
+) -> BudgetVerdict:
+    """Judge a composition at percentile ``p`` against the e2e and per-segment limits.
+
+    ``budget`` may be a raw ``[budget]`` table (read leniently, see :func:`lenient_budget`).
+    """
+    b = as_budget(budget)
+    limit = b.limit_ns(E2E, p)
+    own: dict[str, tuple[float, float]] = {}
+    for name in SEGMENTS:
+        seg_limit = b.limit_ns(name, p)
+        if seg_limit is None:
+            continue
+        # A per-segment limit is about that segment's own percentile (percentiles do not add),
+        # not about its share of this band; fall back to the band value without a distribution.
+        dist = (seg_dists or {}).get(name)
+        value = dist.at(p) if dist is not None else segments.get(name)
+        if value is not None and breaks(value, seg_limit):
+            own[name] = (float(value), seg_limit)
+    return BudgetVerdict(
+        p=p,
+        limit_ns=limit,
+        over=limit is not None and breaks(e2e_percentile_ns, limit),
+        crossing=None if limit is None else crossing_segment(segments, limit),
+        own_limit=own,
+    )

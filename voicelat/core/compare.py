@@ -14,13 +14,12 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from voicelat.core.budget import METRICS, NS_PER_MS, Check
 from voicelat.core.errors import ConfigError
+from voicelat.core.run_summary import SCHEMA_VERSION, RunSummary, SummaryLike
 from voicelat.core.stats import Interval
 from voicelat.core.turn import Turn
-from voicelat.files.results import SCHEMA_VERSION
 
 #: Percentiles compared (P99 of a CI-sized sample is its maximum: not worth a verdict).
 COMPARED_PERCENTILES: tuple[int, ...] = (50, 90)
@@ -217,19 +216,42 @@ def _short(sha: object) -> str:
     return str(sha)[:12] if sha else "unknown"
 
 
+def _identity(summary: SummaryLike) -> tuple[object, object, object, object]:
+    """Schema version, pipeline name and sha256, fixture set: what makes two runs comparable.
+
+    A partial document (only ``pipeline`` and ``fixture_set_sha256``, as ``ci`` has before its
+    run) is read as it is: the schema version of what it lacks is its own.
+    """
+    if isinstance(summary, RunSummary):
+        return (
+            summary.schema_version,
+            summary.pipeline_name,
+            summary.pipeline_sha256,
+            summary.fixture_set_sha256,
+        )
+    pipeline = summary.get("pipeline") or {}
+    return (
+        summary.get("schema_version"),
+        pipeline.get("name"),
+        pipeline.get("sha256"),
+        summary.get("fixture_set_sha256"),
+    )
+
+
 def check_baseline(
-    baseline: Mapping[str, Any] | None,
-    current: Mapping[str, Any],
+    baseline: SummaryLike | None,
+    current: SummaryLike,
     *,
     source: str,
     force: bool = False,
 ) -> list[str]:
     """Refuse a baseline that cannot be compared with ``current``; return notes for the report.
 
-    Both arguments are ``summary.json``-shaped: ``schema_version``, ``pipeline`` (``name``,
-    ``sha256``) and ``fixture_set_sha256``. Another pipeline (by name) or another fixture set is
-    refused unless ``force``; an incompatible schema always is. The same pipeline with an edited
-    file is compared (that edit is usually what the regression check is for) and noted.
+    Both arguments are run summaries (typed, or ``summary.json``-shaped): ``schema_version``,
+    ``pipeline`` (``name``, ``sha256``) and ``fixture_set_sha256``. Another pipeline (by name)
+    or another fixture set is refused unless ``force``; an incompatible schema always is. The
+    same pipeline with an edited file is compared (that edit is usually what the regression
+    check is for) and noted.
     """
     if baseline is None:
         if not force:
@@ -238,25 +260,24 @@ def check_baseline(
                 "unknown: give a run directory voicelat wrote, or pass --force"
             )
         return [f"forced: baseline {source} has no summary.json (pipeline and fixtures unchecked)"]
-    version = baseline.get("schema_version")
+    version, b_name, b_sha, bf = _identity(baseline)
+    _, c_name, c_sha, cf = _identity(current)
     if not isinstance(version, int) or not MIN_BASELINE_SCHEMA <= version <= SCHEMA_VERSION:
         raise ConfigError(
             f"baseline {source} uses results schema {version}, which this voicelat cannot compare "
             f"(it reads {MIN_BASELINE_SCHEMA}..{SCHEMA_VERSION}): record a new baseline"
         )
     notes: list[str] = []
-    bp, cp = baseline.get("pipeline") or {}, current.get("pipeline") or {}
-    if bp.get("name") != cp.get("name"):
-        msg = f"baseline {source} is of pipeline {bp.get('name')!r}, this run of {cp.get('name')!r}"
+    if b_name != c_name:
+        msg = f"baseline {source} is of pipeline {b_name!r}, this run of {c_name!r}"
         if not force:
             raise ConfigError(f"{msg}: compare runs of one pipeline, or pass --force")
         notes.append(f"forced: {msg}")
-    elif bp.get("sha256") and cp.get("sha256") and bp.get("sha256") != cp.get("sha256"):
+    elif b_sha and c_sha and b_sha != c_sha:
         notes.append(
-            f"pipeline file changed since the baseline (sha256 {_short(bp.get('sha256'))} -> "
-            f"{_short(cp.get('sha256'))}): the comparison measures that change"
+            f"pipeline file changed since the baseline (sha256 {_short(b_sha)} -> "
+            f"{_short(c_sha)}): the comparison measures that change"
         )
-    bf, cf = baseline.get("fixture_set_sha256"), current.get("fixture_set_sha256")
     if bf != cf:
         msg = (
             f"baseline {source} was measured on another fixture set (sha256 {_short(bf)}, "

@@ -41,10 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from voicelat.core.display import NS_PER_MS, fmt_ms
 from voicelat.core.stats import percentile
 from voicelat.core.turn import Turn
-
-NS_PER_MS = 1_000_000
 
 #: Milestones that are the first event of each HTTP stage's response body.
 FIRST_EVENT: Mapping[str, tuple[str, ...]] = {
@@ -124,7 +123,7 @@ def first_event_gaps(turns: Iterable[Turn]) -> dict[str, list[int]]:
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / NS_PER_MS:.1f} ms"
+    return fmt_ms(ns, decimals=1, unit=" ms")
 
 
 def assess_trust(

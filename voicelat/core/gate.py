@@ -6,7 +6,7 @@ returns a :class:`GateResult`; ``voicelat ci``, the reports and the pytest plugi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,9 @@ from voicelat.core.compare import (
     too_few_turns_check,
 )
 from voicelat.core.contract import SEGMENTS
+from voicelat.core.display import fmt_ms
 from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK
+from voicelat.core.run_summary import RunSummary, SummaryLike
 from voicelat.core.turn import Turn
 
 
@@ -29,14 +31,20 @@ class GateResult:
     """Everything the gate decided, and the run it decided on."""
 
     checks: tuple[Check, ...]
-    summary: Mapping[str, Any]
+    summary: RunSummary
     comparisons: tuple[Comparison, ...] = ()
     notes: tuple[str, ...] = ()
     budget_source: str = "defaults"
     baseline: str | None = None
-    baseline_summary: Mapping[str, Any] | None = None
+    baseline_summary: RunSummary | None = None
     tolerance: Tolerance = field(default_factory=Tolerance)
     run_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        # Callers that still hold summary.json documents get them typed here, once.
+        object.__setattr__(self, "summary", RunSummary.coerce(self.summary))
+        if self.baseline_summary is not None:
+            object.__setattr__(self, "baseline_summary", RunSummary.coerce(self.baseline_summary))
 
     @property
     def passed(self) -> bool:
@@ -96,20 +104,21 @@ class GateResult:
 
 
 def evaluate_gate(
-    summary: Mapping[str, Any],
+    summary: SummaryLike,
     turns: Sequence[Turn],
     budget: Budget,
     *,
     baseline_turns: Sequence[Turn] | None = None,
     baseline: str | None = None,
-    baseline_summary: Mapping[str, Any] | None = None,
+    baseline_summary: SummaryLike | None = None,
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     level: float = 0.95,
     notes: Sequence[str] = (),
     run_dir: str | None = None,
 ) -> GateResult:
     """Budget checks, then (with a baseline) one regression check per metric and percentile."""
-    checks = evaluate_budget(budget, summary)
+    typed = RunSummary.coerce(summary)
+    checks = evaluate_budget(budget, typed)
     comparisons: list[Comparison] = []
     if baseline_turns is not None:
         short = too_few_turns_check(len(metric_rows(baseline_turns)), len(metric_rows(turns)))
@@ -120,72 +129,66 @@ def evaluate_gate(
             checks.extend(c.to_check() for c in comparisons)
     return GateResult(
         checks=tuple(checks),
-        summary=summary,
+        summary=typed,
         comparisons=tuple(comparisons),
         notes=tuple(notes),
         budget_source=budget.source,
         baseline=baseline,
-        baseline_summary=baseline_summary,
+        baseline_summary=None if baseline_summary is None else RunSummary.coerce(baseline_summary),
         tolerance=tolerance,
         run_dir=run_dir,
     )
 
 
 # -- plain text ------------------------------------------------------------------------------
-def _ms(ns: object) -> str:
-    return "-" if not isinstance(ns, int | float) else f"{ns / NS_PER_MS:.0f}"
-
-
-def headline_text(summary: Mapping[str, Any]) -> str:
+def headline_text(summary: SummaryLike) -> str:
     """``e2e P50 1066 ms, P90 1186 ms (n=14 warm turns; 15 run, 1 warm-up, 0 failed)``."""
-    e2e = summary.get("e2e") or {}
-    c = summary.get("counts") or {}
+    s = RunSummary.coerce(summary)
+    c = s.counts
     return (
-        f"e2e P50 {_ms(e2e.get('p50'))} ms, P90 {_ms(e2e.get('p90'))} ms "
-        f"(n={c.get('headline', 0)} warm turns; {c.get('turns', 0)} run, "
-        f"{c.get('warmup', 0)} warm-up, {c.get('cold', 0)} cold, {c.get('failed', 0)} failed)"
+        f"e2e P50 {fmt_ms(s.e2e.p50)} ms, P90 {fmt_ms(s.e2e.p90)} ms "
+        f"(n={c.headline} warm turns; {c.turns} run, "
+        f"{c.warmup} warm-up, {c.cold} cold, {c.failed} failed)"
     )
 
 
-def waterfall_lines(summary: Mapping[str, Any], width: int = 40) -> list[str]:
+def waterfall_lines(summary: SummaryLike, width: int = 40) -> list[str]:
     """The P50 and P90 bands as bars: what the turns around each percentile spent their time on.
 
     Each band is the mean composition of the turns ranked around the percentile, so its bars
     sum to the band's mean e2e; the exact percentile is given beside it (they differ slightly).
     """
     lines: list[str] = []
-    wf = summary.get("waterfall") or {}
-    for key in ("p50", "p90"):
-        band = wf.get(key)
-        if not band:
+    s = RunSummary.coerce(summary)
+    for p in (50, 90):
+        band = s.band(p)
+        if band is None:
             continue
-        total = band.get("mean_e2e_ns") or 0
+        total = band.mean_e2e_ns
         lines.append(
-            f"waterfall at {key.upper()}: mean of {band.get('band_n')} turn(s) around it = "
-            f"{_ms(total)} ms (exact {key.upper()} e2e {_ms(band.get('e2e_percentile_ns'))} ms, "
-            f"n={band.get('n')})"
+            f"waterfall at P{p}: mean of {band.band_n} turn(s) around it = "
+            f"{fmt_ms(total)} ms (exact P{p} e2e {fmt_ms(band.e2e_percentile_ns)} ms, "
+            f"n={band.n})"
         )
-        segs = band.get("segments_ns") or {}
-        for s in SEGMENTS:
-            v = segs.get(s, 0)
+        for seg in SEGMENTS:
+            v = band.segments_ns.get(seg, 0)
             bar = "#" * round(width * v / total) if total > 0 else ""
-            lines.append(f"  {s:<16}{_ms(v):>6} ms  {bar}")
+            lines.append(f"  {seg:<16}{fmt_ms(v):>6} ms  {bar}")
     return lines
 
 
-def waterfall_compact(summary: Mapping[str, Any]) -> list[str]:
+def waterfall_compact(summary: SummaryLike) -> list[str]:
     """The P50 and P90 bands, one line each (for places that truncate long explanations)."""
     lines: list[str] = []
-    wf = summary.get("waterfall") or {}
-    for key in ("p50", "p90"):
-        band = wf.get(key)
-        if not band:
+    s = RunSummary.coerce(summary)
+    for p in (50, 90):
+        band = s.band(p)
+        if band is None:
             continue
-        segs = band.get("segments_ns") or {}
-        parts = " + ".join(f"{s} {_ms(segs.get(s, 0))}" for s in SEGMENTS)
+        parts = " + ".join(f"{seg} {fmt_ms(band.segments_ns.get(seg, 0))}" for seg in SEGMENTS)
         lines.append(
-            f"{key.upper()} band ({band.get('band_n')} turn(s), {_ms(band.get('mean_e2e_ns'))} ms; "
-            f"exact {key.upper()} {_ms(band.get('e2e_percentile_ns'))} ms): {parts} ms"
+            f"P{p} band ({band.band_n} turn(s), {fmt_ms(band.mean_e2e_ns)} ms; "
+            f"exact P{p} {fmt_ms(band.e2e_percentile_ns)} ms): {parts} ms"
         )
     return lines
 

@@ -13,7 +13,7 @@ summary) gets empty defaults for what it leaves out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -247,8 +247,8 @@ class RunInfo:
         out = {k: typed[k] if k in typed else self.extra.get(k) for k in self.keys}
         out.update({k: v for k, v in self.extra.items() if k not in out})
         out.update({k: v for k, v in typed.items() if k not in out and v is not None})
-        if isinstance(out.get("load"), Mapping):
-            out["load"] = dict(out["load"])
+        if isinstance(load := out.get("load"), Mapping):
+            out["load"] = dict(load)
         return out
 
     @classmethod

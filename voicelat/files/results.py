@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from voicelat.core.errors import VoicelatError
-from voicelat.core.run_summary import SCHEMA_VERSION, RunSummary
+from voicelat.core.run_summary import SCHEMA_VERSION as SCHEMA_VERSION
+from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import SpanRecord, Turn
 
 TURNS_FILE = "turns.jsonl"

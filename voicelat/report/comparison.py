@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from voicelat.core.contract import SEGMENTS
-
-NS_PER_MS = 1_000_000
+from voicelat.core.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.display import fmt_ms
 
 #: Short column names for the segment table (the full names are in the metric contract).
 SEGMENT_SHORT: dict[str, str] = {
@@ -28,7 +28,7 @@ SEGMENT_SHORT: dict[str, str] = {
 
 
 def _ms(ns: float | int | None) -> str:
-    return "-" if ns is None else f"{ns / NS_PER_MS:.0f}"
+    return fmt_ms(ns)
 
 
 def e2e_cell(combo: Mapping[str, Any], p: int) -> str:
@@ -56,7 +56,7 @@ def vs_cell(combo: Mapping[str, Any], p: int) -> str:
 
 
 def _signed_ms(ns: float | int | None) -> str:
-    return "-" if ns is None else f"{ns / NS_PER_MS:+.0f} ms"
+    return fmt_ms(ns, sign=True, unit=" ms")
 
 
 def _fail(combo: Mapping[str, Any]) -> str:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from typing import Any
 
 from voicelat.core.budget import Check
 from voicelat.core.gate import GateResult, headline_text, waterfall_lines
+from voicelat.core.run_summary import RunSummary, SummaryLike
 
 #: JUnit suites, in report order, with the ``type`` a failure of each carries.
 SUITES: dict[str, str] = {
@@ -24,13 +24,12 @@ SUITES: dict[str, str] = {
 }
 
 
-def _properties(parent: ET.Element, summary: Mapping[str, Any], extra: Mapping[str, str]) -> None:
+def _properties(parent: ET.Element, summary: RunSummary, extra: Mapping[str, str]) -> None:
     props = ET.SubElement(parent, "properties")
-    pipeline = summary.get("pipeline") or {}
     values = {
-        "pipeline": str(pipeline.get("name", "")),
-        "pipeline_sha256": str(pipeline.get("sha256", "")),
-        "fixture_set_sha256": str(summary.get("fixture_set_sha256", "")),
+        "pipeline": str(summary.pipeline.get("name", "")),
+        "pipeline_sha256": str(summary.pipeline.get("sha256", "")),
+        "fixture_set_sha256": str(summary.extra.get("fixture_set_sha256", "")),
         **extra,
     }
     for k, v in values.items():
@@ -55,7 +54,7 @@ def junit_xml(result: GateResult) -> str:
     """The gate's verdict as a JUnit ``<testsuites>`` document (UTF-8 text)."""
     summary = result.summary
     detail = "\n".join([headline_text(summary), *waterfall_lines(summary)])
-    duration = (summary.get("run") or {}).get("duration_s") or 0
+    duration = summary.run.duration_s or 0
     failures = len(result.failures)
     root = ET.Element(
         "testsuites",
@@ -90,7 +89,7 @@ def junit_xml(result: GateResult) -> str:
     return _serialize(root)
 
 
-def junit_error_xml(message: str, *, summary: Mapping[str, Any] | None = None) -> str:
+def junit_error_xml(message: str, *, summary: SummaryLike | None = None) -> str:
     """A JUnit document with one ``<error>``: the gate could not run (exit 3)."""
     root = ET.Element("testsuites", name="voicelat", tests="1", failures="0", errors="1", time="0")
     suite = ET.SubElement(
@@ -103,8 +102,9 @@ def junit_error_xml(message: str, *, summary: Mapping[str, Any] | None = None) -
         skipped="0",
         time="0",
     )
-    if summary:
-        _properties(suite, summary, {})
+    # An empty document is no summary: nothing to say about the run.
+    if isinstance(summary, RunSummary) or summary:
+        _properties(suite, RunSummary.coerce(summary), {})
     case = ET.SubElement(
         suite, "testcase", classname="voicelat.infrastructure", name="run", time="0"
     )

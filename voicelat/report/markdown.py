@@ -3,16 +3,15 @@ baseline comparison and the P50/P90 waterfall, readable without opening the run 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from voicelat.core.budget import NS_PER_MS, Check
+from voicelat.core.budget import Check
 from voicelat.core.contract import SEGMENTS
+from voicelat.core.display import fmt_ms
 from voicelat.core.gate import GateResult
+from voicelat.core.run_summary import RunSummary
 
 
 def _ms(ns: object) -> str:
-    return "–" if not isinstance(ns, int | float) else f"{ns / NS_PER_MS:.0f} ms"
+    return fmt_ms(ns, unit=" ms", missing="–")
 
 
 def _cell(text: str) -> str:
@@ -40,15 +39,11 @@ def _limit(c: Check) -> str:
     return f"≤ {c.limit:g} ms"
 
 
-def _waterfall(summary: Mapping[str, Any]) -> list[str]:
-    wf = summary.get("waterfall") or {}
-    bands = [(k, wf[k]) for k in ("p50", "p90") if wf.get(k)]
+def _waterfall(summary: RunSummary) -> list[str]:
+    bands = [(p, b) for p in (50, 90) if (b := summary.band(p)) is not None]
     if not bands:
         return []
-    head = " | ".join(
-        f"{k.upper()} band ({b.get('band_n')} turn(s), {_ms(b.get('mean_e2e_ns'))})"
-        for k, b in bands
-    )
+    head = " | ".join(f"P{p} band ({b.band_n} turn(s), {_ms(b.mean_e2e_ns)})" for p, b in bands)
     out = [
         "",
         "<details><summary>Where the time went (waterfall bands: the mean composition of the "
@@ -58,14 +53,10 @@ def _waterfall(summary: Mapping[str, Any]) -> list[str]:
         "|---|" + "---:|" * len(bands),
     ]
     for s in SEGMENTS:
-        out.append(
-            f"| {s} | "
-            + " | ".join(_ms((b.get("segments_ns") or {}).get(s)) for _, b in bands)
-            + " |"
-        )
+        out.append(f"| {s} | " + " | ".join(_ms(b.segments_ns.get(s)) for _, b in bands) + " |")
     out.append(
         "| **exact e2e percentile** | "
-        + " | ".join(f"**{_ms(b.get('e2e_percentile_ns'))}**" for _, b in bands)
+        + " | ".join(f"**{_ms(b.e2e_percentile_ns)}**" for _, b in bands)
         + " |"
     )
     out += ["", "</details>"]
@@ -75,16 +66,15 @@ def _waterfall(summary: Mapping[str, Any]) -> list[str]:
 def markdown_report(result: GateResult) -> str:
     """The whole report as GitHub-flavoured Markdown."""
     s = result.summary
-    e2e = s.get("e2e") or {}
-    c = s.get("counts") or {}
-    name = (s.get("pipeline") or {}).get("name", "?")
+    e2e, c = s.e2e, s.counts
+    name = s.pipeline.get("name", "?")
     verdict = "✅ passed" if result.passed else f"❌ failed ({len(result.failures)} check(s))"
     lines = [
         f"### voicelat latency gate: {verdict}",
         "",
-        f"Pipeline **{_cell(str(name))}**: e2e P50 **{_ms(e2e.get('p50'))}**, "
-        f"P90 **{_ms(e2e.get('p90'))}** (n={c.get('headline', 0)} warm turns; "
-        f"{c.get('turns', 0)} run, {c.get('warmup', 0)} warm-up, {c.get('failed', 0)} failed).",
+        f"Pipeline **{_cell(str(name))}**: e2e P50 **{_ms(e2e.p50)}**, "
+        f"P90 **{_ms(e2e.p90)}** (n={c.headline} warm turns; "
+        f"{c.turns} run, {c.warmup} warm-up, {c.failed} failed).",
     ]
     for note in result.notes:
         lines += ["", f"> {_cell(note)}"]

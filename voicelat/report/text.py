@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from voicelat.core.contract import SEGMENTS
+from voicelat.core.display import fmt_ms
+from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 from voicelat.core.turn import Turn
 
 
 def _ms(ns: float | int | None, width: int = 6) -> str:
-    return f"{'-':>{width}}" if ns is None else f"{ns / 1e6:>{width}.0f}"
+    return fmt_ms(ns, width=width)
 
 
 def turn_line(turn: Turn, total: int) -> str:
@@ -26,72 +25,79 @@ def turn_line(turn: Turn, total: int) -> str:
     if turn.failed:
         return f"{head} FAILED {turn.failure_stage}: {turn.failure_reason}{tag}"
     largest = turn.largest_segment()
-    big = f"  largest {largest[0]} {largest[1] / 1e6:.0f} ms" if largest else ""
+    big = f"  largest {largest[0]} {_ms(largest[1], 0)} ms" if largest else ""
     return f"{head} e2e {_ms(turn.e2e_ns, 5)} ms{big}{tag}"
 
 
-def summary_table(summary: Mapping[str, Any], run_dir: str | None = None) -> str:
+def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     """The segment table at P50 and P90, the P50/P90 waterfall bands, counts and where results are."""
-    c = summary.get("counts", {})
-    e2e = summary.get("e2e", {})
-    segs = summary.get("segments", {})
-    n = e2e.get("n", 0)
-    lines = []
-    lines.append(f"Per-segment percentiles (each column on its own: percentiles do not add), n={n}")
-    lines.append(f"  {'segment':<16}{'P50 ms':>8}{'P90 ms':>8}{'P99 ms':>8}{'max ms':>8}")
-    for s in SEGMENTS:
-        d = segs.get(s, {})
-        lines.append(
-            f"  {s:<16}{_ms(d.get('p50'), 8)}{_ms(d.get('p90'), 8)}{_ms(d.get('p99'), 8)}{_ms(d.get('max'), 8)}"
-        )
-    lines.append(
-        f"  {'e2e':<16}{_ms(e2e.get('p50'), 8)}{_ms(e2e.get('p90'), 8)}{_ms(e2e.get('p99'), 8)}{_ms(e2e.get('max'), 8)}"
-    )
-    wf = summary.get("waterfall", {})
-    for key in ("p50", "p90"):
-        band = wf.get(key)
-        if not band:
-            continue
-        parts = " + ".join(f"{s} {band['segments_ns'].get(s, 0) / 1e6:.0f}" for s in SEGMENTS)
-        lines.append(
-            f"Waterfall at {key.upper()} (mean of {band['band_n']} turn(s) around it, sums to "
-            f"{band['mean_e2e_ns'] / 1e6:.0f} ms; exact {key.upper()} e2e {band['e2e_percentile_ns'] / 1e6:.0f} ms):"
-        )
-        lines.append(f"  {parts}")
-    e2e_ep = None
-    if e2e.get("p50") is not None and segs.get("endpointing", {}).get("p50") is not None:
-        wf50 = wf.get("p50")
-        if wf50:
-            e2e_ep = wf50["mean_e2e_ns"] - wf50["segments_ns"].get("endpointing", 0)
-    lines.append(
-        f"e2e P50 {_ms(e2e.get('p50'), 0)} ms  P90 {_ms(e2e.get('p90'), 0)} ms  (n={n} warm turns)"
-        + (f"; from the endpoint (P50 band): {e2e_ep / 1e6:.0f} ms" if e2e_ep is not None else "")
-    )
-    lines.append(
-        f"turns: {c.get('turns', 0)} run, {c.get('headline', 0)} in the headline, "
-        f"{c.get('warmup', 0)} warm-up and {c.get('cold', 0)} cold excluded, {c.get('failed', 0)} failed"
-        + (f", {c['interrupted']} interrupted (barge-in)" if c.get("interrupted") else "")
-    )
-    for f in summary.get("failures", [])[:5]:
-        lines.append(f"  failed x{f['count']}: {f['reason']}")
-    lag = summary.get("loop_lag", {})
-    if lag.get("n"):
-        lines.append(
-            f"event-loop lag P50 {_ms(lag.get('p50'), 0)} ms, max {_ms(lag.get('max'), 0)} ms (n={lag['n']})"
-        )
-    lines.extend(_load_lines(summary))
-    status = summary.get("run", {}).get("status")
-    if status and status != "complete":
-        lines.append(f"run status: {status}")
+    s = RunSummary.coerce(summary)
+    lines = _segment_table(s)
+    lines.extend(_band_lines(s))
+    lines.extend(_count_lines(s))
+    lines.extend(_load_lines(s))
+    if s.run.status and s.run.status != "complete":
+        lines.append(f"run status: {s.run.status}")
     if run_dir:
         lines.append(f"results: {run_dir}")
     return "\n".join(lines)
 
 
-def _load_lines(summary: Mapping[str, Any]) -> list[str]:
+def _row(name: str, d: DistSummary) -> str:
+    return f"  {name:<16}{_ms(d.p50, 8)}{_ms(d.p90, 8)}{_ms(d.p99, 8)}{_ms(d.max, 8)}"
+
+
+def _segment_table(s: RunSummary) -> list[str]:
+    lines = [
+        f"Per-segment percentiles (each column on its own: percentiles do not add), n={s.e2e.n}",
+        f"  {'segment':<16}{'P50 ms':>8}{'P90 ms':>8}{'P99 ms':>8}{'max ms':>8}",
+    ]
+    lines.extend(_row(seg, s.metric(seg)) for seg in SEGMENTS)
+    lines.append(_row("e2e", s.e2e))
+    return lines
+
+
+def _band_lines(s: RunSummary) -> list[str]:
+    lines: list[str] = []
+    for p in (50, 90):
+        band = s.band(p)
+        if band is None:
+            continue
+        parts = " + ".join(f"{seg} {_ms(band.segments_ns.get(seg, 0), 0)}" for seg in SEGMENTS)
+        lines.append(
+            f"Waterfall at P{p} (mean of {band.band_n} turn(s) around it, sums to "
+            f"{_ms(band.mean_e2e_ns, 0)} ms; exact P{p} e2e {_ms(band.e2e_percentile_ns, 0)} ms):"
+        )
+        lines.append(f"  {parts}")
+    return lines
+
+
+def _count_lines(s: RunSummary) -> list[str]:
+    e2e, c = s.e2e, s.counts
+    e2e_ep = None
+    band = s.band(50)
+    if e2e.p50 is not None and s.metric("endpointing").p50 is not None and band is not None:
+        e2e_ep = band.mean_e2e_ns - band.segments_ns.get("endpointing", 0)
+    lines = [
+        f"e2e P50 {_ms(e2e.p50, 0)} ms  P90 {_ms(e2e.p90, 0)} ms  (n={e2e.n} warm turns)"
+        + (f"; from the endpoint (P50 band): {_ms(e2e_ep, 0)} ms" if e2e_ep is not None else ""),
+        f"turns: {c.turns} run, {c.headline} in the headline, "
+        f"{c.warmup} warm-up and {c.cold} cold excluded, {c.failed} failed"
+        + (f", {c.interrupted} interrupted (barge-in)" if c.interrupted else ""),
+    ]
+    lines.extend(f"  failed x{f.count}: {f.reason}" for f in s.failures[:5])
+    lag = s.loop_lag
+    if lag.n:
+        lines.append(
+            f"event-loop lag P50 {_ms(lag.p50, 0)} ms, max {_ms(lag.max, 0)} ms (n={lag.n})"
+        )
+    return lines
+
+
+def _load_lines(s: RunSummary) -> list[str]:
     """How the load was offered, e2e from the intended start, and whether to trust the run."""
     lines: list[str] = []
-    load = summary.get("run", {}).get("load") or {}
+    load = s.run.load or {}
     if load.get("mode") == "open":
         seed = "" if load.get("arrival") == "constant" else f", seed {load.get('seed')}"
         lines.append(
@@ -100,24 +106,20 @@ def _load_lines(summary: Mapping[str, Any]) -> list[str]:
         )
     elif load.get("concurrency", 1) > 1:
         lines.append(f"load: closed loop, {load['concurrency']} sessions back to back")
-    intended = summary.get("e2e_from_intended", {})
-    lag = summary.get("schedule_lag", {})
-    if (
-        intended.get("n")
-        and lag.get("n")
-        and (load.get("mode") == "open" or lag.get("max", 0) > 1_000_000)
-    ):
+    intended = s.e2e_from_intended or DistSummary()
+    lag = s.schedule_lag or DistSummary()
+    if intended.n and lag.n and (load.get("mode") == "open" or (lag.max or 0) > 1_000_000):
         lines.append(
             f"e2e from the intended start (+ schedule lag, coordinated omission) "
-            f"P50 {_ms(intended.get('p50'), 0)} ms  P90 {_ms(intended.get('p90'), 0)} ms  "
-            f"P99 {_ms(intended.get('p99'), 0)} ms; schedule lag P50 {_ms(lag.get('p50'), 0)} ms, "
-            f"P99 {_ms(lag.get('p99'), 0)} ms, max {_ms(lag.get('max'), 0)} ms"
+            f"P50 {_ms(intended.p50, 0)} ms  P90 {_ms(intended.p90, 0)} ms  "
+            f"P99 {_ms(intended.p99, 0)} ms; schedule lag P50 {_ms(lag.p50, 0)} ms, "
+            f"P99 {_ms(lag.p99, 0)} ms, max {_ms(lag.max, 0)} ms"
         )
-    trust = summary.get("trust")
+    trust = s.trust
     if trust is not None:
-        if trust.get("trustworthy", True):
+        if trust.trustworthy:
             lines.append("trust: ok (event-loop lag, pacer lag and transport checks passed)")
         else:
             lines.append("TRUST: these figures may not be reliable:")
-            lines.extend(f"  - {r.get('message')}" for r in trust.get("reasons", []))
+            lines.extend(f"  - {r.message}" for r in trust.reasons)
     return lines

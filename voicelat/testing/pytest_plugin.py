@@ -33,11 +33,11 @@ from voicelat.core.budget import (
     PERCENTILE_KEYS,
     Budget,
     evaluate_budget,
-    metric_distribution,
     parse_budget,
 )
 from voicelat.core.contract import E2E, SEGMENTS
 from voicelat.core.gate import headline_text, waterfall_compact, waterfall_lines
+from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 
 __all__ = ["LatencySummary", "Millis", "Percentiles", "assert_latency", "voicelat_run"]
@@ -94,17 +94,22 @@ class LatencySummary:
             raise VoicelatError(f"{run.path} has no summary.json")
         return cls(run.summary, run.path, run.turns)
 
+    @property
+    def summary(self) -> RunSummary:
+        """The run summary, typed (times in ns, as in ``summary.json``)."""
+        return RunSummary.coerce(self.raw)
+
     def _dist(self, metric: str) -> Percentiles:
-        d = metric_distribution(self.raw, metric)
+        d = self.summary.metric(metric)
 
         def ms(key: str) -> Millis | None:
-            v = d.get(key)
+            v = getattr(d, key)
             label = f"{metric} {key.upper() if key.startswith('p') else key}"
             return None if v is None else Millis(v / NS_PER_MS, label, self)
 
         return Percentiles(
             metric,
-            int(d.get("n") or 0),
+            d.n,
             ms("p50"),
             ms("p90"),
             ms("p99"),
@@ -134,18 +139,17 @@ class LatencySummary:
     @property
     def counts(self) -> dict[str, int]:
         """Turns run, in the headline, warm-up, cold, failed, flagged."""
-        return dict(self.raw.get("counts") or {})
+        return self.summary.counts.to_json()
 
     @property
     def n(self) -> int:
         """Warm turns in the percentiles."""
-        return int(self.counts.get("headline", 0))
+        return self.summary.counts.headline
 
     @property
     def failure_rate(self) -> float:
         """Failed turns over turns run."""
-        c = self.counts
-        return c.get("failed", 0) / c["turns"] if c.get("turns") else 0.0
+        return self.summary.counts.failure_rate
 
     def explain(self, *, bars: bool = True) -> list[str]:
         """The headline numbers, where the run is and its P50/P90 waterfall, as lines.
@@ -153,8 +157,9 @@ class LatencySummary:
         ``bars=False`` gives one line per band: pytest truncates a long assert explanation.
         """
         where = f" ({self.run_dir})" if self.run_dir else ""
-        bands = waterfall_lines(self.raw) if bars else waterfall_compact(self.raw)
-        return [headline_text(self.raw) + where, *bands]
+        s = self.summary
+        bands = waterfall_lines(s) if bars else waterfall_compact(s)
+        return [headline_text(s) + where, *bands]
 
 
 _LIMIT = re.compile(r"^(?P<metric>[a-z_0-9]+?)_(?P<pkey>p\d+_ms)$")
@@ -184,7 +189,7 @@ def assert_latency(
             )
         table.setdefault(m["metric"], {})[m["pkey"]] = limit
     budget: Budget = parse_budget(table, source="assert_latency")
-    failed = [c for c in evaluate_budget(budget, summary.raw) if not c.passed]
+    failed = [c for c in evaluate_budget(budget, summary.summary) if not c.passed]
     if failed:
         lines = ["latency limits broken:", *(f"  {c.message}" for c in failed)]
         raise AssertionError("\n".join([*lines, *summary.explain()]))

@@ -12,14 +12,22 @@ calls :meth:`RunModel.apply`.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.contract import SEGMENTS
+# Re-exported: the screen's modules (and their tests) import these from here.
+from voicelat.core.budget import BudgetVerdict as BudgetVerdict
+from voicelat.core.budget import crossing_segment as crossing_segment
+from voicelat.core.budget import judge as judge
+from voicelat.core.budget import lenient_budget
+from voicelat.core.contract import E2E
+from voicelat.core.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.display import fmt_ms as core_fmt_ms
+from voicelat.core.display import round_to_total as round_to_total
+from voicelat.core.run_summary import RunSummary
 from voicelat.core.stats import PERCENTILES, Band, Distribution
 from voicelat.core.summary import (
     headline_turns,
@@ -29,8 +37,6 @@ from voicelat.core.summary import (
 )
 from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun
-
-NS_PER_MS = 1_000_000
 
 #: Milestones the runner reports live, in the order they happen on a normal turn.
 LIVE_MILESTONES: tuple[str, ...] = (
@@ -131,100 +137,20 @@ class LiveTurn:
 # -- formatting ------------------------------------------------------------------------------
 def fmt_ms(ns: float | int | None) -> str:
     """Milliseconds for a table cell: one decimal below 10 ms (sub-spans live there)."""
-    if ns is None:
-        return "-"
-    ms = ns / NS_PER_MS
-    return f"{ms:.1f}" if abs(ms) < 10 else f"{ms:.0f}"
-
-
-def round_to_total(values: Mapping[str, float], total: int) -> dict[str, int]:
-    """Round each value to an integer so that they still sum to ``total`` (largest remainder).
-
-    Bars labelled with independently rounded numbers could miss the printed total by a few
-    ms; the waterfall promises that its labels add up to the total it prints.
-    """
-    floors = {k: math.floor(v) for k, v in values.items()}
-    short = total - sum(floors.values())
-    by_remainder = sorted(values, key=lambda k: values[k] - floors[k], reverse=short > 0)
-    if by_remainder:
-        for i in range(abs(short)):
-            k = by_remainder[i % len(by_remainder)]
-            floors[k] += 1 if short > 0 else -1
-    return floors
+    return core_fmt_ms(ns, fine_below_ms=10)
 
 
 # -- budget ------------------------------------------------------------------------------------
+# The judging itself is core's (voicelat.core.budget), the one the gate uses; these read the
+# run's raw [budget] table the way the screen needs.
 def e2e_budget_ns(budget: Mapping[str, Any], p: int) -> float | None:
     """The pipeline's e2e limit at percentile ``p`` (``[budget.e2e] pNN_ms``), in ns."""
-    return segment_limit_ns(budget, "e2e", p)
+    return segment_limit_ns(budget, E2E, p)
 
 
 def segment_limit_ns(budget: Mapping[str, Any], name: str, p: int) -> float | None:
     """A ``[budget.<name>] pNN_ms`` limit in ns, or None when the budget sets none."""
-    table = budget.get(name)
-    if not isinstance(table, Mapping):
-        return None
-    value = table.get(f"p{p}_ms")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) * NS_PER_MS
-
-
-@dataclass(frozen=True)
-class BudgetVerdict:
-    """How a percentile stands against the budget, and which segment is to blame."""
-
-    p: int
-    limit_ns: float | None
-    #: The exact e2e percentile is over the e2e limit (what a CI gate checks).
-    over: bool
-    #: The segment in which the stacked bars cross the budget line.
-    crossing: str | None
-    #: Segments whose own percentile breaks their own ``[budget.<segment>]`` limit:
-    #: name -> (the segment's percentile, its limit), both ns.
-    own_limit: dict[str, tuple[float, float]]
-
-
-def crossing_segment(
-    segments: Mapping[str, float], limit_ns: float, order: Sequence[str] = SEGMENTS
-) -> str | None:
-    """The segment during which the running sum of ``segments`` passes ``limit_ns``."""
-    total = 0.0
-    for name in order:
-        before = total
-        total += max(0.0, float(segments.get(name, 0.0)))
-        if before <= limit_ns < total:
-            return name
-    return None
-
-
-def judge(
-    p: int,
-    e2e_percentile_ns: float,
-    segments: Mapping[str, float],
-    budget: Mapping[str, Any],
-    seg_dists: Mapping[str, Distribution] | None = None,
-) -> BudgetVerdict:
-    """Judge a composition at percentile ``p`` against the e2e and per-segment limits."""
-    limit = e2e_budget_ns(budget, p)
-    own: dict[str, tuple[float, float]] = {}
-    for name in SEGMENTS:
-        seg_limit = segment_limit_ns(budget, name, p)
-        if seg_limit is None:
-            continue
-        # A per-segment limit is about that segment's own percentile (percentiles do not add),
-        # not about its share of this band; fall back to the band value without a distribution.
-        dist = (seg_dists or {}).get(name)
-        value = dist.at(p) if dist is not None else segments.get(name)
-        if value is not None and value > seg_limit:
-            own[name] = (float(value), seg_limit)
-    return BudgetVerdict(
-        p=p,
-        limit_ns=limit,
-        over=limit is not None and e2e_percentile_ns > limit,
-        crossing=None if limit is None else crossing_segment(segments, limit),
-        own_limit=own,
-    )
+    return lenient_budget(budget).limit_ns(name, p)
 
 
 # -- turns table -------------------------------------------------------------------------------
@@ -317,26 +243,24 @@ class RunModel:
     @classmethod
     def from_loaded(cls, run: LoadedRun) -> RunModel:
         """A saved run: the turns that could be read, the summary's budget and run facts."""
-        summary = run.summary or {}
-        info = summary.get("run") or {}
-        pipeline = summary.get("pipeline") or {}
-        turn_cfg = pipeline.get("turn") or {}
+        summary = run.run_summary
+        s = summary or RunSummary()
+        turn_cfg = s.pipeline.get("turn") or {}
         limit_ms = turn_cfg.get("pacer_lag_limit_ms")
-        planned = info.get("planned_turns")
-        status = info.get("status") if run.summary is not None else None
+        status = s.run.status if summary is not None else None
         return cls(
             results_path=run.path,
             turns=sorted(run.turns, key=lambda t: t.index),
-            planned=planned if isinstance(planned, int) else None,
-            budget=dict(summary.get("budget") or {}),
-            pipeline_name=str(pipeline.get("name") or "?"),
+            planned=s.run.planned_turns,
+            budget=dict(s.budget),
+            pipeline_name=s.pipeline_name or "?",
             # No summary means the run never reached its `finally`: killed mid-run.
             status=str(status) if status else "no summary (run killed?)",
             skipped_lines=run.skipped_lines,
             pacer_lag_limit_ns=(
                 int(limit_ms * NS_PER_MS) if isinstance(limit_ms, int | float) else None
             ),
-            started=info.get("started"),
+            started=s.run.started,
         )
 
     # -- live updates --------------------------------------------------------------------------
