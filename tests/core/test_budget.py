@@ -12,6 +12,8 @@ from voicelat.core.budget import (
     Budget,
     Limit,
     evaluate_budget,
+    judge,
+    lenient_budget,
     parse_budget,
 )
 from voicelat.core.errors import EXIT_USAGE, ConfigError
@@ -171,3 +173,21 @@ def test_limit_without_any_measured_turn_fails() -> None:
     check = by_name(evaluate_budget(b, summary(e2e={"p90": None}, headline=0)), "e2e P90")
     assert not check.passed
     assert "no measured value" in check.message
+
+
+# -- one judge: the gate's checks and the TUI's verdict hold values to limits alike ------------
+def test_a_raw_table_is_read_leniently_for_the_screen() -> None:
+    b = lenient_budget({"e2e": {"p50_ms": 2500, "p90_ms": True}, "stt": {"p90_ms": 300}, "x": 1})
+    assert b.limit_ns("e2e", 50) == 2500 * MS
+    assert b.limit_ns("e2e", 90) is None  # a bool is no limit
+    assert b.limit_ns("stt", 90) == 300 * MS
+    assert b.limit_ns("max_failure_rate", 90) is None
+
+
+def test_judge_and_evaluate_budget_agree_at_the_limit() -> None:
+    b = parse_budget({"min_turns": 1, "e2e": {"p90_ms": 1000}})
+    for value, passes in ((1000 * MS, True), (1000 * MS + 1, False)):
+        check = by_name(evaluate_budget(b, summary(e2e={"p90": value})), "e2e P90")
+        verdict = judge(90, value, {"stt": value}, b)
+        assert check.passed is passes and verdict.over is not passes
+        assert judge(90, value, {"stt": value}, {"e2e": {"p90_ms": 1000}}) == verdict

@@ -23,8 +23,8 @@ from voicelat.core.compare import (
 from voicelat.core.contract import SEGMENTS
 from voicelat.core.errors import EXIT_USAGE, ConfigError
 from voicelat.core.gate import evaluate_gate
+from voicelat.core.run_summary import SCHEMA_VERSION
 from voicelat.core.turn import Turn
-from voicelat.files.results import SCHEMA_VERSION
 
 MS = 1_000_000
 BASE = {

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from voicelat.core.contract import SEGMENTS
+from voicelat.core.run_summary import SCHEMA_VERSION
 from voicelat.core.stats import percentile
 from voicelat.core.summary import build_summary, counts, headline_turns, waterfall
 from voicelat.core.turn import SpanRecord, Turn
-from voicelat.files.results import SCHEMA_VERSION
 
 MS = 1_000_000
 

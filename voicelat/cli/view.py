@@ -37,10 +37,11 @@ def cmd_view(args: argparse.Namespace) -> int:
         )
     if not sys.stdout.isatty():
         # Piped or redirected: a screen full of escape codes helps nobody; print the summary.
-        from voicelat.core.summary import build_summary
+        from voicelat.core.summary import summarize
         from voicelat.report.text import summary_table
 
-        summary = run.summary or build_summary(
+        # A run killed before its end wrote no summary: make one of the turns it kept.
+        summary = run.run_summary or summarize(
             run.turns, run={}, pipeline={}, fixtures=[], stages={}
         )
         print(summary_table(summary, str(run.path)))

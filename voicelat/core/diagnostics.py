@@ -126,6 +126,88 @@ def _ms(ns: float) -> str:
     return fmt_ms(ns, decimals=1, unit=" ms")
 
 
+_Reasons = list[dict[str, str]]
+_Checks = dict[str, Any]
+
+
+def _reason(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message}
+
+
+def _loop_lag(loop_lag_ns: Sequence[int], t: TrustThresholds, checks: _Checks) -> _Reasons:
+    if not loop_lag_ns:
+        return []
+    p99 = percentile([float(v) for v in loop_lag_ns], 99)
+    checks["loop_lag_p99_ns"] = round(p99)
+    if p99 <= t.loop_lag_p99_ns:
+        return []
+    return [
+        _reason(
+            "loop_lag",
+            f"event-loop lag P99 {_ms(p99)} > {_ms(t.loop_lag_p99_ns)}: "
+            "stamps may be late by as much (the measuring process is overloaded)",
+        )
+    ]
+
+
+def _pacer_lag(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
+    pacer = [v for x in measured if isinstance(v := x.figures.get("pacer_lag_max_ns"), int | float)]
+    if not pacer:
+        return []
+    late = sum(v > t.pacer_lag_max_ns for v in pacer)
+    share = late / len(pacer)
+    checks["pacer_lag_late_turns"] = late
+    checks["pacer_lag_turn_share"] = round(share, 4)
+    if share <= t.pacer_lag_turn_share:
+        return []
+    return [
+        _reason(
+            "pacer_lag",
+            f"pacer lag max > {_ms(t.pacer_lag_max_ns)} on {late} of "
+            f"{len(pacer)} turns ({share:.0%} > {t.pacer_lag_turn_share:.0%}): the input "
+            "audio was not sent in real time",
+        )
+    ]
+
+
+def _schedule_lag(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
+    lags = [v for x in measured if isinstance(v := x.figures.get("schedule_lag_ns"), int | float)]
+    if not lags:
+        return []
+    p99 = percentile([float(v) for v in lags], 99)
+    checks["schedule_lag_p99_ns"] = round(p99)
+    if p99 <= t.schedule_lag_p99_ns:
+        return []
+    return [
+        _reason(
+            "schedule_lag",
+            f"schedule lag P99 {_ms(p99)} > {_ms(t.schedule_lag_p99_ns)}: the "
+            "client could not start turns on time; read latency from the intended start",
+        )
+    ]
+
+
+def _nagle(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
+    reasons: _Reasons = []
+    gaps = first_event_gaps(x for x in measured if x.ok)
+    for stage, values in sorted(gaps.items()):
+        found = quantized_near_40ms(values, t)
+        checks[f"{stage}_first_event_gaps_near_40ms"] = sum(
+            t.quantum_lo_ns <= v <= t.quantum_hi_ns for v in values
+        )
+        checks[f"{stage}_first_event_gaps"] = len(values)
+        if found is not None:
+            reasons.append(
+                _reason(
+                    "nagle_40ms",
+                    f"{stage}: {found.n_near} of {found.n_gaps} header → first-event "
+                    f"gaps cluster at {_ms(found.median_ns)} (Nagle + delayed ACK?): check "
+                    "TCP_NODELAY on the server; the figures include this wait",
+                )
+            )
+    return reasons
+
+
 def assess_trust(
     turns: Sequence[Turn],
     loop_lag_ns: Sequence[int],
@@ -138,67 +220,14 @@ def assess_trust(
     """
     t = thresholds
     measured = [x for x in turns if not x.warmup]
-    reasons: list[dict[str, str]] = []
-    checks: dict[str, Any] = {}
-
-    if loop_lag_ns:
-        p99 = percentile([float(v) for v in loop_lag_ns], 99)
-        checks["loop_lag_p99_ns"] = round(p99)
-        if p99 > t.loop_lag_p99_ns:
-            reasons.append(
-                {
-                    "code": "loop_lag",
-                    "message": f"event-loop lag P99 {_ms(p99)} > {_ms(t.loop_lag_p99_ns)}: "
-                    "stamps may be late by as much (the measuring process is overloaded)",
-                }
-            )
-
-    pacer = [v for x in measured if isinstance(v := x.figures.get("pacer_lag_max_ns"), int | float)]
-    if pacer:
-        late = sum(v > t.pacer_lag_max_ns for v in pacer)
-        share = late / len(pacer)
-        checks["pacer_lag_late_turns"] = late
-        checks["pacer_lag_turn_share"] = round(share, 4)
-        if share > t.pacer_lag_turn_share:
-            reasons.append(
-                {
-                    "code": "pacer_lag",
-                    "message": f"pacer lag max > {_ms(t.pacer_lag_max_ns)} on {late} of "
-                    f"{len(pacer)} turns ({share:.0%} > {t.pacer_lag_turn_share:.0%}): the input "
-                    "audio was not sent in real time",
-                }
-            )
-
-    lags = [v for x in measured if isinstance(v := x.figures.get("schedule_lag_ns"), int | float)]
-    if lags:
-        p99 = percentile([float(v) for v in lags], 99)
-        checks["schedule_lag_p99_ns"] = round(p99)
-        if p99 > t.schedule_lag_p99_ns:
-            reasons.append(
-                {
-                    "code": "schedule_lag",
-                    "message": f"schedule lag P99 {_ms(p99)} > {_ms(t.schedule_lag_p99_ns)}: the "
-                    "client could not start turns on time; read latency from the intended start",
-                }
-            )
-
-    gaps = first_event_gaps(x for x in measured if x.ok)
-    for stage, values in sorted(gaps.items()):
-        found = quantized_near_40ms(values, t)
-        checks[f"{stage}_first_event_gaps_near_40ms"] = sum(
-            t.quantum_lo_ns <= v <= t.quantum_hi_ns for v in values
-        )
-        checks[f"{stage}_first_event_gaps"] = len(values)
-        if found is not None:
-            reasons.append(
-                {
-                    "code": "nagle_40ms",
-                    "message": f"{stage}: {found.n_near} of {found.n_gaps} header → first-event "
-                    f"gaps cluster at {_ms(found.median_ns)} (Nagle + delayed ACK?): check "
-                    "TCP_NODELAY on the server; the figures include this wait",
-                }
-            )
-
+    checks: _Checks = {}
+    # Each check adds what it measured to ``checks`` (in this order: the section's key order).
+    reasons = [
+        *_loop_lag(loop_lag_ns, t, checks),
+        *_pacer_lag(measured, t, checks),
+        *_schedule_lag(measured, t, checks),
+        *_nagle(measured, t, checks),
+    ]
     return {
         "trustworthy": not reasons,
         "reasons": reasons,

@@ -147,6 +147,84 @@ def _values(rows: Sequence[Mapping[str, int]], metric: str) -> list[float]:
     return [float(r[metric]) for r in rows if metric in r]
 
 
+@dataclass(frozen=True, slots=True)
+class _Bootstrap:
+    """How every interval of one ranking is drawn (the same for all, so verdicts compare)."""
+
+    level: float
+    resamples: int
+    seed: int
+    min_turns: int
+
+    def ci(self, values: Sequence[float], p: int) -> tuple[float, float]:
+        return bootstrap_ci(
+            values, _stat_at(p), resamples=self.resamples, level=self.level, seed=self.seed
+        )
+
+    def diff(self, best: Sequence[float], other: Sequence[float], p: int) -> VsBest:
+        iv = bootstrap_diff(
+            best, other, _stat_at(p), resamples=self.resamples, level=self.level, seed=self.seed
+        )
+        return VsBest(iv.estimate, iv.low, iv.high, True, iv.significant)
+
+
+def _stat_at(p: int) -> Callable[[Sequence[float]], float]:
+    return lambda v: percentile(v, p)
+
+
+def _unranked(s: CombinationSample) -> Ranked:
+    """A combination with no warm measured turn: kept in the table, with why."""
+    status = FAILED if (s.failed > 0 or s.failure) else NO_WARM_TURNS
+    reason = s.failure
+    if reason is None and status == NO_WARM_TURNS:
+        reason = "no warm measured turn (every turn was cold or a warm-up)"
+    return Ranked(None, s.name, status, 0, s.measured, s.failed, s.warmup, s.cold, reason)
+
+
+def _ranked(
+    rank: int,
+    s: CombinationSample,
+    e2e: Sequence[float],
+    best: Sequence[float] | None,
+    percentiles: Sequence[int],
+    boot: _Bootstrap,
+) -> Ranked:
+    """One ranked row; ``best`` is the e2e sample of #1 (None for #1 itself)."""
+    enough = len(e2e) >= boot.min_turns
+    estimates: dict[int, Estimate] = {}
+    for p in percentiles:
+        low, high = boot.ci(e2e, p) if enough else (None, None)
+        estimates[p] = Estimate(percentile(e2e, p), low, high)
+    segments = {
+        seg: {p: percentile(vals, p) for p in percentiles}
+        for seg in SEGMENTS
+        if (vals := _values(s.rows, seg))
+    }
+    vs: dict[int, VsBest] = {}
+    if best is not None:
+        tested = enough and len(best) >= boot.min_turns
+        for p in percentiles:
+            if tested:
+                vs[p] = boot.diff(best, e2e, p)
+            else:
+                est = percentile(e2e, p) - percentile(best, p)
+                vs[p] = VsBest(est, None, None, False, False)
+    return Ranked(
+        rank,
+        s.name,
+        OK,
+        len(e2e),
+        s.measured,
+        s.failed,
+        s.warmup,
+        s.cold,
+        s.failure,
+        estimates,
+        segments,
+        vs,
+    )
+
+
 def rank_combinations(
     samples: Sequence[CombinationSample],
     *,
@@ -163,80 +241,16 @@ def rank_combinations(
     """
     if by not in percentiles:
         raise ValueError(f"rank percentile {by} must be one of {tuple(percentiles)}")
-
-    def pct(values: Sequence[float], p: int) -> float:
-        return percentile(values, p)
-
-    def stat_at(p: int) -> Callable[[Sequence[float]], float]:
-        return lambda v: percentile(v, p)
-
-    measured: list[tuple[CombinationSample, list[float]]] = []
-    unranked: list[Ranked] = []
-    for s in samples:
-        e2e = _values(s.rows, E2E)
-        if e2e:
-            measured.append((s, e2e))
-            continue
-        status = FAILED if (s.failed > 0 or s.failure) else NO_WARM_TURNS
-        reason = s.failure
-        if reason is None and status == NO_WARM_TURNS:
-            reason = "no warm measured turn (every turn was cold or a warm-up)"
-        unranked.append(
-            Ranked(None, s.name, status, 0, s.measured, s.failed, s.warmup, s.cold, reason)
-        )
+    measured = [(s, e2e) for s in samples if (e2e := _values(s.rows, E2E))]
+    unranked = [_unranked(s) for s in samples if not _values(s.rows, E2E)]
     order = [by, *(p for p in percentiles if p != by)]
-    measured.sort(key=lambda m: (*(pct(m[1], p) for p in order), m[0].name))
-    ranked: list[Ranked] = []
-    best_values = measured[0][1] if measured else []
-    for i, (s, e2e) in enumerate(measured):
-        enough = len(e2e) >= min_turns
-        estimates: dict[int, Estimate] = {}
-        for p in percentiles:
-            low: float | None = None
-            high: float | None = None
-            if enough:
-                low, high = bootstrap_ci(
-                    e2e, stat_at(p), resamples=resamples, level=level, seed=seed
-                )
-            estimates[p] = Estimate(pct(e2e, p), low, high)
-        segments = {
-            seg: {p: pct(vals, p) for p in percentiles}
-            for seg in SEGMENTS
-            if (vals := _values(s.rows, seg))
-        }
-        vs: dict[int, VsBest] = {}
-        if i > 0:
-            tested = enough and len(best_values) >= min_turns
-            for p in percentiles:
-                est = pct(e2e, p) - pct(best_values, p)
-                if not tested:
-                    vs[p] = VsBest(est, None, None, False, False)
-                    continue
-                iv = bootstrap_diff(
-                    best_values,
-                    e2e,
-                    stat_at(p),
-                    resamples=resamples,
-                    level=level,
-                    seed=seed,
-                )
-                vs[p] = VsBest(iv.estimate, iv.low, iv.high, True, iv.significant)
-        ranked.append(
-            Ranked(
-                i + 1,
-                s.name,
-                OK,
-                len(e2e),
-                s.measured,
-                s.failed,
-                s.warmup,
-                s.cold,
-                s.failure,
-                estimates,
-                segments,
-                vs,
-            )
-        )
+    measured.sort(key=lambda m: (*(percentile(m[1], p) for p in order), m[0].name))
+    boot = _Bootstrap(level, resamples, seed, min_turns)
+    best = measured[0][1] if measured else []
+    ranked = [
+        _ranked(i + 1, s, e2e, best if i > 0 else None, percentiles, boot)
+        for i, (s, e2e) in enumerate(measured)
+    ]
     return ranked + unranked
 
 

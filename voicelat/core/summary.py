@@ -20,7 +20,7 @@ from voicelat.core.run_summary import (
     WaterfallBand,
 )
 from voicelat.core.schedule import from_intended_ns
-from voicelat.core.stats import PERCENTILES, Distribution, percentile_band
+from voicelat.core.stats import PERCENTILES, Band, Distribution, percentile_band
 from voicelat.core.turn import Turn
 
 #: Per-turn figures summarized as distributions (ns unless the name says otherwise).
@@ -51,6 +51,7 @@ def headline_turns(turns: Iterable[Turn]) -> list[Turn]:
 
 
 def counts(turns: Sequence[Turn]) -> dict[str, int]:
+    """The ``counts`` section: turns run, in the headline, warm-up, cold, failed, flagged."""
     out = {
         "turns": len(turns),
         "headline": sum(t.headline for t in turns),
@@ -68,6 +69,7 @@ def counts(turns: Sequence[Turn]) -> dict[str, int]:
 
 
 def segment_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
+    """e2e and every segment of the critical path, as distributions over ``turns``."""
     out = {"e2e": Distribution.of([t.e2e_ns for t in turns if t.e2e_ns is not None])}
     for s in SEGMENTS:
         out[s] = Distribution.of([t.segments[s] for t in turns if s in t.segments])
@@ -86,6 +88,7 @@ def e2e_from_intended(turns: Sequence[Turn]) -> Distribution:
 
 
 def figure_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
+    """The per-turn :data:`FIGURES` that ``turns`` have, as distributions."""
     out: dict[str, Distribution] = {}
     for name in FIGURES:
         values = [float(v) for t in turns if isinstance(v := t.figures.get(name), int | float)]
@@ -95,6 +98,7 @@ def figure_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
 
 
 def span_distributions(turns: Sequence[Turn]) -> dict[str, dict[str, Distribution]]:
+    """Per stage, the network sub-spans of ``turns`` (connect, TTFB, ...) as distributions."""
     per: dict[str, dict[str, list[float]]] = {}
     for t in turns:
         for stage in ("stt", "llm", "tts"):
@@ -103,10 +107,10 @@ def span_distributions(turns: Sequence[Turn]) -> dict[str, dict[str, Distributio
     return {st: {n: Distribution.of(v) for n, v in spans.items()} for st, spans in per.items()}
 
 
-def waterfall(turns: Sequence[Turn], percentiles: Sequence[int] = PERCENTILES) -> dict[int, Any]:
+def waterfall(turns: Sequence[Turn], percentiles: Sequence[int] = PERCENTILES) -> dict[int, Band]:
     """Percentile bands of the headline turns (each band's segments sum to its mean e2e)."""
     rows = [(t.index, float(t.e2e_ns), t.segments) for t in turns if t.e2e_ns is not None]
-    out: dict[int, Any] = {}
+    out: dict[int, Band] = {}
     for p in percentiles:
         band = percentile_band(rows, p, SEGMENTS)
         if band is not None:
@@ -130,8 +134,9 @@ def _bands_json(turns: Sequence[Turn]) -> dict[int, WaterfallBand]:
     return out
 
 
-def _dist(values: Sequence[float], *, integer: bool = True) -> DistSummary:
-    return DistSummary.from_json(Distribution.of(values).to_json(integer=integer))
+def _saved(dist: Distribution, *, integer: bool = True) -> DistSummary:
+    """A distribution as ``summary.json`` keeps it: integer ns, or ratios to 6 decimals."""
+    return DistSummary.from_json(dist.to_json(integer=integer))
 
 
 def summarize(
@@ -160,22 +165,21 @@ def summarize(
         stages=dict(stages),
         fixtures=tuple(dict(f) for f in fixtures),
         counts=Counts.from_json(counts(turns)),
-        e2e=DistSummary.from_json(segs["e2e"].to_json()),
-        segments={s: DistSummary.from_json(segs[s].to_json()) for s in SEGMENTS},
+        e2e=_saved(segs["e2e"]),
+        segments={s: _saved(segs[s]) for s in SEGMENTS},
         figures={
-            k: DistSummary.from_json(v.to_json(integer=k.endswith("_ns")))
-            for k, v in figure_distributions(head).items()
+            k: _saved(v, integer=k.endswith("_ns")) for k, v in figure_distributions(head).items()
         },
         spans={
-            st: {n: DistSummary.from_json(d.to_json()) for n, d in spans.items()}
+            st: {n: _saved(d) for n, d in spans.items()}
             for st, spans in span_distributions(head).items()
         },
         waterfall=_bands_json(head),
         failures=tuple(FailureCount(r, c) for r, c in failures.most_common()),
-        loop_lag=_dist([float(x) for x in loop_lag_ns]),
+        loop_lag=_saved(Distribution.of([float(x) for x in loop_lag_ns])),
         # Both latencies, from the actual and from the intended start (schedule.py).
-        e2e_from_intended=DistSummary.from_json(e2e_from_intended(head).to_json()),
-        schedule_lag=_dist(schedule_lags),
+        e2e_from_intended=_saved(e2e_from_intended(head)),
+        schedule_lag=_saved(Distribution.of(schedule_lags)),
         trust=Trust.from_json(assess_trust(turns, loop_lag_ns)),
         budget=dict(budget or {}),
     )
