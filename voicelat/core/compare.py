@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from voicelat.core.budget import METRICS, NS_PER_MS, Check
+from voicelat.core.display import fmt_ms
 from voicelat.core.errors import ConfigError
 from voicelat.core.run_summary import SCHEMA_VERSION, RunSummary, SummaryLike
 from voicelat.core.stats import Interval
@@ -83,8 +84,8 @@ class Comparison:
             return NOT_SIGNIFICANT
         iv = self.interval
         text = (
-            f"{iv.estimate / NS_PER_MS:+.0f} ms "
-            f"[{iv.low / NS_PER_MS:+.0f}, {iv.high / NS_PER_MS:+.0f}]"
+            f"{fmt_ms(iv.estimate, sign=True)} ms "
+            f"[{fmt_ms(iv.low, sign=True)}, {fmt_ms(iv.high, sign=True)}]"
         )
         if self.baseline_ns > 0 and self.current_ns > 0:
             ratio = self.current_ns / self.baseline_ns
@@ -97,7 +98,7 @@ class Comparison:
         msg = f"{self.name} {base:.0f} ms -> {cur:.0f} ms: {self.change_text()}"
         if self.regression:
             msg += (
-                f" > tolerance {self.tolerance_ns / NS_PER_MS:.0f} ms "
+                f" > tolerance {fmt_ms(self.tolerance_ns)} ms "
                 f"(n={self.n_baseline} vs {self.n_current}, "
                 f"{self.interval.level:.0%} CI): regression"
             )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from voicelat.core.budget import NS_PER_MS, Budget, Check, evaluate_budget
+from voicelat.core.budget import Budget, Check, evaluate_budget
 from voicelat.core.compare import (
     DEFAULT_TOLERANCE,
     Comparison,
@@ -210,7 +210,7 @@ def gate_text(result: GateResult) -> str:
         for comp in cmp:
             lines.append(
                 f"  {'FAIL' if comp.regression else 'ok  '}  {comp.name:<20}"
-                f"{comp.baseline_ns / NS_PER_MS:>7.0f} -> {comp.current_ns / NS_PER_MS:>5.0f} ms  "
+                f"{fmt_ms(comp.baseline_ns, width=7)} -> {fmt_ms(comp.current_ns, width=5)} ms  "
                 f"{comp.change_text()}"
             )
     failed = result.failures

@@ -25,10 +25,11 @@ from typing import Any
 
 from voicelat.core.compare import MIN_COMPARE_TURNS
 from voicelat.core.contract import E2E, SEGMENTS
+from voicelat.core.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.display import fmt_ms
 from voicelat.core.errors import ConfigError
 from voicelat.core.stats import bootstrap_ci, bootstrap_diff, percentile
 
-NS_PER_MS = 1_000_000
 RANK_PERCENTILES: tuple[int, ...] = (50, 90)
 NOT_SIGNIFICANT = "not significant"
 TOO_FEW = "too few turns"
@@ -77,8 +78,8 @@ class VsBest:
             return NOT_SIGNIFICANT
         assert self.low is not None and self.high is not None
         return (
-            f"{self.estimate / NS_PER_MS:+.0f} ms "
-            f"[{self.low / NS_PER_MS:+.0f}, {self.high / NS_PER_MS:+.0f}]"
+            f"{fmt_ms(self.estimate, sign=True)} ms "
+            f"[{fmt_ms(self.low, sign=True)}, {fmt_ms(self.high, sign=True)}]"
         )
 
 

@@ -17,13 +17,13 @@ from html import escape
 from typing import Any
 
 from voicelat.core.contract import SEGMENTS
+from voicelat.core.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.display import fmt_ms
 from voicelat.report.comparison import (
     comparison_text,
     ranking_rows,
     segment_rows,
 )
-
-NS_PER_MS = 1_000_000
 
 #: One colour per segment, in critical-path order (colour-blind-safe Okabe-Ito palette + greys).
 SEGMENT_COLOURS: dict[str, str] = {
@@ -77,9 +77,9 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
         f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
         f'data-percentile="{p}" data-mean-ns="{mean}" data-exact-ns="{exact}" '
         f'role="img" aria-label="{escape(title or f"P{p} waterfall")}">',
-        f"<title>{escape(title or f'P{p} waterfall')}: bars sum to {mean / NS_PER_MS:.0f} ms "
+        f"<title>{escape(title or f'P{p} waterfall')}: bars sum to {fmt_ms(mean)} ms "
         f"(mean of {band.get('band_n', '?')} turn(s) around P{p}); exact P{p} "
-        f"{exact / NS_PER_MS:.0f} ms</title>",
+        f"{fmt_ms(exact)} ms</title>",
         f'<text x="4" y="14" class="head">P{p}: mean of {escape(str(band.get("band_n", "?")))} '
         f"turn(s) of {escape(str(band.get('n', '?')))} around P{p}</text>",
     ]
@@ -92,9 +92,9 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
             f'<text x="4" y="{y + 13:.1f}" class="lbl">{escape(s)}</text>'
             f'<rect class="seg" data-segment="{escape(s)}" data-ns="{dur}" '
             f'x="{x(start):.2f}" y="{y + 3:.1f}" width="{w:.2f}" height="{_ROW_H - 6:.1f}" '
-            f'fill="{SEGMENT_COLOURS[s]}"><title>{escape(s)} {dur / NS_PER_MS:.1f} ms</title></rect>'
+            f'fill="{SEGMENT_COLOURS[s]}"><title>{escape(s)} {fmt_ms(dur, decimals=1)} ms</title></rect>'
             f'<text x="{LABEL_W + CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
-            f"{dur / NS_PER_MS:.0f} ms</text>"
+            f"{fmt_ms(dur)} ms</text>"
         )
         start += max(dur, 0)
     y = _TOP + len(SEGMENTS) * _ROW_H
@@ -103,7 +103,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
         f'<rect class="total" data-ns="{mean}" x="{x(0):.2f}" y="{y + 3:.1f}" '
         f'width="{mean / scale * CHART_W:.2f}" height="{_ROW_H - 6:.1f}" fill="#444444"/>'
         f'<text x="{LABEL_W + CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
-        f"{mean / NS_PER_MS:.0f} ms</text>"
+        f"{fmt_ms(mean)} ms</text>"
     )
     # The exact percentile of e2e, on the same axis as the bars.
     mx = x(exact)
@@ -111,7 +111,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
         f'<line class="pctl" data-ns="{exact}" x1="{mx:.2f}" x2="{mx:.2f}" y1="{_TOP - 2:.1f}" '
         f'y2="{y + _ROW_H:.1f}" stroke="#000" stroke-dasharray="4 2" stroke-width="1.5"/>'
         f'<text x="{min(mx + 3, LABEL_W + CHART_W - 90):.1f}" y="{_TOP - 6:.1f}" class="mark">'
-        f"exact P{p} {exact / NS_PER_MS:.0f} ms</text>"
+        f"exact P{p} {fmt_ms(exact)} ms</text>"
     )
     # Axis.
     axis_y = y + _ROW_H + 4
@@ -126,7 +126,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
         parts.append(
             f'<line x1="{tx:.2f}" x2="{tx:.2f}" y1="{axis_y:.1f}" y2="{axis_y + 4:.1f}" '
             f'stroke="#888"/><text x="{tx:.2f}" y="{axis_y + 15:.1f}" class="tick" '
-            f'text-anchor="middle">{t / NS_PER_MS:.0f}</text>'
+            f'text-anchor="middle">{fmt_ms(t)}</text>'
         )
         t += step
     parts.append("</svg>")

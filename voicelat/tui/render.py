@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from voicelat.core.contract import MILESTONES, SEGMENTS
+from voicelat.core.display import fmt_ms as core_fmt_ms
 from voicelat.core.stats import Band, Distribution
 from voicelat.core.turn import Turn
 from voicelat.tui.model import (
@@ -83,8 +84,8 @@ def _axis(width: int, axis_ns: float, budget_ns: float | None, budget_label: str
         ruler = _overwrite(ruler, b, "┻", BUDGET_STYLE)
         labels = _place(labels, b - len(budget_label) // 2, budget_label, BUDGET_STYLE, force=True)
     left = "0"
-    mid = f"{axis_ns / 2 / NS_PER_MS:.0f}"
-    right = f"{axis_ns / NS_PER_MS:.0f} ms"
+    mid = f"{core_fmt_ms(axis_ns / 2)}"
+    right = f"{core_fmt_ms(axis_ns)} ms"
     labels = _place(labels, 0, left, DIM)
     labels = _place(labels, width // 2 - len(mid) // 2, mid, DIM)
     labels = _place(labels, width - len(right), right, DIM)
@@ -153,7 +154,7 @@ class Waterfall:
         if self.marker is not None:
             label, at_ns = self.marker
             m = _cell(at_ns, scale, width)
-            text = f"{label} {at_ns / NS_PER_MS:.0f} ms"
+            text = f"{label} {core_fmt_ms(at_ns)} ms"
             line = Text(" " * width)
             line = _overwrite(line, m, "▼", MARKER_STYLE)
             # The label sits left of the marker when it would run off the right edge.
@@ -223,7 +224,7 @@ def turn_waterfall(turn: Turn, budget: Mapping[str, object], p: int) -> Waterfal
         total_ns=total,
         total_label="e2e",
         budget_ns=limit,
-        budget_label=f"P{p} budget {limit / NS_PER_MS:.0f}" if limit else "budget",
+        budget_label=f"P{p} budget {core_fmt_ms(limit)}" if limit else "budget",
         crossing=verdict.crossing if verdict.over else None,
     )
 
@@ -237,7 +238,7 @@ def band_waterfall(band: Band, verdict: BudgetVerdict) -> Waterfall:
         marker=(f"P{band.p} e2e", band.e2e_percentile),
         budget_ns=verdict.limit_ns,
         budget_label=(
-            f"P{band.p} budget {verdict.limit_ns / NS_PER_MS:.0f}" if verdict.limit_ns else ""
+            f"P{band.p} budget {core_fmt_ms(verdict.limit_ns)}" if verdict.limit_ns else ""
         ),
         crossing=verdict.crossing if verdict.over else None,
         own_limit=verdict.own_limit,
@@ -264,7 +265,7 @@ def verdict_text(band: Band, verdict: BudgetVerdict) -> Text:
     elif verdict.over:
         over = band.e2e_percentile - verdict.limit_ns
         out.append(
-            f"✗ P{p} over budget {verdict.limit_ns / NS_PER_MS:.0f} ms by {over / NS_PER_MS:.0f} ms",
+            f"✗ P{p} over budget {core_fmt_ms(verdict.limit_ns)} ms by {core_fmt_ms(over)} ms",
             style=OVER_STYLE,
         )
         if verdict.crossing:
@@ -273,8 +274,8 @@ def verdict_text(band: Band, verdict: BudgetVerdict) -> Text:
     else:
         room = verdict.limit_ns - band.e2e_percentile
         out.append(
-            f"✓ P{p} within budget {verdict.limit_ns / NS_PER_MS:.0f} ms "
-            f"({room / NS_PER_MS:.0f} ms headroom)",
+            f"✓ P{p} within budget {core_fmt_ms(verdict.limit_ns)} ms "
+            f"({core_fmt_ms(room)} ms headroom)",
             style="green",
         )
     if verdict.own_limit:
@@ -282,7 +283,7 @@ def verdict_text(band: Band, verdict: BudgetVerdict) -> Text:
         out.append("\n! over own limit: ", style="bold yellow")
         out.append(
             ", ".join(
-                f"{name} {value / NS_PER_MS:.0f} > {limit / NS_PER_MS:.0f} ms"
+                f"{name} {core_fmt_ms(value)} > {core_fmt_ms(limit)} ms"
                 for name, (value, limit) in verdict.own_limit.items()
             ),
             style="bold yellow",
@@ -347,7 +348,7 @@ class LiveTimeline:
                 yield line
                 continue
             line.append(f"{name:<22}")
-            line.append(f"{value / NS_PER_MS:+6.0f}")
+            line.append(f"{core_fmt_ms(value, width=6, sign=True)}")
             cell = max(0, min(width - 1, round(value * scale)))
             line.append("  ")
             line.append("─" * cell, style=DIM)
@@ -357,7 +358,7 @@ class LiveTimeline:
         if self.now_ns is not None and self.now_ns >= 0:
             c = max(0, min(width - 1, round(self.now_ns * scale)))
             ruler = _overwrite(ruler, c, "▲", "bold cyan")
-            label = f"now +{self.now_ns / NS_PER_MS:.0f} ms"
+            label = f"now +{core_fmt_ms(self.now_ns)} ms"
             ruler = _place(
                 ruler,
                 c + 2 if c + 2 + len(label) <= width else c - 1 - len(label),
@@ -368,7 +369,7 @@ class LiveTimeline:
         elif self.now_ns is None:
             ruler = Text("audio playing in real time …"[:width], style=DIM)
         yield Text(" " * LABEL_WIDTH) + ruler
-        label = "" if self.budget_ns is None else f"budget {self.budget_ns / NS_PER_MS:.0f}"
+        label = "" if self.budget_ns is None else f"budget {core_fmt_ms(self.budget_ns)}"
         for line in _axis(width, axis_ns, self.budget_ns, label):
             yield Text(" " * LABEL_WIDTH) + line
 
@@ -407,7 +408,7 @@ def turn_heading(turn: Turn) -> Text:
     out = Text(f"turn {turn.index}", style="bold")
     out.append(f"  {turn.fixture}")
     if turn.e2e_ns is not None:
-        out.append(f"  e2e {turn.e2e_ns / NS_PER_MS:.0f} ms", style="bold")
+        out.append(f"  e2e {core_fmt_ms(turn.e2e_ns)} ms", style="bold")
     out.append(f"  {_conn(turn)}", style=DIM)
     if turn.failed:
         out.append(f"  FAILED {turn.failure_stage}: {turn.failure_reason}", style=OVER_STYLE)
@@ -510,7 +511,7 @@ def turn_cells(turn: Turn) -> tuple[Text, ...]:
     """One turns-table row: index, fixture, e2e, largest segment, cold/warm, result."""
     big = turn.largest_segment()
     largest = (
-        Text(f"{big[0]} {big[1] / NS_PER_MS:.0f}", style=SEGMENT_STYLES.get(big[0], ""))
+        Text(f"{big[0]} {core_fmt_ms(big[1])}", style=SEGMENT_STYLES.get(big[0], ""))
         if big is not None and not turn.failed
         else Text("-", style=DIM)
     )
