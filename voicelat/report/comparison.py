@@ -27,18 +27,14 @@ SEGMENT_SHORT: dict[str, str] = {
 }
 
 
-def _ms(ns: float | int | None) -> str:
-    return fmt_ms(ns)
-
-
 def e2e_cell(combo: Mapping[str, Any], p: int) -> str:
     """``812 [790, 840]`` (ms, with the bootstrap CI when there is one)."""
     e = (combo.get("e2e") or {}).get(f"p{p}")
     if not e:
         return "-"
     if e.get("ci_low_ns") is None:
-        return f"{_ms(e['ns'])} [n too small]"
-    return f"{_ms(e['ns'])} [{_ms(e['ci_low_ns'])}, {_ms(e['ci_high_ns'])}]"
+        return f"{fmt_ms(e['ns'])} [n too small]"
+    return f"{fmt_ms(e['ns'])} [{fmt_ms(e['ci_low_ns'])}, {fmt_ms(e['ci_high_ns'])}]"
 
 
 def vs_cell(combo: Mapping[str, Any], p: int) -> str:
@@ -52,11 +48,7 @@ def vs_cell(combo: Mapping[str, Any], p: int) -> str:
     if v.get("significant"):
         return verdict
     # Say the estimate even when it is not significant, so "how big might it be" is visible.
-    return f"{verdict} ({_signed_ms(v['diff_ns'])})"
-
-
-def _signed_ms(ns: float | int | None) -> str:
-    return fmt_ms(ns, sign=True, unit=" ms")
+    return f"{verdict} ({fmt_ms(v['diff_ns'], sign=True, unit=' ms')})"
 
 
 def _fail(combo: Mapping[str, Any]) -> str:
@@ -123,7 +115,7 @@ def segment_rows(doc: Mapping[str, Any]) -> list[list[str]]:
         cells = []
         for s in SEGMENTS:
             d = segs.get(s)
-            cells.append("-" if not d else f"{_ms(d.get('p50'))} / {_ms(d.get('p90'))}")
+            cells.append("-" if not d else f"{fmt_ms(d.get('p50'))} / {fmt_ms(d.get('p90'))}")
         rows.append([str(c["name"]), *cells])
     return rows
 

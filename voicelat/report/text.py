@@ -8,10 +8,6 @@ from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 from voicelat.core.turn import Turn
 
 
-def _ms(ns: float | int | None, width: int = 6) -> str:
-    return fmt_ms(ns, width=width)
-
-
 def turn_line(turn: Turn, total: int) -> str:
     """One line per finished turn: e2e and the largest segment, or the failure."""
     head = f"[{turn.index + 1:>{len(str(total))}}/{total}] {turn.fixture:<20}"
@@ -25,8 +21,8 @@ def turn_line(turn: Turn, total: int) -> str:
     if turn.failed:
         return f"{head} FAILED {turn.failure_stage}: {turn.failure_reason}{tag}"
     largest = turn.largest_segment()
-    big = f"  largest {largest[0]} {_ms(largest[1], 0)} ms" if largest else ""
-    return f"{head} e2e {_ms(turn.e2e_ns, 5)} ms{big}{tag}"
+    big = f"  largest {largest[0]} {fmt_ms(largest[1])} ms" if largest else ""
+    return f"{head} e2e {fmt_ms(turn.e2e_ns, width=5)} ms{big}{tag}"
 
 
 def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
@@ -44,7 +40,8 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
 
 
 def _row(name: str, d: DistSummary) -> str:
-    return f"  {name:<16}{_ms(d.p50, 8)}{_ms(d.p90, 8)}{_ms(d.p99, 8)}{_ms(d.max, 8)}"
+    cells = "".join(fmt_ms(v, width=8) for v in (d.p50, d.p90, d.p99, d.max))
+    return f"  {name:<16}{cells}"
 
 
 def _segment_table(s: RunSummary) -> list[str]:
@@ -63,10 +60,10 @@ def _band_lines(s: RunSummary) -> list[str]:
         band = s.band(p)
         if band is None:
             continue
-        parts = " + ".join(f"{seg} {_ms(band.segments_ns.get(seg, 0), 0)}" for seg in SEGMENTS)
+        parts = " + ".join(f"{seg} {fmt_ms(band.segments_ns.get(seg, 0))}" for seg in SEGMENTS)
         lines.append(
             f"Waterfall at P{p} (mean of {band.band_n} turn(s) around it, sums to "
-            f"{_ms(band.mean_e2e_ns, 0)} ms; exact P{p} e2e {_ms(band.e2e_percentile_ns, 0)} ms):"
+            f"{fmt_ms(band.mean_e2e_ns)} ms; exact P{p} e2e {fmt_ms(band.e2e_percentile_ns)} ms):"
         )
         lines.append(f"  {parts}")
     return lines
@@ -79,8 +76,8 @@ def _count_lines(s: RunSummary) -> list[str]:
     if e2e.p50 is not None and s.metric("endpointing").p50 is not None and band is not None:
         e2e_ep = band.mean_e2e_ns - band.segments_ns.get("endpointing", 0)
     lines = [
-        f"e2e P50 {_ms(e2e.p50, 0)} ms  P90 {_ms(e2e.p90, 0)} ms  (n={e2e.n} warm turns)"
-        + (f"; from the endpoint (P50 band): {_ms(e2e_ep, 0)} ms" if e2e_ep is not None else ""),
+        f"e2e P50 {fmt_ms(e2e.p50)} ms  P90 {fmt_ms(e2e.p90)} ms  (n={e2e.n} warm turns)"
+        + (f"; from the endpoint (P50 band): {fmt_ms(e2e_ep)} ms" if e2e_ep is not None else ""),
         f"turns: {c.turns} run, {c.headline} in the headline, "
         f"{c.warmup} warm-up and {c.cold} cold excluded, {c.failed} failed"
         + (f", {c.interrupted} interrupted (barge-in)" if c.interrupted else ""),
@@ -89,7 +86,7 @@ def _count_lines(s: RunSummary) -> list[str]:
     lag = s.loop_lag
     if lag.n:
         lines.append(
-            f"event-loop lag P50 {_ms(lag.p50, 0)} ms, max {_ms(lag.max, 0)} ms (n={lag.n})"
+            f"event-loop lag P50 {fmt_ms(lag.p50)} ms, max {fmt_ms(lag.max)} ms (n={lag.n})"
         )
     return lines
 
@@ -111,9 +108,9 @@ def _load_lines(s: RunSummary) -> list[str]:
     if intended.n and lag.n and (load.get("mode") == "open" or (lag.max or 0) > 1_000_000):
         lines.append(
             f"e2e from the intended start (+ schedule lag, coordinated omission) "
-            f"P50 {_ms(intended.p50, 0)} ms  P90 {_ms(intended.p90, 0)} ms  "
-            f"P99 {_ms(intended.p99, 0)} ms; schedule lag P50 {_ms(lag.p50, 0)} ms, "
-            f"P99 {_ms(lag.p99, 0)} ms, max {_ms(lag.max, 0)} ms"
+            f"P50 {fmt_ms(intended.p50)} ms  P90 {fmt_ms(intended.p90)} ms  "
+            f"P99 {fmt_ms(intended.p99)} ms; schedule lag P50 {fmt_ms(lag.p50)} ms, "
+            f"P99 {fmt_ms(lag.p99)} ms, max {fmt_ms(lag.max)} ms"
         )
     trust = s.trust
     if trust is not None:
