@@ -134,12 +134,18 @@ def _reason(code: str, message: str) -> dict[str, str]:
     return {"code": code, "message": message}
 
 
+def _p99_over(values: Sequence[float], limit_ns: int, checks: _Checks, key: str) -> float | None:
+    """Record the P99 of ``values`` under ``key``; return it when it is over ``limit_ns``."""
+    if not values:
+        return None
+    p99 = percentile([float(v) for v in values], 99)
+    checks[key] = round(p99)
+    return p99 if p99 > limit_ns else None
+
+
 def _loop_lag(loop_lag_ns: Sequence[int], t: TrustThresholds, checks: _Checks) -> _Reasons:
-    if not loop_lag_ns:
-        return []
-    p99 = percentile([float(v) for v in loop_lag_ns], 99)
-    checks["loop_lag_p99_ns"] = round(p99)
-    if p99 <= t.loop_lag_p99_ns:
+    p99 = _p99_over(loop_lag_ns, t.loop_lag_p99_ns, checks, "loop_lag_p99_ns")
+    if p99 is None:
         return []
     return [
         _reason(
@@ -172,11 +178,8 @@ def _pacer_lag(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) ->
 
 def _schedule_lag(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
     lags = [v for x in measured if isinstance(v := x.figures.get("schedule_lag_ns"), int | float)]
-    if not lags:
-        return []
-    p99 = percentile([float(v) for v in lags], 99)
-    checks["schedule_lag_p99_ns"] = round(p99)
-    if p99 <= t.schedule_lag_p99_ns:
+    p99 = _p99_over(lags, t.schedule_lag_p99_ns, checks, "schedule_lag_p99_ns")
+    if p99 is None:
         return []
     return [
         _reason(
