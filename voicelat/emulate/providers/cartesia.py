@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Emulator, Route, b64
 from voicelat.emulate.content import Speaker, pcm_chunks, words
 from voicelat.emulate.dist import Dist, Fixed
@@ -316,7 +316,7 @@ class CartesiaEmulator(Emulator):
     async def _expire_buffers(
         self, x: WsExchange, out: Outbox, contexts: Mapping[str, _Context]
     ) -> None:
-        now = time.perf_counter_ns()
+        now = now_ns()
         for ctx in contexts.values():
             if ctx.first_text_ns is None or not ctx.buffer.strip():
                 continue

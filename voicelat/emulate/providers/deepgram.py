@@ -42,12 +42,12 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Emulator, Route
 from voicelat.emulate.content import Speaker, Transcriber, pcm_chunks, words
 from voicelat.emulate.dist import Dist, Fixed
@@ -229,11 +229,11 @@ class DeepgramEmulator(Emulator):
         idle_s = self.content["speak_idle_timeout_s"]
         closing = False
         while True:
-            idle_at = time.perf_counter_ns() + round(idle_s * 1e9) if idle_s > 0 else None
+            idle_at = now_ns() + round(idle_s * 1e9) if idle_s > 0 else None
             try:
                 msg, t = await x.recv_stamped(out.wait_s(idle_at if out.empty() else None))
             except TimeoutError:
-                if out.empty() and idle_at is not None and time.perf_counter_ns() >= idle_at:
+                if out.empty() and idle_at is not None and now_ns() >= idle_at:
                     await x.close(1011, NET0001)
                     return
                 await out.send_due()
@@ -403,14 +403,14 @@ class _Listen:
     async def run(self) -> None:
         x, out = self.x, self.out
         idle_s = self.em.content["idle_timeout_s"]
-        last_msg = time.perf_counter_ns()
+        last_msg = now_ns()
         while True:
             idle_at = last_msg + round(idle_s * 1e9) if idle_s > 0 else None
             try:
                 msg, t = await x.recv_stamped(out.wait_s(idle_at))
             except TimeoutError:
                 await out.send_due()
-                if idle_at is not None and time.perf_counter_ns() >= idle_at:
+                if idle_at is not None and now_ns() >= idle_at:
                     await out.drain()
                     await x.close(1011, NET0001)
                     return

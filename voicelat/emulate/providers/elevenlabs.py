@@ -32,10 +32,10 @@ timeout error; the close reason of ``close_1008`` is the short error name.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Emulator, Route, b64
 from voicelat.emulate.content import Speaker, pcm_chunks
 from voicelat.emulate.dist import Dist, Fixed
@@ -208,14 +208,14 @@ class ElevenLabsEmulator(Emulator):
         initialized = False
         ended = False
         generations = 0
-        last_text = time.perf_counter_ns()
+        last_text = now_ns()
         while not (ended and out.empty()):
             idle_at = None if ended else last_text + round(inactivity * 1e9)
             try:
                 msg, t = await x.recv_stamped(out.wait_s(idle_at))
             except TimeoutError:
                 await out.send_due()
-                if idle_at is not None and time.perf_counter_ns() >= idle_at:
+                if idle_at is not None and now_ns() >= idle_at:
                     await self._error(
                         x, "input_timeout_exceeded", _TIMEOUT_MESSAGE.format(s=inactivity)
                     )
