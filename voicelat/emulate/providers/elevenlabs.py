@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Emulator, Route, b64
-from voicelat.emulate.content import Speaker, pcm_chunks
+from voicelat.emulate.content import SPEAKER_CONTENT, Speaker, pcm_chunks
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import BadRequest, HttpExchange, HttpRequest, WsExchange
 from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
@@ -74,7 +74,6 @@ class ElevenLabsEmulator(Emulator):
 
     name: ClassVar[str] = "elevenlabs"
     title: ClassVar[str] = "ElevenLabs: TTS stream-input websocket and HTTP stream"
-    base_path: ClassVar[str] = ""
     default_port: ClassVar[int] = 8404
     ENDPOINTS: ClassVar[tuple[str, ...]] = ("stream_input", "stream")
     FAULTS: ClassVar[frozenset[str]] = WS_FAULTS
@@ -92,11 +91,7 @@ class ElevenLabsEmulator(Emulator):
             "eleven_multilingual_v2",
             "eleven_v3",
         ],
-        "audio": "tone",
-        "tone_hz": 440.0,
-        "ms_per_char": 60.0,
-        "leading_silence_ms": 0.0,
-        "chunk_ms": 40.0,
+        **SPEAKER_CONTENT,
         "final_audio_null": False,
         "reject_at_handshake": True,
     }
@@ -107,13 +102,7 @@ class ElevenLabsEmulator(Emulator):
 
     def __init__(self, config: EmulatorConfig) -> None:
         super().__init__(config)
-        c = self.content
-        self.speaker = Speaker(
-            c["audio"],
-            hz=c["tone_hz"],
-            ms_per_char=c["ms_per_char"],
-            leading_silence_ms=c["leading_silence_ms"],
-        )
+        self.speaker = Speaker.from_content(self.content)
 
     async def startup(self) -> None:
         await self.speaker.startup()
