@@ -9,4 +9,6 @@ CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" CMAKE_ARGS="${CMAK
   .venv/bin/python -m pip install -q -e '.[local,dev]'
 .venv/bin/ruff check voicelat tests
 .venv/bin/mypy
+# The layering contracts in pyproject.toml ([tool.importlinter]; docs/ARCHITECTURE.md).
+.venv/bin/lint-imports
 .venv/bin/python -m pytest "$@"

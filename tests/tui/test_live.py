@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.cli.main import add_run_arguments, build_parser, main
+from voicelat.cli.main import build_parser, main
+from voicelat.cli.run import add_run_arguments
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.files.fixtures import Fixture
 from voicelat.files.pipeline import Endpointing, Pipeline, TurnConfig
@@ -88,8 +89,10 @@ def test_every_run_option_reaches_the_child_unchanged() -> None:
     ]
     assert not unset, f"set {unset} in this test's argv"
     closed = parser.parse_args(["run", "--tui", "--concurrency", "4"])
-    assert parser.parse_args(child_command(closed, Path("o"))[3:]).concurrency == 4
-    cmd = child_command(args, Path("runs/x"))
+    assert (
+        parser.parse_args(child_command(closed, Path("o"), add_run_arguments)[3:]).concurrency == 4
+    )
+    cmd = child_command(args, Path("runs/x"), add_run_arguments)
     assert cmd[:7] == [sys.executable, "-m", "voicelat", "run", "--no-tui", "--events", "jsonl"]
     child = parser.parse_args(cmd[3:])
     for key, value in vars(args).items():
@@ -101,9 +104,9 @@ def test_every_run_option_reaches_the_child_unchanged() -> None:
 def test_defaults_are_left_to_the_child_and_odd_values_stay_values() -> None:
     parser = build_parser()
     args = parser.parse_args(["run", "--tui"])
-    assert child_command(args, Path("o"))[7:] == ["--out=o"]
+    assert child_command(args, Path("o"), add_run_arguments)[7:] == ["--out=o"]
     args.fixtures = Path("-starts-with-a-dash")
-    child = parser.parse_args(child_command(args, Path("o"))[3:])
+    child = parser.parse_args(child_command(args, Path("o"), add_run_arguments)[3:])
     assert child.fixtures == Path("-starts-with-a-dash")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.tui.helpers import MS, make_turn
+from voicelat.core.clock import FakeClock
 from voicelat.core.plan import PlannedTurn
 from voicelat.tui.model import (
     MilestoneSeen,
@@ -91,7 +92,7 @@ def _model() -> RunModel:
 def test_observer_lines_rebuild_the_same_model_as_direct_events() -> None:
     stream = Recorder()
     clock = 123_456 * MS
-    observer = JsonlObserver(stream, {"alpha": 2000, "beta": None}, clock=lambda: clock)
+    observer = JsonlObserver(stream, {"alpha": 2000, "beta": None}, clock=FakeClock(clock))
     _calls(observer)
     observer.summary(Path("out/summary.json"))
     observer.close()
@@ -112,7 +113,7 @@ def test_observer_lines_rebuild_the_same_model_as_direct_events() -> None:
 
 def test_each_line_is_one_json_object_with_its_event_name() -> None:
     stream = Recorder()
-    observer = JsonlObserver(stream, {"alpha": 2000}, clock=lambda: 7)
+    observer = JsonlObserver(stream, {"alpha": 2000}, clock=FakeClock(7))
     _calls(observer)
     observer.close()
     objects = [json.loads(line) for line in stream.lines()]
@@ -139,7 +140,7 @@ def test_each_line_is_one_json_object_with_its_event_name() -> None:
 def test_observer_calls_only_enqueue_and_a_stalled_reader_never_blocks_them() -> None:
     stream = Recorder()
     stream.gate.clear()  # the reader stalls: every write blocks
-    observer = JsonlObserver(stream, {}, clock=lambda: 0)
+    observer = JsonlObserver(stream, {}, clock=FakeClock(0))
     t0 = time.perf_counter()
     for i in range(1000):
         observer.milestone(i, "endpoint", i)

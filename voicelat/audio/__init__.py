@@ -5,10 +5,10 @@ nanoseconds on the measuring clock."""
 from voicelat.audio.frames import bytes_dbfs, frame_samples, frames, rms_dbfs
 from voicelat.audio.onset import OnsetDetector, first_audible_sample
 from voicelat.audio.pacer import Pacer, StopPacing, sleep_until
-from voicelat.audio.resample import resample, resample_array
+from voicelat.audio.resample import load_for_stage, resample, resample_array
 from voicelat.audio.sink import SimulatedSink
 from voicelat.audio.vad import Endpoint, Endpointer, SpeechEnd, SpeechStart, VadEvent
-from voicelat.audio.wav import PCM, load_for_stage, read_wav, write_wav
+from voicelat.audio.wav import PCM, read_wav, write_wav
 
 __all__ = [
     "PCM",

@@ -17,16 +17,24 @@ keeps onset timing honest. Resampling happens when fixtures are loaded, never pe
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import numpy.typing as npt
 
-from voicelat.audio.wav import PCM
+from voicelat.audio.wav import PCM, read_wav
 from voicelat.core.errors import AudioError
 
 ROLLOFF = 0.9
 ZERO_CROSSINGS = 32
 KAISER_BETA = 8.6
+
+
+def load_for_stage(path: str | os.PathLike[str], rate: int) -> PCM:
+    """Read a WAV file and resample it to the ``rate`` a stage expects (before timing starts)."""
+    # Here rather than in wav.py: reading is below resampling, so wav.py needs nothing of this
+    # module (the two used to import each other).
+    return resample(read_wav(path), rate)
 
 
 def resample(pcm: PCM, rate: int) -> PCM:

@@ -160,14 +160,6 @@ def write_wav(path: str | os.PathLike[str], pcm: PCM) -> None:
         ) from exc
 
 
-def load_for_stage(path: str | os.PathLike[str], rate: int) -> PCM:
-    """Read a WAV file and resample it to the ``rate`` a stage expects (before timing starts)."""
-    # Imported here because resample.py needs PCM from this module.
-    from voicelat.audio.resample import resample
-
-    return resample(read_wav(path), rate)
-
-
 def _read_bytes(name: str) -> bytes:
     if not os.path.exists(name):
         raise AudioError(f"audio file not found: {name}; check the path")

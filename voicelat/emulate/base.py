@@ -15,11 +15,11 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from voicelat.emulate.dist import Dist
 from voicelat.emulate.exchange import HttpExchange, HttpRequest, WsExchange
 from voicelat.emulate.profile import EmulatorConfig
+from voicelat.emulate.spec import EmulatorSpec
 
 __all__ = ["Emulator", "HttpHandler", "Route", "WsHandler", "b64", "basic_key", "bearer_key"]
 
@@ -78,32 +78,14 @@ def basic_key(request: HttpRequest) -> str | None:
     return bearer_key(request, "basic")
 
 
-class Emulator:
+class Emulator(EmulatorSpec):
     """Base class of a provider emulator. One instance serves one port.
 
-    Subclasses set the class attributes below and implement :meth:`routes`,
+    Subclasses set the class attributes of :class:`~voicelat.emulate.spec.EmulatorSpec` (name,
+    endpoints, latency keys, content options, faults) and implement :meth:`routes`,
     :meth:`authenticate`, :meth:`error_response` and (for faults) :meth:`stream_error_event`
     and/or :meth:`ws_error`.
     """
-
-    name: ClassVar[str]
-    """Registry name, as typed in ``voicelat serve NAME`` and used for the profile table."""
-    title: ClassVar[str] = ""
-    """One line for ``voicelat serve --list`` and the docs."""
-    base_path: ClassVar[str] = ""
-    """Appended to ``http://host:port`` in the printed base URL (OpenAI: ``/v1``)."""
-    default_port: ClassVar[int] = 0
-    """The port ``voicelat serve`` uses without ``--port`` (pipelines point at it)."""
-    ENDPOINTS: ClassVar[tuple[str, ...]] = ()
-    """Endpoint names of the routes, for fault filters (``endpoints = ["chat"]``)."""
-    LATENCY: ClassVar[Mapping[str, Dist]] = {}
-    """Latency keys this emulator draws, with their defaults (ms)."""
-    CONTENT: ClassVar[Mapping[str, Any]] = {}
-    """Content options with defaults; a profile value must have the default's type."""
-    FAULTS: ClassVar[frozenset[str]] = frozenset()
-    """Fault kinds this emulator can inject (subset of profile.FAULT_KINDS)."""
-    CLOSE_REASONS: ClassVar[Mapping[int, str]] = {}
-    """Websocket close reason text per code, as the provider sends it."""
 
     def __init__(self, config: EmulatorConfig) -> None:
         self.config = config

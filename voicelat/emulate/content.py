@@ -17,6 +17,7 @@ import math
 import re
 import struct
 import wave
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ import numpy as np
 from voicelat.core.errors import ConfigError
 
 __all__ = [
+    "SPEAKER_CONTENT",
+    "TRANSCRIBER_CONTENT",
     "Speaker",
     "Transcriber",
     "decode_upload",
@@ -34,6 +37,23 @@ __all__ = [
     "wav_header",
     "words",
 ]
+
+#: The content options (with defaults) of an emulator that transcribes: spread them into its
+#: ``CONTENT`` and build its :class:`Transcriber` with :meth:`Transcriber.from_content`.
+TRANSCRIBER_CONTENT: Mapping[str, Any] = {
+    "transcripts": "auto",
+    "transcript": "What's the weather like today?",
+    "fixtures": "",
+}
+#: The same for an emulator that speaks (:meth:`Speaker.from_content`); ``chunk_ms`` is how
+#: much audio one chunk or message carries.
+SPEAKER_CONTENT: Mapping[str, Any] = {
+    "audio": "tone",
+    "tone_hz": 440.0,
+    "ms_per_char": 60.0,
+    "leading_silence_ms": 0.0,
+    "chunk_ms": 40.0,
+}
 
 _WORDS = re.compile(r"\s*\S+")
 
@@ -142,6 +162,11 @@ class Transcriber:
 
     MODES = ("auto", "manifest", "whisper", "canned")
 
+    @classmethod
+    def from_content(cls, content: Mapping[str, Any]) -> Transcriber:
+        """The transcriber a profile's content options (:data:`TRANSCRIBER_CONTENT`) ask for."""
+        return cls(content["transcripts"], content["transcript"], content["fixtures"])
+
     def __init__(self, mode: str, canned: str, fixtures_dir: str = "") -> None:
         if mode not in self.MODES:
             raise ConfigError(f"transcripts must be one of {', '.join(self.MODES)}, got {mode!r}")
@@ -240,6 +265,16 @@ class Speaker:
     """Turns text into 16-bit mono PCM at a requested rate: ``tone`` or ``piper``."""
 
     MODES = ("tone", "piper")
+
+    @classmethod
+    def from_content(cls, content: Mapping[str, Any]) -> Speaker:
+        """The speaker a profile's content options (:data:`SPEAKER_CONTENT`) ask for."""
+        return cls(
+            content["audio"],
+            hz=content["tone_hz"],
+            ms_per_char=content["ms_per_char"],
+            leading_silence_ms=content["leading_silence_ms"],
+        )
 
     def __init__(
         self,

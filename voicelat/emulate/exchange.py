@@ -16,10 +16,9 @@ import json
 import random
 import socket
 import struct
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from websockets.datastructures import Headers
@@ -27,15 +26,14 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.profile import STREAM_FAULTS, EmulatorConfig, Fault
 from voicelat.emulate.truth import Exchange
-
-if TYPE_CHECKING:
-    from voicelat.emulate.base import Emulator
 
 __all__ = [
     "BadRequest",
     "ClientGone",
+    "EmulatorHooks",
     "HttpExchange",
     "HttpRequest",
     "StreamEnded",
@@ -171,6 +169,28 @@ def _parse_multipart(body: bytes, boundary: bytes) -> dict[str, str | Upload]:
     return out
 
 
+class EmulatorHooks(Protocol):
+    """What an exchange asks of its emulator (:class:`~voicelat.emulate.base.Emulator` has it).
+
+    A protocol rather than the class itself: the emulator's methods take exchanges, so the
+    class sits above this module and importing it here would close a circle.
+    """
+
+    config: EmulatorConfig
+    FAULTS: ClassVar[frozenset[str]]
+    CLOSE_REASONS: ClassVar[Mapping[int, str]]
+
+    def response_headers(self) -> list[tuple[str, str]]: ...
+
+    def error_response(
+        self, status: int, message: str | None, endpoint: str
+    ) -> tuple[list[tuple[str, str]], bytes]: ...
+
+    def stream_error_event(self, x: HttpExchange, message: str | None) -> bytes: ...
+
+    def ws_error(self, x: WsExchange, message: str | None) -> tuple[str | None, int, str]: ...
+
+
 class _Exchange:
     """Scheduling, latency draws, truth stamps and stream faults shared by HTTP and websocket."""
 
@@ -178,7 +198,7 @@ class _Exchange:
 
     def __init__(
         self,
-        emulator: Emulator,
+        emulator: EmulatorHooks,
         writer: asyncio.StreamWriter,
         truth: Exchange,
         rng: random.Random,
@@ -213,7 +233,7 @@ class _Exchange:
         """
         if schedule is not None:
             self.truth.scheduled.setdefault(schedule, t_ns)
-        delay = t_ns - time.perf_counter_ns()
+        delay = t_ns - now_ns()
         if delay <= 0:
             return
         if self.config.wire.timer == "spin":
@@ -221,7 +241,7 @@ class _Exchange:
             # just before the deadline, then yield-spin to it (other tasks still run).
             if delay > 2_000_000:
                 await asyncio.sleep((delay - 2_000_000) / 1e9)
-            while time.perf_counter_ns() < t_ns:
+            while now_ns() < t_ns:
                 await asyncio.sleep(0)
         else:
             await asyncio.sleep(delay / 1e9)
@@ -234,7 +254,7 @@ class _Exchange:
         # later than the client's receive stamp (with the emulator on a thread, the GIL may go
         # to the client between the send() syscall and the clock read). Before, truth <=
         # arrival, always, and a client that got the bytes can already read the mark.
-        t = time.perf_counter_ns()
+        t = now_ns()
         for name in marks:
             self.truth.mark(name, t)
         self.transport.write(data)
@@ -271,7 +291,7 @@ class _Exchange:
             return
         self._fault_done = True
         self.truth.fault = fault.kind
-        self.truth.mark("fault", time.perf_counter_ns())
+        self.truth.mark("fault", now_ns())
         if fault.kind == "stall":
             self.truth.detail["stall_s"] = fault.seconds
             await asyncio.sleep(fault.seconds)
@@ -288,7 +308,7 @@ class HttpExchange(_Exchange):
 
     def __init__(
         self,
-        emulator: Emulator,
+        emulator: EmulatorHooks,
         writer: asyncio.StreamWriter,
         request: HttpRequest,
         endpoint: str,
@@ -428,7 +448,7 @@ class WsExchange(_Exchange):
 
     def __init__(
         self,
-        emulator: Emulator,
+        emulator: EmulatorHooks,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         request: HttpRequest,
@@ -460,7 +480,7 @@ class WsExchange(_Exchange):
         try:
             while True:
                 data = await self.reader.read(65536)
-                t = time.perf_counter_ns()
+                t = now_ns()
                 if not data:
                     self.protocol.receive_eof()
                 else:
@@ -492,7 +512,7 @@ class WsExchange(_Exchange):
             if self.protocol.close_rcvd is not None and self.close_code is None:
                 self.close_code = self.protocol.close_rcvd.code
                 self.close_reason = self.protocol.close_rcvd.reason
-            self._inbox.put_nowait((None, time.perf_counter_ns()))
+            self._inbox.put_nowait((None, now_ns()))
 
     def _flush(self, marks: Iterable[str] = ()) -> int | None:
         out = self.protocol.data_to_send()

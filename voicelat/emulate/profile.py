@@ -36,13 +36,12 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from voicelat.core.errors import ConfigError
 from voicelat.emulate.dist import Dist, parse_dist
-
-if TYPE_CHECKING:
-    from voicelat.emulate.base import Emulator
+from voicelat.emulate.names import known_emulators
+from voicelat.emulate.spec import EmulatorSpec
 
 __all__ = [
     "FAULT_KINDS",
@@ -151,7 +150,7 @@ class Profile:
     def with_seed(self, seed: int | None) -> Profile:
         return Profile(seed if seed is not None else self.seed, self.tables, self.source)
 
-    def resolve(self, emulator: type[Emulator]) -> EmulatorConfig:
+    def resolve(self, emulator: type[EmulatorSpec]) -> EmulatorConfig:
         """This profile's settings for ``emulator``, defaults filled in, errors one line each."""
         return _resolve(emulator, self.tables.get(emulator.name, {}), self.source)
 
@@ -175,8 +174,6 @@ class Profile:
                     f"{source}: {key!r} must be a table named after an emulator ([{key}])"
                 )
             tables[key] = value
-        from voicelat.emulate.registry import known_emulators
-
         known = {*known_emulators(), *extra_names}
         unknown = sorted(set(tables) - known)
         if unknown:
@@ -215,7 +212,7 @@ def load_profile(path_or_name: str | Path) -> Profile:
     return Profile.from_dict(data, source=str(path))
 
 
-def _resolve(emulator: type[Emulator], table: Mapping[str, Any], source: str) -> EmulatorConfig:
+def _resolve(emulator: type[EmulatorSpec], table: Mapping[str, Any], source: str) -> EmulatorConfig:
     name = emulator.name
     where = f"{source}: [{name}]"
     unknown = sorted(set(table) - _EMULATOR_KEYS)
@@ -258,7 +255,9 @@ def _subtable(table: Mapping[str, Any], key: str, where: str) -> Mapping[str, An
     return value
 
 
-def _faults(table: Mapping[str, Any], emulator: type[Emulator], where: str) -> tuple[Fault, ...]:
+def _faults(
+    table: Mapping[str, Any], emulator: type[EmulatorSpec], where: str
+) -> tuple[Fault, ...]:
     out: list[Fault] = []
     for kind, value in table.items():
         if kind not in FAULT_KINDS:
@@ -324,7 +323,7 @@ def _faults(table: Mapping[str, Any], emulator: type[Emulator], where: str) -> t
     return tuple(out)
 
 
-def _content(table: Mapping[str, Any], emulator: type[Emulator], where: str) -> dict[str, Any]:
+def _content(table: Mapping[str, Any], emulator: type[EmulatorSpec], where: str) -> dict[str, Any]:
     content = dict(emulator.CONTENT)
     for key, value in table.items():
         if key not in emulator.CONTENT:

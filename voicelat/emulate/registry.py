@@ -1,44 +1,19 @@
-"""Which emulators exist: the built-in ones by name, plus third-party ones by entry point.
+"""Which emulators exist, and their classes by name (the names: :mod:`voicelat.emulate.names`).
 
-A new built-in provider adds one line to :data:`BUILTIN` (module path and class, imported
-only when used). A package outside voicelat registers its class in the entry-point group
-``voicelat.emulators`` instead::
-
-    [project.entry-points."voicelat.emulators"]
-    acme = "acme_voicelat.emulator:AcmeEmulator"
+A new built-in provider adds one line to :data:`~voicelat.emulate.names.BUILTIN`; a package
+outside voicelat registers its class in the entry-point group ``voicelat.emulators``.
 """
 
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import cast
 
 from voicelat.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from voicelat.emulate.base import Emulator
+from voicelat.emulate.base import Emulator
+from voicelat.emulate.names import BUILTIN, ENTRY_POINT_GROUP, known_emulators
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "emulator_class", "known_emulators"]
-
-ENTRY_POINT_GROUP = "voicelat.emulators"
-
-#: name -> "module:Class". Ports are fixed per emulator so pipeline files can name them.
-BUILTIN: dict[str, str] = {
-    "openai": "voicelat.emulate.providers.openai:OpenAIEmulator",
-    "inworld": "voicelat.emulate.providers.inworld:InworldEmulator",
-    "deepgram": "voicelat.emulate.providers.deepgram:DeepgramEmulator",
-    "elevenlabs": "voicelat.emulate.providers.elevenlabs:ElevenLabsEmulator",
-    "cartesia": "voicelat.emulate.providers.cartesia:CartesiaEmulator",
-    "assemblyai": "voicelat.emulate.providers.assemblyai:AssemblyAIEmulator",
-}
-
-
-def known_emulators() -> dict[str, str]:
-    """Every emulator name with where its class lives (built-ins win over entry points)."""
-    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    found.update(BUILTIN)
-    return found
 
 
 def emulator_class(name: str) -> type[Emulator]:
@@ -53,4 +28,4 @@ def emulator_class(name: str) -> type[Emulator]:
         cls = getattr(module, attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"emulator {name!r} cannot be loaded from {target}: {exc}") from None
-    return cls  # type: ignore[no-any-return]
+    return cast("type[Emulator]", cls)

@@ -18,7 +18,6 @@ import itertools
 import random
 import socket
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +26,7 @@ from websockets.http11 import Request as WsRequest
 from websockets.http11 import Response as WsResponse
 from websockets.server import ServerProtocol
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Emulator, Route
 from voicelat.emulate.exchange import (
     _REASONS,
@@ -141,7 +141,7 @@ class EmulatorServer:
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        t_accept = time.perf_counter_ns()
+        t_accept = now_ns()
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -264,7 +264,7 @@ class EmulatorServer:
             if length < 0 or length > _BODY_LIMIT:
                 raise BadRequest("request body too large", 413)
             body = await reader.readexactly(length)
-        return HttpRequest(method, target, headers, body, head, time.perf_counter_ns())
+        return HttpRequest(method, target, headers, body, head, now_ns())
 
     async def _read_chunked(self, reader: asyncio.StreamReader) -> bytes:
         parts: list[bytes] = []
@@ -340,7 +340,7 @@ class EmulatorServer:
 
     async def _http_fault(self, x: HttpExchange, fault: Fault) -> bool:
         x.truth.fault = fault.kind
-        x.truth.mark("fault", time.perf_counter_ns())
+        x.truth.mark("fault", now_ns())
         if fault.kind == "refuse":
             x.reset()
             self._refuse_for(fault.seconds)
@@ -393,7 +393,7 @@ class EmulatorServer:
             fault = self._draw(route, x.rng, WS_FAULTS)
             if fault is not None and fault.kind not in STREAM_FAULTS:
                 ex.fault = fault.kind
-                ex.mark("fault", time.perf_counter_ns())
+                ex.mark("fault", now_ns())
                 if fault.kind == "refuse":
                     x.reset()
                     self._refuse_for(fault.seconds)

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,7 +41,7 @@ from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.tui.model import NS_PER_MS, RunEnded, RunEvent, RunModel, SetupLine
 from voicelat.tui.protocol import ARGV_ENV, EVENTS_FORMAT, SummaryWritten, decode
 
-#: How the child's one-line errors start (``voicelat.cli.main._err``).
+#: How the child's one-line errors start (``voicelat.cli.main._err`` writes them).
 ERROR_PREFIX = "voicelat: error: "
 #: The first line Python prints for an uncaught exception.
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -64,16 +64,18 @@ def want_tui(args: argparse.Namespace, stdout_isatty: bool | None = None) -> boo
     return sys.stdout.isatty() if stdout_isatty is None else stdout_isatty
 
 
-def forwarded_options(args: argparse.Namespace) -> list[str]:
+def forwarded_options(
+    args: argparse.Namespace, add_arguments: Callable[[argparse.ArgumentParser], None]
+) -> list[str]:
     """The ``run`` options in ``args`` that differ from their defaults, as command-line words.
 
-    Rebuilt from the same ``add_run_arguments`` the parser used, so an option added there is
-    forwarded to the child without touching this function (a test round-trips every option).
+    Rebuilt from the same ``add_arguments`` the parser used (``voicelat.cli.run.
+    add_run_arguments``: handed in, since the command line sits above the TUI), so an option
+    added there is forwarded to the child without touching this function (a test round-trips
+    every option).
     """
-    from voicelat.cli.main import add_run_arguments
-
     probe = argparse.ArgumentParser(add_help=False)
-    add_run_arguments(probe)
+    add_arguments(probe)
     words: list[str] = []
     for action in probe._actions:
         if not action.option_strings or action.dest in NOT_FORWARDED:
@@ -96,8 +98,13 @@ def forwarded_options(args: argparse.Namespace) -> list[str]:
     return words
 
 
-def child_command(args: argparse.Namespace, out_dir: Path) -> list[str]:
-    """The measuring child: the same interpreter and options, events on stdout, no TUI."""
+def child_command(
+    args: argparse.Namespace,
+    out_dir: Path,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+) -> list[str]:
+    """The measuring child: the same interpreter and options, events on stdout, no TUI
+    (``add_arguments`` declares the run options: see :func:`forwarded_options`)."""
     return [
         sys.executable,
         "-m",
@@ -106,7 +113,7 @@ def child_command(args: argparse.Namespace, out_dir: Path) -> list[str]:
         "--no-tui",
         "--events",
         EVENTS_FORMAT,
-        *forwarded_options(args),
+        *forwarded_options(args, add_arguments),
         f"--out={out_dir}",
     ]
 
@@ -317,15 +324,15 @@ def run_with_tui(
     pipeline: Any,
     fixtures: Sequence[Any],
     out_dir: Path,
+    *,
+    command: Sequence[str],
     argv: Sequence[str] = (),
-    command: Sequence[str] | None = None,
 ) -> int:
     """``voicelat run`` with the TUI; returns the child's exit code (130 when stopped with q).
 
-    ``command`` replaces the measuring child (tests replay a recorded run with it).
+    ``command`` is the measuring child (:func:`child_command`; tests replay a recorded run).
     """
-    # Imported here: voicelat.cli.main imports this module lazily, only when the TUI is wanted.
-    from voicelat.cli.main import _info
+    # Imported here: the command line imports this module lazily, only when the TUI is wanted.
     from voicelat.core.plan import plan_turns
     from voicelat.files.results import load_run
     from voicelat.report.text import summary_table
@@ -337,7 +344,7 @@ def run_with_tui(
         )
     )
     env = {**os.environ, ARGV_ENV: json.dumps(list(argv))}
-    child = ChildRun(command or child_command(args, out_dir), env=env, nice=tui_nice())
+    child = ChildRun(command, env=env, nice=tui_nice())
     app = VoicelatApp(live_model(pipeline, out_dir, planned), controller=child)
     try:
         app.run()
@@ -351,7 +358,11 @@ def run_with_tui(
     if summary is not None and (summary.get("counts") or {}).get("turns", 1):
         print(summary_table(summary, str(out_dir)))
     if child.status == "interrupted":
-        _info(f"interrupted: finished turns kept, summary written to {out_dir}")
+        print(
+            f"interrupted: finished turns kept, summary written to {out_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_INTERRUPTED
     if child.status == "failed":
         # One line, like `run --no-tui` prints it, with the child's exit code.

@@ -11,9 +11,10 @@ the runner's observer, one line per call::
     {"event": "turn_finished", "total": 6, "turn": {... voicelat.files.results.turn_to_json ...}}
     {"event": "summary", "path": "runs/.../summary.json"}
 
-``seen_ns`` is ``time.perf_counter_ns()`` in the child when the milestone was reported. That
-clock is system-wide (CLOCK_MONOTONIC), so the TUI process can place the turn's t0 on its own
-clock and move a "now" cursor without asking the measuring process anything.
+``seen_ns`` is the child's measuring clock (:class:`voicelat.core.clock.MonotonicClock`,
+``time.perf_counter_ns``) when the milestone was reported. That clock is system-wide
+(CLOCK_MONOTONIC), so the TUI process can place the turn's t0 on its own clock and move a
+"now" cursor without asking the measuring process anything.
 
 Human output (stack start-up progress, warnings, the one-line error) stays on the child's
 stderr, which the TUI reads as a second pipe: it carries whatever the child prints, including
@@ -35,12 +36,12 @@ import queue
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.turn import Turn
 from voicelat.files.fixtures import Fixture
@@ -53,6 +54,9 @@ EVENTS_FORMAT = "jsonl"
 #: The TUI passes its own command line here, so the child's summary records what the user
 #: typed rather than the child's ``--events jsonl`` invocation.
 ARGV_ENV = "VOICELAT_RUN_ARGV"
+
+#: The clock a milestone's report time is read on: the one the run measures with.
+_MEASURING_CLOCK: Clock = MonotonicClock()
 
 
 class ByteSink(Protocol):
@@ -127,7 +131,7 @@ class JsonlObserver:
         stream: ByteSink,
         speech_end_ms: Mapping[str, int | None],
         *,
-        clock: Callable[[], int] = time.perf_counter_ns,
+        clock: Clock = _MEASURING_CLOCK,
         on_broken: Callable[[], None] | None = None,
     ) -> None:
         self.stream = stream
@@ -149,7 +153,7 @@ class JsonlObserver:
 
     def milestone(self, index: int, name: str, t_rel_ns: int) -> None:
         """A live milestone, stamped with the report time on the system-wide clock."""
-        self._queue.put(("milestone", index, name, t_rel_ns, self.clock()))
+        self._queue.put(("milestone", index, name, t_rel_ns, self.clock.now_ns()))
 
     def turn_finished(self, turn: Turn, total: int) -> None:
         """A turn ended (already in turns.jsonl); the whole turn goes to the TUI."""

@@ -14,13 +14,13 @@ import asyncio
 import heapq
 import itertools
 import math
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.content import Transcriber
 from voicelat.emulate.exchange import WsExchange
 
@@ -103,7 +103,7 @@ class Outbox:
         self._heap = kept
         heapq.heapify(self._heap)
         if not self._heap:
-            self._last = time.perf_counter_ns()
+            self._last = now_ns()
         return dropped
 
     def wait_s(self, limit_ns: int | None = None) -> float | None:
@@ -114,12 +114,12 @@ class Outbox:
         if due is None:
             return None
         early = _SPIN_EARLY_NS if self.spin else 0
-        return max(0.0, (due - early - time.perf_counter_ns()) / 1e9)
+        return max(0.0, (due - early - now_ns()) / 1e9)
 
     async def send_due(self) -> None:
         """Send everything due now (with ``spin``, also what is due within 2 ms, exactly)."""
         early = _SPIN_EARLY_NS if self.spin else 0
-        while self._heap and self._heap[0].t_ns <= time.perf_counter_ns() + early:
+        while self._heap and self._heap[0].t_ns <= now_ns() + early:
             item = heapq.heappop(self._heap)
             await self.x.sleep_until(item.t_ns, item.marks[0] if item.marks else None)
             await self._send(item)

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from voicelat.emulate.base import Emulator, Route
-from voicelat.emulate.content import Transcriber, words
+from voicelat.emulate.content import TRANSCRIBER_CONTENT, Transcriber, words
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import HttpRequest, WsExchange
 from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
@@ -68,7 +68,6 @@ class AssemblyAIEmulator(Emulator):
 
     name: ClassVar[str] = "assemblyai"
     title: ClassVar[str] = "AssemblyAI: Universal-Streaming v3 STT websocket (/v3/ws)"
-    base_path: ClassVar[str] = ""
     default_port: ClassVar[int] = 8406
     ENDPOINTS: ClassVar[tuple[str, ...]] = ("v3_ws",)
     FAULTS: ClassVar[frozenset[str]] = WS_FAULTS
@@ -78,9 +77,7 @@ class AssemblyAIEmulator(Emulator):
         "stt_final": Fixed(ms=120.0),
     }
     CONTENT: ClassVar[Mapping[str, Any]] = {
-        "transcripts": "auto",
-        "transcript": "What's the weather like today?",
-        "fixtures": "",
+        **TRANSCRIBER_CONTENT,
         "interim_ms": 400.0,
         "ms_per_word": 250.0,
         "format_ms": 60.0,
@@ -96,8 +93,7 @@ class AssemblyAIEmulator(Emulator):
 
     def __init__(self, config: EmulatorConfig) -> None:
         super().__init__(config)
-        c = self.content
-        self.transcriber = Transcriber(c["transcripts"], c["transcript"], c["fixtures"])
+        self.transcriber = Transcriber.from_content(self.content)
 
     async def startup(self) -> None:
         await self.transcriber.startup()

@@ -33,15 +33,15 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Emulator, Route, b64
-from voicelat.emulate.content import Speaker, pcm_chunks, words
+from voicelat.emulate.content import SPEAKER_CONTENT, Speaker, pcm_chunks, words
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import HttpRequest, WsExchange
 from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
@@ -74,7 +74,6 @@ class CartesiaEmulator(Emulator):
 
     name: ClassVar[str] = "cartesia"
     title: ClassVar[str] = "Cartesia: TTS websocket with contexts (/tts/websocket)"
-    base_path: ClassVar[str] = ""
     default_port: ClassVar[int] = 8405
     ENDPOINTS: ClassVar[tuple[str, ...]] = ("tts_websocket",)
     FAULTS: ClassVar[frozenset[str]] = WS_FAULTS
@@ -90,11 +89,7 @@ class CartesiaEmulator(Emulator):
             "a0e99841-438c-4a64-b679-ae501e7d6091",
             "794f9389-aac1-45b6-b726-9d9369183238",
         ],
-        "audio": "tone",
-        "tone_hz": 440.0,
-        "ms_per_char": 60.0,
-        "leading_silence_ms": 0.0,
-        "chunk_ms": 40.0,
+        **SPEAKER_CONTENT,
     }
     CLOSE_REASONS: ClassVar[Mapping[int, str]] = {
         1011: "internal server error",
@@ -103,13 +98,7 @@ class CartesiaEmulator(Emulator):
 
     def __init__(self, config: EmulatorConfig) -> None:
         super().__init__(config)
-        c = self.content
-        self.speaker = Speaker(
-            c["audio"],
-            hz=c["tone_hz"],
-            ms_per_char=c["ms_per_char"],
-            leading_silence_ms=c["leading_silence_ms"],
-        )
+        self.speaker = Speaker.from_content(self.content)
 
     async def startup(self) -> None:
         await self.speaker.startup()
@@ -316,7 +305,7 @@ class CartesiaEmulator(Emulator):
     async def _expire_buffers(
         self, x: WsExchange, out: Outbox, contexts: Mapping[str, _Context]
     ) -> None:
-        now = time.perf_counter_ns()
+        now = now_ns()
         for ctx in contexts.values():
             if ctx.first_text_ns is None or not ctx.buffer.strip():
                 continue

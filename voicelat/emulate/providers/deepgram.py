@@ -42,14 +42,21 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Emulator, Route
-from voicelat.emulate.content import Speaker, Transcriber, pcm_chunks, words
+from voicelat.emulate.content import (
+    SPEAKER_CONTENT,
+    TRANSCRIBER_CONTENT,
+    Speaker,
+    Transcriber,
+    pcm_chunks,
+    words,
+)
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import BadRequest, HttpExchange, HttpRequest, WsExchange
 from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
@@ -83,7 +90,6 @@ class DeepgramEmulator(Emulator):
 
     name: ClassVar[str] = "deepgram"
     title: ClassVar[str] = "Deepgram: live STT (/v1/listen) and Aura TTS (/v1/speak) websockets"
-    base_path: ClassVar[str] = ""
     default_port: ClassVar[int] = 8403
     ENDPOINTS: ClassVar[tuple[str, ...]] = ("listen", "speak", "speak_rest")
     FAULTS: ClassVar[frozenset[str]] = WS_FAULTS
@@ -96,9 +102,7 @@ class DeepgramEmulator(Emulator):
         "tts_chunk": Fixed(ms=10.0),
     }
     CONTENT: ClassVar[Mapping[str, Any]] = {
-        "transcripts": "auto",
-        "transcript": "What's the weather like today?",
-        "fixtures": "",
+        **TRANSCRIBER_CONTENT,
         "interim_ms": 500.0,
         "ms_per_word": 250.0,
         "default_endpointing_ms": 10.0,
@@ -107,24 +111,14 @@ class DeepgramEmulator(Emulator):
         "vad_threshold_dbfs": -40.0,
         "stt_models": ["nova-3*", "nova-2*", "nova*", "enhanced*", "base*", "whisper*"],
         "tts_models": ["aura-*"],
-        "audio": "tone",
-        "tone_hz": 440.0,
-        "ms_per_char": 60.0,
-        "leading_silence_ms": 0.0,
-        "chunk_ms": 40.0,
+        **SPEAKER_CONTENT,
     }
     CLOSE_REASONS: ClassVar[Mapping[int, str]] = {1011: NET0001, 1008: "DATA-0000"}
 
     def __init__(self, config: EmulatorConfig) -> None:
         super().__init__(config)
-        c = self.content
-        self.transcriber = Transcriber(c["transcripts"], c["transcript"], c["fixtures"])
-        self.speaker = Speaker(
-            c["audio"],
-            hz=c["tone_hz"],
-            ms_per_char=c["ms_per_char"],
-            leading_silence_ms=c["leading_silence_ms"],
-        )
+        self.transcriber = Transcriber.from_content(self.content)
+        self.speaker = Speaker.from_content(self.content)
 
     async def startup(self) -> None:
         await self.transcriber.startup()
@@ -229,11 +223,11 @@ class DeepgramEmulator(Emulator):
         idle_s = self.content["speak_idle_timeout_s"]
         closing = False
         while True:
-            idle_at = time.perf_counter_ns() + round(idle_s * 1e9) if idle_s > 0 else None
+            idle_at = now_ns() + round(idle_s * 1e9) if idle_s > 0 else None
             try:
                 msg, t = await x.recv_stamped(out.wait_s(idle_at if out.empty() else None))
             except TimeoutError:
-                if out.empty() and idle_at is not None and time.perf_counter_ns() >= idle_at:
+                if out.empty() and idle_at is not None and now_ns() >= idle_at:
                     await x.close(1011, NET0001)
                     return
                 await out.send_due()
@@ -403,14 +397,14 @@ class _Listen:
     async def run(self) -> None:
         x, out = self.x, self.out
         idle_s = self.em.content["idle_timeout_s"]
-        last_msg = time.perf_counter_ns()
+        last_msg = now_ns()
         while True:
             idle_at = last_msg + round(idle_s * 1e9) if idle_s > 0 else None
             try:
                 msg, t = await x.recv_stamped(out.wait_s(idle_at))
             except TimeoutError:
                 await out.send_due()
-                if idle_at is not None and time.perf_counter_ns() >= idle_at:
+                if idle_at is not None and now_ns() >= idle_at:
                     await out.drain()
                     await x.close(1011, NET0001)
                     return

@@ -32,12 +32,12 @@ timeout error; the close reason of ``close_1008`` is the short error name.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Emulator, Route, b64
-from voicelat.emulate.content import Speaker, pcm_chunks
+from voicelat.emulate.content import SPEAKER_CONTENT, Speaker, pcm_chunks
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import BadRequest, HttpExchange, HttpRequest, WsExchange
 from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
@@ -74,7 +74,6 @@ class ElevenLabsEmulator(Emulator):
 
     name: ClassVar[str] = "elevenlabs"
     title: ClassVar[str] = "ElevenLabs: TTS stream-input websocket and HTTP stream"
-    base_path: ClassVar[str] = ""
     default_port: ClassVar[int] = 8404
     ENDPOINTS: ClassVar[tuple[str, ...]] = ("stream_input", "stream")
     FAULTS: ClassVar[frozenset[str]] = WS_FAULTS
@@ -92,11 +91,7 @@ class ElevenLabsEmulator(Emulator):
             "eleven_multilingual_v2",
             "eleven_v3",
         ],
-        "audio": "tone",
-        "tone_hz": 440.0,
-        "ms_per_char": 60.0,
-        "leading_silence_ms": 0.0,
-        "chunk_ms": 40.0,
+        **SPEAKER_CONTENT,
         "final_audio_null": False,
         "reject_at_handshake": True,
     }
@@ -107,13 +102,7 @@ class ElevenLabsEmulator(Emulator):
 
     def __init__(self, config: EmulatorConfig) -> None:
         super().__init__(config)
-        c = self.content
-        self.speaker = Speaker(
-            c["audio"],
-            hz=c["tone_hz"],
-            ms_per_char=c["ms_per_char"],
-            leading_silence_ms=c["leading_silence_ms"],
-        )
+        self.speaker = Speaker.from_content(self.content)
 
     async def startup(self) -> None:
         await self.speaker.startup()
@@ -208,14 +197,14 @@ class ElevenLabsEmulator(Emulator):
         initialized = False
         ended = False
         generations = 0
-        last_text = time.perf_counter_ns()
+        last_text = now_ns()
         while not (ended and out.empty()):
             idle_at = None if ended else last_text + round(inactivity * 1e9)
             try:
                 msg, t = await x.recv_stamped(out.wait_s(idle_at))
             except TimeoutError:
                 await out.send_due()
-                if idle_at is not None and time.perf_counter_ns() >= idle_at:
+                if idle_at is not None and now_ns() >= idle_at:
                     await self._error(
                         x, "input_timeout_exceeded", _TIMEOUT_MESSAGE.format(s=inactivity)
                     )

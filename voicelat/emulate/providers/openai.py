@@ -22,11 +22,14 @@ import json
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from voicelat.core.errors import ConfigError
 from voicelat.emulate.base import Emulator, Route, b64, bearer_key
 from voicelat.emulate.content import (
+    SPEAKER_CONTENT,
+    TRANSCRIBER_CONTENT,
     Speaker,
     Transcriber,
     decode_upload,
@@ -99,14 +102,8 @@ class OpenAIEmulator(Emulator):
         "reasoning_models": ["*reason*", "*think*", "*-r1*"],
         "role_chunk": "headers",
         "models": ["gpt-4o-mini", "gpt-4o-mini-tts", "gpt-4o-mini-transcribe", "whisper-1"],
-        "transcripts": "auto",
-        "transcript": "What's the weather like today?",
-        "fixtures": "",
-        "audio": "tone",
-        "tone_hz": 440.0,
-        "ms_per_char": 60.0,
-        "leading_silence_ms": 0.0,
-        "chunk_ms": 40.0,
+        **TRANSCRIBER_CONTENT,
+        **SPEAKER_CONTENT,
         "audio_sse_done": False,
     }
 
@@ -123,13 +120,8 @@ class OpenAIEmulator(Emulator):
                 f"[{self.name}.content] role_chunk must be headers, first_token or none, "
                 f"got {c['role_chunk']!r}"
             )
-        self.transcriber = Transcriber(c["transcripts"], c["transcript"], c["fixtures"])
-        self.speaker = Speaker(
-            c["audio"],
-            hz=c["tone_hz"],
-            ms_per_char=c["ms_per_char"],
-            leading_silence_ms=c["leading_silence_ms"],
-        )
+        self.transcriber = Transcriber.from_content(c)
+        self.speaker = Speaker.from_content(c)
 
     async def startup(self) -> None:
         await self.transcriber.startup()
@@ -225,6 +217,20 @@ class OpenAIEmulator(Emulator):
         self, x: HttpExchange, body: dict[str, Any], model: str, prompt: str, *, chat: bool
     ) -> None:
         x.truth.model = model
+        reply = self._completion(body, model, prompt, chat=chat)
+        t_headers = x.at(x.sample("headers"))
+        t_first = max(t_headers, x.at(x.sample("ttft")))
+        if body.get("stream"):
+            await self._stream(x, reply, t_headers, t_first)
+            return
+        t_end = t_first + sum(round(x.sample("token") * 1e6) for _ in reply.pieces[1:])
+        await x.sleep_until(t_end, "end_written")
+        await x.respond_json(200, reply.whole())
+
+    def _completion(
+        self, body: dict[str, Any], model: str, prompt: str, *, chat: bool
+    ) -> _Completion:
+        """The reply's tokens within the request's budget, and what every chunk repeats."""
         budget = body.get("max_completion_tokens") or body.get("max_tokens")
         limit = budget if isinstance(budget, int) and budget > 0 else 1 << 30
         reasoning = words(self.content["reasoning"]) if chat and self.reasons(model) else []
@@ -234,93 +240,38 @@ class OpenAIEmulator(Emulator):
         full = len(reasoning) + len(content)
         reasoning = reasoning[:limit]
         content = content[: max(0, limit - len(reasoning))]
-        finish = "length" if len(reasoning) + len(content) < full else "stop"
         pieces = [("reasoning", t) for t in reasoning] + [("content", t) for t in content]
-        usage = {
-            "prompt_tokens": len(words(prompt)),
-            "completion_tokens": len(pieces),
-            "total_tokens": len(words(prompt)) + len(pieces),
-        }
-        cid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(12)}"
-        created = int(time.time())
-        stream = bool(body.get("stream"))
-        t_headers = x.at(x.sample("headers"))
-        t_first = max(t_headers, x.at(x.sample("ttft")))
-        if not stream:
-            t_end = t_first + sum(round(x.sample("token") * 1e6) for _ in pieces[1:])
-            await x.sleep_until(t_end, "end_written")
-            text = "".join(t for k, t in pieces if k == "content")
-            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
-            if reasoning:
-                message[self.content["reasoning_field"]] = "".join(reasoning)
-            choice: dict[str, Any] = (
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-                if chat
-                else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-            )
-            await x.respond_json(
-                200,
-                {
-                    "id": cid,
-                    "object": "chat.completion" if chat else "text_completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [choice],
-                    "usage": usage,
-                },
-            )
-            return
         options = body.get("stream_options")
-        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        extra: dict[str, Any] = {"usage": None} if include_usage else {}
+        return _Completion(
+            chat=chat,
+            model=model,
+            cid=f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(12)}",
+            created=int(time.time()),
+            pieces=pieces,
+            finish="length" if len(pieces) < full else "stop",
+            usage={
+                "prompt_tokens": len(words(prompt)),
+                "completion_tokens": len(pieces),
+                "total_tokens": len(words(prompt)) + len(pieces),
+            },
+            reasoning_field=self.content["reasoning_field"],
+            include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
+        )
 
-        def chunk(
-            delta: dict[str, Any] | None, finish_reason: str | None = None, text: str = ""
-        ) -> bytes:
-            if chat:
-                choice = {
-                    "index": 0,
-                    "delta": delta or {},
-                    "logprobs": None,
-                    "finish_reason": finish_reason,
-                }
-                obj = {
-                    "id": cid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": model,
-                    "system_fingerprint": "fp_voicelat",
-                    "choices": [choice],
-                    **extra,
-                }
-            else:
-                choice = {
-                    "text": text,
-                    "index": 0,
-                    "logprobs": None,
-                    "finish_reason": finish_reason,
-                }
-                obj = {
-                    "id": cid,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [choice],
-                    **extra,
-                }
-            return sse(obj)
-
+    async def _stream(
+        self, x: HttpExchange, reply: _Completion, t_headers: int, t_first: int
+    ) -> None:
         await x.sleep_until(t_headers, "headers_written")
         await x.start(
             200,
             [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")],
         )
-        role_chunk = self.content["role_chunk"] if chat else "none"
+        role_chunk = self.content["role_chunk"] if reply.chat else "none"
         if role_chunk == "headers":
-            await x.send(chunk({"role": "assistant", "content": "", "refusal": None}))
+            await x.send(reply.chunk({"role": "assistant", "content": "", "refusal": None}))
         t = t_first
         seen: set[str] = set()
-        for i, (kind, text) in enumerate(pieces):
+        for i, (kind, text) in enumerate(reply.pieces):
             if i:
                 t += round(x.sample("token") * 1e6)
             marks = ["token_written"]
@@ -331,29 +282,18 @@ class OpenAIEmulator(Emulator):
                 marks.append(f"first_{kind}_written")
                 x.truth.scheduled.setdefault(f"first_{kind}_written", t)
             await x.sleep_until(t, "first_delta_written" if i == 0 else None)
-            if chat:
-                field = "content" if kind == "content" else self.content["reasoning_field"]
+            if reply.chat:
+                field = "content" if kind == "content" else reply.reasoning_field
                 delta: dict[str, Any] = {field: text}
                 if i == 0 and role_chunk == "first_token":
                     delta = {"role": "assistant", **delta}
-                data = chunk(delta)
+                data = reply.chunk(delta)
             else:
-                data = chunk(None, text=text)
+                data = reply.chunk(None, text=text)
             await x.send(data, marks, content=True)
-        await x.send(chunk({}, finish))
-        if include_usage:
-            extra.pop("usage", None)
-            obj: dict[str, Any] = {
-                "id": cid,
-                "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": usage,
-            }
-            if chat:
-                obj["system_fingerprint"] = "fp_voicelat"
-            await x.send(sse(obj))
+        await x.send(reply.chunk({}, reply.finish))
+        if reply.include_usage:
+            await x.send(sse(reply.usage_chunk()))
         await x.send(sse("[DONE]"), ["done_written"])
         await x.end()
 
@@ -481,3 +421,84 @@ def _required_str(body: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, str) or not value:
         raise BadRequest(f"Missing required parameter: '{key}'.")
     return value
+
+
+@dataclass(frozen=True)
+class _Completion:
+    """One generated reply of ``/chat/completions`` or ``/completions``: its tokens (reasoning
+    first) and the fields every chunk of it repeats, in the order the service sends them."""
+
+    chat: bool
+    model: str
+    cid: str
+    created: int
+    pieces: list[tuple[str, str]]
+    """(kind, text) per token; kind is "reasoning" or "content"."""
+    finish: str
+    usage: dict[str, int]
+    reasoning_field: str
+    include_usage: bool
+
+    @property
+    def _object(self) -> str:
+        return "chat.completion.chunk" if self.chat else "text_completion"
+
+    def chunk(
+        self, delta: dict[str, Any] | None, finish_reason: str | None = None, text: str = ""
+    ) -> bytes:
+        """One SSE chunk: a chat ``delta``, or a completion's ``text``."""
+        # `usage: null` on every chunk but the last when the client asked for usage.
+        extra: dict[str, Any] = {"usage": None} if self.include_usage else {}
+        if self.chat:
+            choice = {
+                "index": 0,
+                "delta": delta or {},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+            head = {"id": self.cid, "object": self._object, "created": self.created}
+            fingerprint = {"model": self.model, "system_fingerprint": "fp_voicelat"}
+            return sse({**head, **fingerprint, "choices": [choice], **extra})
+        choice = {"text": text, "index": 0, "logprobs": None, "finish_reason": finish_reason}
+        obj = {"id": self.cid, "object": self._object, "created": self.created}
+        return sse({**obj, "model": self.model, "choices": [choice], **extra})
+
+    def usage_chunk(self) -> dict[str, Any]:
+        """The last chunk of a stream that asked for ``stream_options.include_usage``."""
+        obj: dict[str, Any] = {
+            "id": self.cid,
+            "object": self._object,
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": self.usage,
+        }
+        if self.chat:
+            obj["system_fingerprint"] = "fp_voicelat"
+        return obj
+
+    def whole(self) -> dict[str, Any]:
+        """The body of a request without ``stream``: the whole reply at once."""
+        text = "".join(t for k, t in self.pieces if k == "content")
+        choice: dict[str, Any]
+        if self.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+            reasoning = [t for k, t in self.pieces if k == "reasoning"]
+            if reasoning:
+                message[self.reasoning_field] = "".join(reasoning)
+            choice = {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": self.finish,
+            }
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish}
+        return {
+            "id": self.cid,
+            "object": "chat.completion" if self.chat else "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage,
+        }

@@ -1,0 +1,194 @@
+"""``voicelat run``: replay the fixtures through a pipeline and measure every turn.
+
+The steps of a run (inputs, the embedded stack, the runner on its event loop) are a job of the
+engine (:mod:`voicelat.engine.job`); this module is the command around them: its options,
+the per-turn lines and the summary table, and the choice between the plain output, the TUI
+(the run measured in a child process) and that child itself (``--events jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from voicelat.cli.args import non_negative_int, positive_int
+from voicelat.core.errors import EXIT_OK, ConfigError
+from voicelat.core.plan import PlannedTurn
+from voicelat.core.turn import Turn
+from voicelat.engine.job import default_out_dir, execute_run, info, resolve_inputs
+from voicelat.report.text import summary_table, turn_line
+
+__all__ = ["PrintObserver", "add_parser", "add_run_arguments", "cmd_run"]
+
+
+def _rate(value: str) -> float:
+    try:
+        r = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not (r > 0 and r != float("inf")):
+        raise argparse.ArgumentTypeError(f"{value} must be a positive number of turns per second")
+    return r
+
+
+def _seed(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``run`` and the commands built on it (``ci``)."""
+    p.add_argument(
+        "--pipeline", "-p", type=Path, help="pipeline TOML file (default: the embedded local stack)"
+    )
+    p.add_argument(
+        "--fixtures",
+        "-f",
+        type=Path,
+        help="fixtures directory with manifest.json (default: bundled)",
+    )
+    p.add_argument(
+        "--turns",
+        "-n",
+        type=positive_int,
+        help="number of measured turns (default: every fixture once per repeat)",
+    )
+    p.add_argument(
+        "--repeat",
+        "-r",
+        type=positive_int,
+        default=1,
+        help="rounds over the fixtures, interleaved (default 1)",
+    )
+    p.add_argument(
+        "--warmup",
+        "-w",
+        type=non_negative_int,
+        default=1,
+        help="warm-up turns, run first and excluded (default 1)",
+    )
+    p.add_argument(
+        "--out", "-o", type=Path, help="results directory (default: runs/<time>-<pipeline>)"
+    )
+    _add_load_arguments(p)
+    p.add_argument(
+        "--save-audio",
+        action="store_true",
+        help="write each reply's audio into the results directory",
+    )
+    p.add_argument(
+        "--tui",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the live terminal UI (default: when stdout is a terminal; `run` only)",
+    )
+    # Internal: `run --tui` starts the measuring run as a child process with this flag and
+    # reads its observer calls as JSON lines on the child's stdout (voicelat.tui.protocol).
+    p.add_argument("--events", choices=("jsonl",), default=None, help=argparse.SUPPRESS)
+
+
+def _add_load_arguments(p: argparse.ArgumentParser) -> None:
+    # Load: a closed loop of N sessions or an open loop at R turns/s, never both (schedule.py).
+    load = p.add_mutually_exclusive_group()
+    load.add_argument(
+        "--concurrency",
+        "-c",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="closed loop: N sessions (each with its own connections) run turns back to back "
+        "(default 1)",
+    )
+    load.add_argument(
+        "--rate",
+        type=_rate,
+        default=None,
+        metavar="R",
+        help="open loop: start R turns per second on a schedule, whether or not earlier turns "
+        "are done; latency is reported from the actual and from the intended start",
+    )
+    p.add_argument(
+        "--arrival",
+        choices=("poisson", "constant"),
+        default=None,
+        help="open-loop arrivals: poisson (seeded, the default) or constant gaps; needs --rate",
+    )
+    p.add_argument(
+        "--arrival-seed",
+        type=_seed,
+        default=None,
+        metavar="S",
+        help="seed of the Poisson arrivals (default 1: the same schedule every run); needs --rate",
+    )
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``run`` on the ``voicelat`` command's subparsers."""
+    run: argparse.ArgumentParser = subparsers.add_parser(
+        "run", help="replay audio fixtures through a pipeline and measure every turn"
+    )
+    add_run_arguments(run)
+    run.set_defaults(func=cmd_run)
+    return run
+
+
+class PrintObserver:
+    """Prints one line per finished turn (runs on the measuring loop: printing a line is cheap)."""
+
+    def __init__(self) -> None:
+        self.t_start = time.monotonic()
+
+    def turn_started(self, planned: PlannedTurn, total: int) -> None:
+        return None
+
+    def milestone(self, index: int, name: str, t_rel_ns: int) -> None:
+        return None
+
+    def turn_finished(self, turn: Turn, total: int) -> None:
+        print(turn_line(turn, total), flush=True)
+
+
+#: ``execute_run``'s signature, for the callers that hand :func:`cmd_run` another one (tests).
+ExecuteRun = Callable[..., Any]
+
+
+def cmd_run(
+    args: argparse.Namespace,
+    execute: ExecuteRun = execute_run,
+    table: Callable[[Any, str], str] = summary_table,
+) -> int:
+    """``voicelat run``; ``execute`` and ``table`` are the job and the summary table (the
+    command line's entry point passes its own names, which tests replace)."""
+    pipeline, fixtures = resolve_inputs(args)
+    out_dir = args.out or default_out_dir(pipeline)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"results directory {out_dir} is not empty: choose another --out")
+    info(
+        f"pipeline {pipeline.name} ({pipeline.path}); {len(fixtures)} fixtures; results -> {out_dir}"
+    )
+    if getattr(args, "events", None):
+        # The measuring child of `run --tui`: observer calls go out as JSON lines on stdout
+        # (per-turn lines and the table are the TUI's job); stderr carries the human lines.
+        from voicelat.tui.protocol import event_stream, recorded_argv
+
+        with event_stream(fixtures, out_dir) as observer:
+            execute(args, pipeline, fixtures, out_dir, observer, argv=recorded_argv(sys.argv))
+        return EXIT_OK
+    from voicelat.tui import live
+
+    if live.want_tui(args):
+        # The run is measured in a child process: the UI cannot delay one of its timestamps.
+        command = live.child_command(args, out_dir, add_run_arguments)
+        return live.run_with_tui(args, pipeline, fixtures, out_dir, command=command, argv=sys.argv)
+    outcome = execute(args, pipeline, fixtures, out_dir, PrintObserver(), argv=sys.argv)
+    print()
+    print(table(outcome.summary, str(out_dir)))
+    if outcome.summary["counts"]["headline"] == 0 and outcome.turns:
+        info("note: no warm turn to report (cold and warm-up turns are kept apart); add turns")
+    return EXIT_OK

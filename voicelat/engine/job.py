@@ -1,0 +1,175 @@
+"""A measuring run as a job: a pipeline on fixtures, the embedded stack when it is needed, the
+fixture runner on a new event loop, and the run's outcome.
+
+``voicelat run``, ``voicelat ci``, ``voicelat compare``, ``voicelat live`` and the pytest plugin
+all start runs this way, so the steps live here, below the command line: nothing but the
+``voicelat`` command should import :mod:`voicelat.cli`. The options come as an
+``argparse.Namespace`` (or any object with the same attributes): a missing attribute means its
+default, so a caller that builds its own (the pytest plugin) names only what it sets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from voicelat.core.errors import ConfigError
+from voicelat.core.plan import plan_turns
+from voicelat.core.schedule import Load
+from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
+from voicelat.files.pipeline import Pipeline, default_pipeline_path, load_pipeline
+
+__all__ = [
+    "default_out_dir",
+    "execute_run",
+    "info",
+    "load_from_args",
+    "resolve_inputs",
+    "stack_for",
+    "with_stack_urls",
+]
+
+
+def info(msg: str) -> None:
+    """A progress line for the person at the terminal (stderr: stdout may carry results)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def resolve_inputs(args: argparse.Namespace) -> tuple[Pipeline, list[Fixture]]:
+    """The pipeline and fixtures ``args`` name (``pipeline``, ``fixtures``; defaults: the
+    embedded local stack's pipeline, the bundled fixtures); ``save_audio`` turns on saving."""
+    pipeline = load_pipeline(getattr(args, "pipeline", None) or default_pipeline_path())
+    fixtures = load_fixtures(getattr(args, "fixtures", None) or default_fixtures_dir())
+    if getattr(args, "save_audio", False):
+        pipeline = replace(pipeline, output=replace(pipeline.output, save_audio=True))
+    return pipeline, fixtures
+
+
+def default_out_dir(pipeline: Pipeline, kind: str = "") -> Path:
+    """``runs/<time>-<pipeline>[-kind]``, with ``-2``, ``-3``... when that already exists."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = f"{stamp}-{pipeline.name}{'-' + kind if kind else ''}"
+    out = Path("runs") / name
+    n = 1
+    while out.exists():
+        n += 1
+        out = Path("runs") / f"{name}-{n}"
+    return out
+
+
+def with_stack_urls(pipeline: Pipeline) -> Pipeline:
+    """Point stages that name no server at the embedded stack's servers (when it is used)."""
+    if pipeline.stack != "local":
+        return pipeline
+    from voicelat.stack import StackConfig
+    from voicelat.stages.base import load_stage_class
+
+    cfg = StackConfig()
+    urls = {"stt": cfg.stt_url, "tts": cfg.tts_url, "llm": f"{cfg.llm_url}/v1"}
+    tables: dict[str, dict[str, Any]] = {}
+    for kind in ("stt", "llm", "tts"):
+        table = dict(getattr(pipeline, kind))
+        cls = load_stage_class(table["stage"], kind)
+        # Only stages that talk to an embedded server say which option holds its address
+        # (in-process engines such as pocketsphinx have none).
+        key = getattr(cls, "stack_url_option", None)
+        if key:
+            table.setdefault(key, urls[kind])
+        tables[kind] = table
+    return replace(pipeline, stt=tables["stt"], llm=tables["llm"], tts=tables["tts"])
+
+
+@contextlib.contextmanager
+def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
+    """Bring the embedded stack up when the pipeline needs it; stop only what was started here.
+
+    Yields what the run records about each server (url, version, whether it was reused).
+    """
+    if pipeline.stack != "local":
+        yield {}
+        return
+    from voicelat.stack import LocalStack, StackConfig
+
+    stack = LocalStack(StackConfig())
+    t0 = time.monotonic()
+    info("embedded stack: checking / starting servers (first start assembles the models) ...")
+    status = stack.up(progress=lambda p: info(f"  {p}"))
+    info(f"embedded stack ready in {time.monotonic() - t0:.1f} s")
+    for line in status.lines():
+        info(f"  {line}")
+    try:
+        yield {
+            s.name: {"url": s.url, "version": s.version, "reused": s.name not in stack.started}
+            for s in status
+        }
+    finally:
+        if stack.started:
+            info(f"stopping the servers this run started: {', '.join(stack.started)}")
+        stack.release()
+
+
+def load_from_args(args: argparse.Namespace) -> Load:
+    """The :class:`~voicelat.core.schedule.Load` the options ask for (``ConfigError`` when the
+    open-loop options come without ``rate``). Missing attributes mean the defaults."""
+    rate = getattr(args, "rate", None)
+    arrival = getattr(args, "arrival", None)
+    seed = getattr(args, "arrival_seed", None)
+    if rate is None and (arrival is not None or seed is not None):
+        raise ConfigError("--arrival and --arrival-seed shape an open-loop schedule: add --rate R")
+    try:
+        return Load(
+            concurrency=getattr(args, "concurrency", None) or 1,
+            rate_per_s=rate,
+            arrival=arrival or "poisson",
+            seed=1 if seed is None else seed,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def execute_run(
+    args: argparse.Namespace,
+    pipeline: Pipeline,
+    fixtures: list[Fixture],
+    out_dir: Path,
+    observer: Any,
+    argv: Sequence[str] = (),
+) -> Any:
+    """Run the plan on the current thread's new event loop; returns the runner's outcome.
+
+    Stage options and fixture audio are validated before any server starts, so bad input
+    fails in a second, not after the stack's start-up. On Ctrl-C the finished turns and the
+    summary are kept (the runner writes them) and ``KeyboardInterrupt`` goes on up.
+    """
+    # Imported here: the runner pulls in numpy and the stages, which `voicelat --help` and
+    # the subcommands that only read results do not need.
+    from voicelat.engine.runner import Runner
+
+    load = load_from_args(args)
+    plan = plan_turns(
+        [f.id for f in fixtures],
+        repeat=getattr(args, "repeat", 1),
+        turns=getattr(args, "turns", None),
+        warmup=getattr(args, "warmup", 1),
+    )
+    runner = Runner(
+        with_stack_urls(pipeline), fixtures, out_dir, observer=observer, argv=list(argv)
+    )
+    runner.validate()
+    with stack_for(pipeline) as stack_info:
+        runner.stack_info = stack_info
+        try:
+            asyncio.run(runner.run(plan, load=load))
+        except KeyboardInterrupt:
+            outcome = getattr(runner, "outcome", None)
+            kept = len(outcome.turns) if outcome else 0
+            info(f"interrupted: {kept} finished turn(s) kept, summary written to {out_dir}")
+            raise
+        return runner.outcome
