@@ -6,7 +6,7 @@ Data flow (one event loop, the measuring one)::
                                                                           │
            StartTurn (VAD onset / push-to-talk press, with the frames before it)
                                                                           ▼
-    Runner._turn_body(source=LiveSource, sink=DeviceSink): the same listening, endpointing,
+    TurnEngine.body(source=LiveSource, sink=DeviceSink): the same listening, endpointing,
     STT, LLM -> chunker -> TTS and playout code as ``voicelat run``, fed live frames
                                                                           │
                        turn written to turns.jsonl (and, with --record, a replayable fixture)
@@ -35,7 +35,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -44,20 +43,16 @@ from voicelat.audio import PCM, Endpointer, SimulatedSink, SpeechEnd, SpeechStar
 from voicelat.audio.device import LiveFrame
 from voicelat.audio.frames import frame_samples
 from voicelat.audio.wav import write_wav
+from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.errors import AudioError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.recorder import TurnRecorder
 from voicelat.core.turn import INTERRUPTED, Turn
-from voicelat.engine.runner import (
-    FRAME_MS,
-    NullObserver,
-    Observer,
-    Runner,
-    Sink,
-    _freeze_gc,
-    _Input,
-    _unfreeze_gc,
-)
+from voicelat.engine.probes import frozen_gc
+from voicelat.engine.progress import NullObserver, Observer
+from voicelat.engine.runner import Runner
+from voicelat.engine.stageset import StageSet
+from voicelat.engine.turn import FRAME_MS, Sink, TurnEngine, TurnInput
 from voicelat.files.fixtures import Fixture, fixture_set_hash
 from voicelat.files.pipeline import Endpointing, Pipeline
 from voicelat.files.results import TurnsWriter, write_summary
@@ -213,8 +208,9 @@ class SimulatedOutput:
 
     error: str | None = None
 
-    def __init__(self, latency_ms: float = 0) -> None:
+    def __init__(self, latency_ms: float = 0, clock: Clock | None = None) -> None:
         self.latency_ms = latency_ms
+        self.clock = clock
         self.latency_ns: int | None = round(latency_ms * NS_PER_MS)
         self.sinks: list[SimulatedSink] = []
 
@@ -222,7 +218,9 @@ class SimulatedOutput:
         return None
 
     def new_sink(self, record_path: Path | None) -> Sink:
-        sink = SimulatedSink(output_latency_ms=self.latency_ms, record_path=record_path)
+        sink = SimulatedSink(
+            output_latency_ms=self.latency_ms, record_path=record_path, clock=self.clock
+        )
         self.sinks.append(sink)
         return sink
 
@@ -357,9 +355,11 @@ class LiveSource:
         on_end: Callable[[], None] = lambda: None,
         on_release: Callable[[int], None] | None = None,
         tracker: Endpointer | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if not preroll:
             raise ValueError("a live turn needs at least one frame")
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.rate = rate
         self.fs = frame_samples(rate, FRAME_MS)
         self.t0_ns: int | None = preroll[0].t_ns
@@ -387,18 +387,20 @@ class LiveSource:
     ) -> int:
         """Send the turn's frames to ``send``; ``frames`` (the fixture's) is unused."""
         k = 0
+        now_ns = self.clock.now_ns
         try:
             for f in self._preroll:
                 await self._send(k, f, send)
                 k += 1
             while True:
                 item = await self._q.get()
+                t = now_ns()
                 if isinstance(item, int):
                     if self._on_release is not None:
                         self._on_release(item)
                     break
                 # Capture callback -> this send: what the loop adds to the audio's arrival.
-                self._lags.append(time.perf_counter_ns() - item.arrived_ns)
+                self._lags.append(t - item.arrived_ns)
                 await self._send(k, item, send)
                 k += 1
         except StopPacing:
@@ -489,8 +491,11 @@ class LiveSession:
         observer: Observer | None = None,
         argv: Sequence[str] = (),
         stack_info: dict[str, Any] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.pipeline = pipeline
+        #: Every stamp of the session (the devices given must stamp on the same clock).
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.out_dir = out_dir
         self.input = source
         self.output = output
@@ -509,6 +514,7 @@ class LiveSession:
             observer=self.observer,
             argv=list(argv),
             stack_info=dict(stack_info or {}),
+            clock=self.clock,
         )
         self.segmenter = Segmenter(
             pipeline.endpointing,
@@ -523,7 +529,8 @@ class LiveSession:
         self._current: _LiveTurn | None = None
         self._active: set[_LiveTurn] = set()
         self._history: deque[LiveFrame] = deque()
-        self._stages: tuple[Any, Any, Any] | None = None
+        self._stages: StageSet | None = None
+        self._engine: TurnEngine | None = None
         self._writer: TurnsWriter | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -573,7 +580,7 @@ class LiveSession:
         self._stop = asyncio.Event()
         if self._stop_requested.is_set():
             self._stop.set()
-        stt, llm, tts = self.runner.build_stages()
+        stages = StageSet.of(self.runner.build_stages()).use_clock(self.clock)
         self.output.validate()
         started_wall = time.time()
         self._writer = TurnsWriter(self.out_dir)
@@ -581,21 +588,18 @@ class LiveSession:
         error: AudioError | None = None
         lag_task: asyncio.Task[None] | None = None
         try:
-            async with AsyncExitStack() as stack:
-                for name, stage in (("stt", stt), ("llm", llm), ("tts", tts)):
-                    await stack.enter_async_context(stage)
-                    self.runner._stages[name] = stage
-                self._stages = (stt, llm, tts)
+            async with stages:
+                self.runner.stages = self._stages = stages
+                self._engine = self.runner.turn_engine()
                 lag_task = asyncio.create_task(self.runner.probe_loop_lag())
                 # As the runner does once set up: what lives now is out of the collector's
                 # reach, so a full collection cannot stop the measuring loop for long.
-                _freeze_gc()
                 try:
-                    await self._listen()
+                    with frozen_gc():
+                        await self._listen()
                 except AudioError as exc:
                     error = exc
                 finally:
-                    _unfreeze_gc()
                     await self._abandon_turns()
                     self.input.close()
                     self.output.close()
@@ -681,7 +685,7 @@ class LiveSession:
                 current = self._current
                 if current is not None and current.turn_id == action.turn_id:
                     current.released = True
-                    current.source.end(time.perf_counter_ns())
+                    current.source.end(self.clock.now_ns())
 
     def _barge_in(self) -> None:
         """The user talked over the current turn: silence the speaker now, stop the reply."""
@@ -694,23 +698,18 @@ class LiveSession:
             turn.body.cancel()
 
     def _start_turn(self, action: StartTurn) -> None:
-        assert self._stages is not None
+        assert self._engine is not None
         index = len(self._plan)
         planned = PlannedTurn(index, f"live-{index + 1:04d}", 0, index < self.options.warmup)
         self._plan.append(planned)
-        rec = TurnRecorder(
-            index=index,
-            fixture=planned.fixture,
-            t0_ns=0,
-            warmup=planned.warmup,
-            wall_time_ns=time.time_ns(),
-        )
+        rec = self._engine.recorder(planned)
         source = LiveSource(
             action.frames,
             self.input.rate,
             on_end=lambda: self.segmenter.heard(action.turn_id),
             on_release=(lambda t: self._released(turn, t)) if self.options.ptt else None,
             tracker=self._tracker() if self.options.ptt else None,
+            clock=self.clock,
         )
         record_path = None
         if self.options.record:
@@ -753,32 +752,20 @@ class LiveSession:
         self.observer.milestone(rec.index, "endpoint", t_ns - rec.t0_ns)
 
     async def _run_turn(self, turn: _LiveTurn) -> None:
-        assert self._stages is not None
-        stt, llm, tts = self._stages
-        rec = turn.rec
-        runner = self.runner
-        await runner._prepare(rec, stt)
-        turn_start = time.perf_counter_ns()
-        inp = _Input(
-            Fixture(turn.planned.fixture, Path(), None, None, None, "", annotated=False),
-            PCM(b"", self.input.rate),
-            [],
-            None,
-            None,
-        )
+        assert self._stages is not None and self._engine is not None
+        engine, stages, rec = self._engine, self._stages, turn.rec
+        await engine.prepare(rec, stages.stt)
+        turn_start = self.clock.now_ns()
+        inp = TurnInput.live(turn.planned.fixture, self.input.rate)
         body = asyncio.create_task(
-            runner._turn_body(
-                turn.planned, inp, rec, stt, llm, tts, source=turn.source, sink=turn.sink
-            )
+            engine.body(turn.planned, inp, rec, stages, source=turn.source, sink=turn.sink)
         )
         turn.body = body
-        timeout = self.pipeline.turn.timeout_s
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(self.pipeline.turn.timeout_s):
                 await asyncio.wait({body})
         except TimeoutError:
-            last = list(rec.milestones())[-1:] or ["start"]
-            rec.fail("turn", f"timed out after {timeout:g} s (last milestone: {last[0]})")
+            engine.fail_timed_out(rec)
         finally:
             if not body.done():
                 body.cancel()
@@ -791,7 +778,7 @@ class LiveSession:
         elif body.done() and not body.cancelled() and body.exception() is not None:
             exc = body.exception()
             rec.fail("runner", f"{type(exc).__name__}: {exc}")
-        rec.figure("loop_lag_max_ns", runner._lag.max_between(turn_start, time.perf_counter_ns()))
+        engine.record_loop_lag(rec, turn_start)
         rec.figure("input_latency_ns", self.input.latency_ns)
         latency = getattr(turn.sink, "latency_ns", None)
         rec.figure("output_latency_ns", latency if latency else self.output.latency_ns)
