@@ -7,14 +7,15 @@ time live mode needs it, and turns a missing PortAudio library or package into o
 module's device classes, so it works where PortAudio is missing.
 
 Threads and clocks. PortAudio calls the stream callbacks on its own thread. The capture
-callback only stamps ``time.perf_counter_ns()`` and copies the block into a thread-safe
+callback only stamps the clock (``clock.now_ns()``: the measuring clock, monotonic by
+default, read from any thread) and copies the block into a thread-safe
 handoff (:class:`CapturedBlock`, with the stream's input latency); the measuring event loop
 consumes it (:meth:`InputDevice.read`), resamples it and cuts 20 ms frames
 (:class:`FrameAssembler`). The playback callback only copies bytes out of the current
 :class:`DeviceSink`'s buffer and stamps when the first audible sample left it. Everything
 else (VAD, resampling, onset detection) runs on the loop, in small per-block steps.
 
-Timing model (all on the one ``perf_counter_ns`` clock):
+Timing model (all on the one measuring clock, :class:`~voicelat.core.clock.Clock`):
 
 * capture: the first sample of a block was at the microphone
   ``max(input latency, block duration)`` before its callback ran (the last sample of a block
@@ -40,7 +41,6 @@ import math
 import os
 import queue
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass
 from types import ModuleType
@@ -53,6 +53,7 @@ from voicelat.audio.frames import frame_samples
 from voicelat.audio.onset import OnsetDetector
 from voicelat.audio.resample import KAISER_BETA, ROLLOFF, ZERO_CROSSINGS
 from voicelat.audio.wav import PCM, write_wav
+from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.errors import AudioError
 
 NS_PER_S = 1_000_000_000
@@ -361,7 +362,7 @@ class StreamResampler:
 @dataclass(frozen=True, slots=True)
 class CapturedBlock:
     """What the capture callback hands over: int16 mono bytes at the device rate, the
-    ``perf_counter_ns`` of the callback, the stream's input latency, and PortAudio's
+    clock reading of the callback, the stream's input latency, and PortAudio's
     overflow flag (samples were lost before this block)."""
 
     data: bytes
@@ -455,8 +456,11 @@ class InputDevice:
         latency: str | float = "low",
         stall_s: float = STALL_S,
         runaway_s: float = RUNAWAY_S,
+        clock: Clock | None = None,
     ) -> None:
         self.sd = sd
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
+        self._now = self.clock.now_ns  # bound once: the callback runs every 20 ms
         self.info = info
         self.rate = rate
         self.latency = latency
@@ -501,7 +505,7 @@ class InputDevice:
 
     # PortAudio's thread: stamp, copy, hand over. Nothing else.
     def _callback(self, indata: Any, frames: int, time_info: Any, status: Any) -> None:
-        t = time.perf_counter_ns()
+        t = self._now()
         self._blocks.put(
             CapturedBlock(bytes(indata), frames, t, self.latency_ns, bool(status.input_overflow))
         )
@@ -542,7 +546,7 @@ class InputDevice:
         wake = self._wake
         if wake is None:
             raise RuntimeError("InputDevice.read() before start()")
-        deadline = time.monotonic() + self.stall_s
+        deadline_ns = self._now() + round(self.stall_s * NS_PER_S)
         while True:
             if self.error is not None:
                 raise AudioError(self.error)
@@ -554,7 +558,7 @@ class InputDevice:
             # Re-check after clearing: a block put between get_nowait and clear is not lost.
             if not self._blocks.empty() or self.error is not None:
                 continue
-            left = deadline - time.monotonic()
+            left = (deadline_ns - self._now()) / NS_PER_S
             if left <= 0:
                 self.error = (
                     f"input device {self.info.label} stopped delivering audio for "
@@ -608,8 +612,17 @@ class OutputDevice:
     default rate, with the reply resampled there. Between replies it plays silence.
     """
 
-    def __init__(self, sd: ModuleType, info: DeviceInfo, *, latency: str | float = "low") -> None:
+    def __init__(
+        self,
+        sd: ModuleType,
+        info: DeviceInfo,
+        *,
+        latency: str | float = "low",
+        clock: Clock | None = None,
+    ) -> None:
         self.sd = sd
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
+        self._now = self.clock.now_ns  # bound once: the callback runs every 20 ms
         self.info = info
         self.latency = latency
         self.rate: int | None = None
@@ -686,7 +699,7 @@ class OutputDevice:
 
     # PortAudio's thread: copy out of the current sink, or silence.
     def _callback(self, outdata: Any, frames: int, time_info: Any, status: Any) -> None:
-        t = time.perf_counter_ns()
+        t = self._now()
         if status.output_underflow:
             self.underflows += 1
         # When this block reaches the speaker: the reported latency after the callback, but
@@ -764,9 +777,12 @@ class DeviceSink:
         threshold_dbfs: float = -40.0,
         window_ms: int = 10,
         record_path: str | os.PathLike[str] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.device = device
         self.record_path = record_path
+        #: The device's clock unless told otherwise: its stamps and this sink's must agree.
+        self.clock: Clock = clock or getattr(device, "clock", None) or MonotonicClock()
         self._loop = asyncio.get_running_loop()
         self._lock = threading.Lock()
         self._detector = OnsetDetector(threshold_dbfs, window_ms)
@@ -868,7 +884,7 @@ class DeviceSink:
             self._cancelled = True
             self._buf.clear()
             if self.started_ns is not None and self.ended_ns is None:
-                self.ended_ns = time.perf_counter_ns()
+                self.ended_ns = self.clock.now_ns()
         self.device.detach(self)
         self._done.set()
 

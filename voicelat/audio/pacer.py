@@ -52,11 +52,15 @@ async def sleep_until(
 
 
 class Pacer:
-    """Sends frames in real time and records when each one was meant to go and actually went."""
+    """Sends frames in real time and records when each one was meant to go and actually went.
 
-    def __init__(self, frame_ms: int = 20) -> None:
+    Every time is read on ``clock`` (default: the monotonic measuring clock); :meth:`run` can
+    be given another one for a single run."""
+
+    def __init__(self, frame_ms: int = 20, clock: Clock | None = None) -> None:
         if frame_ms <= 0:
             raise ValueError("frame_ms must be positive")
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.frame_ms = frame_ms
         self.frame_ns = frame_ms * 1_000_000
         self.t0_ns: int | None = None
@@ -83,7 +87,7 @@ class Pacer:
         """
         if self._running:
             raise RuntimeError("this Pacer is already running")
-        clk = clock if clock is not None else MonotonicClock()
+        clk = clock if clock is not None else self.clock
         slp = sleep if sleep is not None else asyncio.sleep
         spin = spin_ns if spin_ns is not None else (SPIN_NS if sleep is None else 0)
         self._running = True

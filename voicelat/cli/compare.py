@@ -57,7 +57,10 @@ from voicelat.files.results import (
 )
 
 if TYPE_CHECKING:
+    from voicelat.core.plan import PlannedTurn
     from voicelat.engine.runner import Runner
+    from voicelat.engine.stageset import StageSet
+    from voicelat.files.fixtures import Fixture
 
     _SubParsers = argparse._SubParsersAction[Any]
 else:
@@ -176,26 +179,54 @@ class _Live:
     runner: Runner
     run_dir: Path
     writer: TurnsWriter | None = None
-    stages: tuple[Any, Any, Any] | None = None
+    stages: StageSet | None = None
     setup_error: str | None = None
     turns: list[Turn] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What a live comparison measures: the combinations, the plan and the schedule."""
+
+    combos: list[Combination]
+    name: str
+    description: str
+    excluded: list[str]
+    source: dict[str, Any]
+    fixtures: list[Fixture]
+    plan: list[PlannedTurn]
+    schedule: list[Slot]
+    out: Path
+
+
 def _compare_live(args: argparse.Namespace) -> int:
-    from voicelat.cli.main import stack_for, with_stack_urls
+    setup = _setup(args)
+    lives = _lives(setup)
+    measured = sum(not p.warmup for p in setup.plan)
+    _info(
+        f"compare {setup.name}: {len(setup.combos)} combinations x {len(setup.fixtures)} "
+        f"fixtures; {args.warmup} warm-up + {measured} measured turn(s) each, interleaved "
+        f"({len(setup.schedule)} turns); results -> {setup.out}"
+    )
+    _measure(setup, lives)
+    summaries = {
+        lv.combo.name: json.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        for lv in lives
+    }
+    check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
+    return _finish(args, _live_document(args, setup, lives, summaries), setup.out)
+
+
+def _setup(args: argparse.Namespace) -> _Setup:
+    """Read the combinations, the fixtures and the plan; refuse bad input before anything."""
     from voicelat.core.plan import plan_turns
-    from voicelat.engine.runner import Runner
-    from voicelat.files.fixtures import default_fixtures_dir, fixture_set_hash, load_fixtures
+    from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
     from voicelat.stages.base import load_stage_class
 
     if args.matrix is not None:
         matrix = load_matrix(args.matrix)
-        combos, name, description, excluded = (
-            matrix.combinations,
-            matrix.name,
-            matrix.description,
-            matrix.excluded,
-        )
+        combos, name, description = matrix.combinations, matrix.name, matrix.description
+        excluded = list(matrix.excluded)
         source: dict[str, Any] = {"matrix": str(args.matrix)}
         where = str(args.matrix)
     else:
@@ -214,31 +245,44 @@ def _compare_live(args: argparse.Namespace) -> int:
     schedule = make_schedule(
         len(combos), ids, repeat=args.repeat, turns=args.turns, warmup=args.warmup
     )
+    return _Setup(
+        list(combos), name, description, excluded, source, fixtures, plan, list(schedule), out
+    )
+
+
+def _lives(setup: _Setup) -> list[_Live]:
+    """One runner per combination, validated (stage options, fixture audio) up front."""
+    from voicelat.cli.main import with_stack_urls
+    from voicelat.engine.runner import Runner
+
     lives: list[_Live] = []
-    for c in combos:
-        run_dir = out / c.slug
-        runner = Runner(with_stack_urls(c.pipeline), fixtures, run_dir, argv=list(sys.argv))
+    for c in setup.combos:
+        run_dir = setup.out / c.slug
+        runner = Runner(with_stack_urls(c.pipeline), setup.fixtures, run_dir, argv=list(sys.argv))
         try:
             runner.validate()
         except ConfigError as exc:
             raise ConfigError(f"combination {c.name}: {exc}") from None
         lives.append(_Live(c, runner, run_dir))
-    measured = sum(not p.warmup for p in plan)
-    _info(
-        f"compare {name}: {len(combos)} combinations x {len(fixtures)} fixtures; "
-        f"{args.warmup} warm-up + {measured} measured turn(s) each, interleaved "
-        f"({len(schedule)} turns); results -> {out}"
-    )
+    return lives
+
+
+def _measure(setup: _Setup, lives: Sequence[_Live]) -> None:
+    """Run the interleaved schedule under the stack; every combination's summary is written
+    however it ends."""
+    from voicelat.cli.main import stack_for
+
+    combos = setup.combos
     stacked = next((c.pipeline for c in combos if c.pipeline.stack == "local"), None)
     started_wall = time.time()
     status = "complete"
-    out.mkdir(parents=True, exist_ok=True)
+    setup.out.mkdir(parents=True, exist_ok=True)
     with stack_for(stacked or combos[0].pipeline) as stack_info:
         for lv in lives:
             lv.runner.stack_info = stack_info
             lv.writer = TurnsWriter(lv.run_dir)
         try:
-            asyncio.run(_drive(lives, schedule, _print_turn(len(schedule))))
+            asyncio.run(_drive(lives, setup.schedule, _print_turn(len(setup.schedule))))
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -247,50 +291,59 @@ def _compare_live(args: argparse.Namespace) -> int:
             raise
         finally:
             for lv in lives:
-                if lv.writer is not None:
-                    lv.writer.close()
-                summary = lv.runner.summary(
-                    plan, "failed" if lv.setup_error else status, started_wall
-                )
-                if lv.setup_error:
-                    summary["setup_error"] = lv.setup_error
-                summary["comparison"] = {"name": name, "combination": lv.combo.name}
-                write_summary(lv.run_dir, summary)
+                _write_summary(lv, setup, status, started_wall)
             if status == "interrupted":
                 kept = sum(len(lv.runner.turns) for lv in lives)
-                _info(f"interrupted: {kept} finished turn(s) kept, summaries written under {out}")
-    summaries = {
-        lv.combo.name: json.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
-        for lv in lives
-    }
-    check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
+                _info(
+                    f"interrupted: {kept} finished turn(s) kept, summaries written under "
+                    f"{setup.out}"
+                )
+
+
+def _write_summary(lv: _Live, setup: _Setup, status: str, started_wall: float) -> None:
+    if lv.writer is not None:
+        lv.writer.close()
+    summary = lv.runner.summary(setup.plan, "failed" if lv.setup_error else status, started_wall)
+    if lv.setup_error:
+        summary["setup_error"] = lv.setup_error
+    summary["comparison"] = {"name": setup.name, "combination": lv.combo.name}
+    write_summary(lv.run_dir, summary)
+
+
+def _live_document(
+    args: argparse.Namespace,
+    setup: _Setup,
+    lives: Sequence[_Live],
+    summaries: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    from voicelat.files.fixtures import fixture_set_hash
+
     samples = [_sample(lv.combo.name, lv.runner.turns, lv.setup_error) for lv in lives]
-    doc = _document(
+    return _document(
         args,
-        name=name,
-        description=description,
-        source=source,
+        name=setup.name,
+        description=setup.description,
+        source=setup.source,
         samples=samples,
         summaries=summaries,
         run_dirs={lv.combo.name: lv.run_dir.name for lv in lives},
         labels={lv.combo.name: lv.combo.labels for lv in lives},
-        excluded=excluded,
+        excluded=setup.excluded,
         fixtures={
-            "count": len(fixtures),
-            "ids": ids,
-            "set_sha256": fixture_set_hash(list(fixtures)),
+            "count": len(setup.fixtures),
+            "ids": [f.id for f in setup.fixtures],
+            "set_sha256": fixture_set_hash(list(setup.fixtures)),
         },
         schedule={
             "order": "interleaved per fixture: each planned turn on every combination in turn",
             "warmup": args.warmup,
-            "measured_per_combination": measured,
+            "measured_per_combination": sum(not p.warmup for p in setup.plan),
             "repeat": args.repeat,
-            "turns": len(schedule),
+            "turns": len(setup.schedule),
             "combination_order": [lv.combo.name for lv in lives],
         },
         interleaved=True,
     )
-    return _finish(args, doc, out)
 
 
 def _print_turn(total: int) -> Callable[[Slot, str, Turn], None]:
@@ -309,13 +362,13 @@ async def _drive(
     lives: Sequence[_Live], schedule: Sequence[Slot], show: Callable[[Slot, str, Turn], None]
 ) -> None:
     """Enter every combination's stages once, then run the schedule one turn at a time."""
+    from voicelat.engine.stageset import StageSet
+
     async with AsyncExitStack() as stack:
         for lv in lives:
             try:
-                stt, llm, tts = lv.runner.build_stages()
-                for stage in (stt, llm, tts):
-                    await stack.enter_async_context(stage)
-                lv.stages = (stt, llm, tts)
+                stages = StageSet.of(lv.runner.build_stages()).use_clock(lv.runner.clock)
+                lv.stages = await stack.enter_async_context(stages)
             except Exception as exc:
                 # This combination cannot run at all: it stays in the ranking as failed, with
                 # this reason; the others still compare.
@@ -330,7 +383,7 @@ async def _drive(
                 lv = lives[slot.combination]
                 if lv.stages is None:
                     continue
-                turn = await lv.runner.run_one(slot.planned, *lv.stages)
+                turn = await lv.runner.run_one(slot.planned, lv.stages)
                 # Where in the interleaved order it ran: the audit trail of the fair schedule.
                 turn = replace(
                     turn,

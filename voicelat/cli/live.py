@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -269,38 +270,22 @@ class _Keys:
 
 def cmd_live(args: argparse.Namespace) -> int:
     """Set everything up (refusing bad input before any server starts), then run the session."""
-    from voicelat.audio.device import (
-        InputDevice,
-        OutputDevice,
-        check_rate,
-        list_devices,
-        load_sounddevice,
-        resolve_device,
-    )
     from voicelat.cli.main import default_out_dir, with_stack_urls
-    from voicelat.engine.live import DeviceInput, DeviceOutput, LiveOptions, LiveSession
-    from voicelat.engine.runner import Runner
+    from voicelat.engine.stageset import StageSet
     from voicelat.files.pipeline import default_pipeline_path, load_pipeline
 
     pipeline = load_pipeline(args.pipeline or default_pipeline_path())
-    sd = load_sounddevice()
-    devices = list_devices(sd)
-    mic = resolve_device(devices, args.input_device, "input")
-    speaker = resolve_device(devices, args.output_device, "output")
-    rate = args.input_rate or mic.default_samplerate
-    check_rate(sd, mic, rate, "input")
-    output = OutputDevice(sd, speaker, latency=args.latency)
-    output.validate()
+    devices = _open_devices(args)
     out_dir = args.out or default_out_dir(pipeline, "live")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"results directory {out_dir} is not empty: choose another --out")
     pipeline = with_stack_urls(pipeline)
     # Stage options are checked now, not after the stack's start-up.
-    stt, _, _ = Runner(pipeline, [], out_dir).build_stages()
+    stt_rate = StageSet.from_pipeline(pipeline).input_rate
     ptt = bool(args.ptt)
     _info(
-        f"pipeline {pipeline.name}; microphone {mic.label} at {rate} Hz (STT {stt.input_rate} Hz), "
-        f"speaker {speaker.label}; results -> {out_dir}"
+        f"pipeline {pipeline.name}; microphone {devices.mic.label} at {devices.rate} Hz "
+        f"(STT {stt_rate} Hz), speaker {devices.speaker.label}; results -> {out_dir}"
     )
     events = getattr(args, "events", None)
     if not events:
@@ -309,26 +294,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         if want_tui(args):
             # Measured in a child process, as `run --tui`: the UI cannot delay a timestamp.
             return _run_tui(args, pipeline, out_dir, ptt)
-    session = LiveSession(
-        pipeline,
-        out_dir,
-        DeviceInput(InputDevice(sd, mic, rate, latency=args.latency), stt.input_rate),
-        DeviceOutput(output),
-        options=LiveOptions(
-            ptt=ptt,
-            barge_in=bool(args.barge_in),
-            warmup=args.warmup,
-            record=bool(args.record),
-            turns=args.turns,
-        ),
-        argv=sys.argv,
-    )
-    talk = (
-        "press space (or Enter) to talk, again to end the turn"
-        if ptt
-        else "speak; a pause ends the turn"
-    )
-    session.on_listening(lambda: _info(f"listening: {talk}; q or Ctrl-C stops"))
+    session = _session(args, pipeline, out_dir, devices, stt_rate)
     _signals(session)
     if events:
         # The measuring child of `live --tui`: observer calls go out as JSON lines on stdout;
@@ -353,6 +319,68 @@ def cmd_live(args: argparse.Namespace) -> int:
     print(summary_table(outcome.summary, str(out_dir)))
     _after(outcome, out_dir)
     return EXIT_OK
+
+
+@dataclass(frozen=True)
+class _Devices:
+    """The devices ``live`` was asked for, checked (not yet capturing)."""
+
+    sd: Any
+    mic: Any
+    speaker: Any
+    rate: int
+    output: Any
+
+
+def _open_devices(args: argparse.Namespace) -> _Devices:
+    """Resolve and check the microphone and the speaker: any problem is one line, exit 2."""
+    from voicelat.audio.device import (
+        OutputDevice,
+        check_rate,
+        list_devices,
+        load_sounddevice,
+        resolve_device,
+    )
+
+    sd = load_sounddevice()
+    devices = list_devices(sd)
+    mic = resolve_device(devices, args.input_device, "input")
+    speaker = resolve_device(devices, args.output_device, "output")
+    rate = args.input_rate or mic.default_samplerate
+    check_rate(sd, mic, rate, "input")
+    output = OutputDevice(sd, speaker, latency=args.latency)
+    output.validate()
+    return _Devices(sd, mic, speaker, rate, output)
+
+
+def _session(
+    args: argparse.Namespace, pipeline: Any, out_dir: Path, devices: _Devices, stt_rate: int
+) -> LiveSession:
+    from voicelat.audio.device import InputDevice
+    from voicelat.engine.live import DeviceInput, DeviceOutput, LiveOptions, LiveSession
+
+    mic = InputDevice(devices.sd, devices.mic, devices.rate, latency=args.latency)
+    session = LiveSession(
+        pipeline,
+        out_dir,
+        DeviceInput(mic, stt_rate),
+        DeviceOutput(devices.output),
+        options=LiveOptions(
+            ptt=bool(args.ptt),
+            barge_in=bool(args.barge_in),
+            warmup=args.warmup,
+            record=bool(args.record),
+            turns=args.turns,
+        ),
+        argv=sys.argv,
+    )
+    talk = (
+        "press space (or Enter) to talk, again to end the turn"
+        if args.ptt
+        else "speak; a pause ends the turn"
+    )
+    session.on_listening(lambda: _info(f"listening: {talk}; q or Ctrl-C stops"))
+    return session
 
 
 def _signals(session: LiveSession) -> None:

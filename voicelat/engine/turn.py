@@ -317,7 +317,7 @@ class _Listener:
         self.provider_eot = asyncio.Event()
         self.pacer: Pacer | None = None
         if source is None:
-            source = self.pacer = Pacer(frame_ms=FRAME_MS)
+            source = self.pacer = Pacer(frame_ms=FRAME_MS, clock=engine.clock)
         self.source: FrameSource = source
         self._now = engine.clock.now_ns
 
@@ -347,9 +347,7 @@ class _Listener:
     async def listen(self) -> None:
         """Play the input's frames (or the source's) into :meth:`send` until it stops."""
         if self.pacer is not None:
-            await self.pacer.run(
-                self.inp.frames, self.send, clock=self.engine.clock, spin_ns=self.engine.spin_ns
-            )
+            await self.pacer.run(self.inp.frames, self.send, spin_ns=self.engine.spin_ns)
         else:
             await self.source.run(self.inp.frames, self.send)
 
