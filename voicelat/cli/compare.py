@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import sys
 import time
@@ -71,8 +72,8 @@ COMPARISON_MD = "comparison.md"
 REPORT_HTML = "report.html"
 
 
-def _info(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+#: A progress line on stderr (stdout carries the per-turn lines and the ranking).
+_info = functools.partial(print, file=sys.stderr, flush=True)
 
 
 def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
