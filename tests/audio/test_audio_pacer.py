@@ -143,3 +143,17 @@ async def test_sleep_until_is_precise_with_the_real_clock() -> None:
         misses.append(reached - target)
     misses.sort()
     assert misses[len(misses) // 2] < 1 * MS  # the median lands within 1 ms of the target
+
+
+async def test_a_pacer_stamps_on_the_clock_it_was_built_with() -> None:
+    ft = FakeTime(t_ns=7 * 10**17)
+    pacer = Pacer(frame_ms=20, clock=ft.clock)
+    sent: list[int] = []
+
+    async def send(k: int, frame: bytes) -> None:
+        sent.append(ft.clock.now_ns())
+
+    await pacer.run([FRAME] * 3, send, sleep=ft.sleep)
+    assert pacer.t0_ns == 7 * 10**17
+    assert pacer.actual_ns == sent == [7 * 10**17 + k * 20 * MS for k in (1, 2, 3)]
+    assert pacer.time_of_sample(16000, 16000) == 7 * 10**17 + 1000 * MS

@@ -18,6 +18,7 @@ from voicelat.audio.device import (
     FrameAssembler,
     StreamResampler,
 )
+from voicelat.core.clock import FakeClock
 
 MS = 1_000_000
 
@@ -172,5 +173,21 @@ def test_device_sink_resamples_when_the_device_refuses_the_rate_and_cancel_silen
         await asyncio.wait_for(sink.play(), 1)
         sink.feed(b"\x01\x00" * 100, 16000, 0)  # ignored after cancel
         assert sink.cancelled
+
+    asyncio.run(main())
+
+
+def test_device_sink_stamps_a_barge_in_on_the_device_clock() -> None:
+    async def main() -> None:
+        dev = _Device()
+        dev.clock = FakeClock(t_ns=10**17)  # type: ignore[attr-defined]
+        sink = DeviceSink(dev)
+        assert sink.clock is dev.clock  # type: ignore[attr-defined]
+        sink.feed(_tone(16000, 0.0, 0.1), 16000, 0)
+        _pull(sink, 320, 10**17 - 20 * MS)
+        sink.cancel()
+        assert sink.ended_ns == 10**17  # the clock's reading, not perf_counter_ns
+        own = FakeClock(t_ns=5)
+        assert DeviceSink(_Device(), clock=own).clock is own
 
     asyncio.run(main())
