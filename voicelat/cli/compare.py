@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import json
 import sys
 import time
@@ -41,6 +40,7 @@ from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
 from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
+from voicelat.engine.job import info as _info
 from voicelat.files.matrix import (
     Combination,
     Slot,
@@ -70,10 +70,6 @@ else:
 COMPARISON_JSON = "comparison.json"
 COMPARISON_MD = "comparison.md"
 REPORT_HTML = "report.html"
-
-
-#: A progress line on stderr (stdout carries the per-turn lines and the ranking).
-_info = functools.partial(print, file=sys.stderr, flush=True)
 
 
 def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
@@ -253,7 +249,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
 
 def _lives(setup: _Setup) -> list[_Live]:
     """One runner per combination, validated (stage options, fixture audio) up front."""
-    from voicelat.cli.main import with_stack_urls
+    from voicelat.engine.job import with_stack_urls
     from voicelat.engine.runner import Runner
 
     lives: list[_Live] = []
@@ -271,7 +267,7 @@ def _lives(setup: _Setup) -> list[_Live]:
 def _measure(setup: _Setup, lives: Sequence[_Live]) -> None:
     """Run the interleaved schedule under the stack; every combination's summary is written
     however it ends."""
-    from voicelat.cli.main import stack_for
+    from voicelat.engine.job import stack_for
 
     combos = setup.combos
     stacked = next((c.pipeline for c in combos if c.pipeline.stack == "local"), None)

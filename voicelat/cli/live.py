@@ -24,15 +24,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, AudioError, ConfigError, VoicelatError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.turn import Turn
+from voicelat.engine.job import info as _info
 
 if TYPE_CHECKING:
     from voicelat.engine.live import LiveSession
 
 __all__ = ["SpeechEndAnnouncer", "add_live_arguments", "add_parser", "cmd_devices", "cmd_live"]
-
-
-def _info(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def _latency(value: str) -> str | float:
@@ -270,7 +267,7 @@ class _Keys:
 
 def cmd_live(args: argparse.Namespace) -> int:
     """Set everything up (refusing bad input before any server starts), then run the session."""
-    from voicelat.cli.main import default_out_dir, with_stack_urls
+    from voicelat.engine.job import default_out_dir, with_stack_urls
     from voicelat.engine.stageset import StageSet
     from voicelat.files.pipeline import default_pipeline_path, load_pipeline
 
@@ -392,7 +389,7 @@ def _signals(session: LiveSession) -> None:
 
 
 def _run(session: LiveSession, pipeline: Any, out_dir: Path) -> Any:
-    from voicelat.cli.main import stack_for
+    from voicelat.engine.job import stack_for
 
     with stack_for(pipeline) as stack_info:
         session.runner.stack_info = stack_info
