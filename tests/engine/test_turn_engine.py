@@ -304,3 +304,21 @@ def test_a_live_source_measures_its_lags_on_the_clock_it_is_given() -> None:
     assert sent == [0, 1, 2]
     # both handed over at FAR + 20 ms on the fake clock: 15 and 10 ms after they arrived
     assert source.lags_ns == [15 * MS, 10 * MS]
+
+
+def test_run_gives_the_finished_turn_with_its_schedule_on_the_fake_clock() -> None:
+    clock = FakeClock(t_ns=FAR)
+    engine = TurnEngine(_pipeline(), clock=clock)
+    stages = StageSet(ClockedSTT(), ClockedLLM(), ClockedTTS()).use_clock(clock)
+    planned = PlannedTurn(3, "tone", 1, False)
+    sink = SimulatedSink(clock=clock, sleep=_fake_sleep(clock))
+    turn = asyncio.run(
+        engine.run(planned, stages, _speech_input(), session=7, source=StepSource(clock), sink=sink)
+    )
+    assert turn.ok, turn.failure_reason
+    assert (turn.index, turn.repeat, turn.extra["session"]) == (3, 1, 7)
+    assert turn.t0_ns == FAR
+    # intended = the clock when the turn was asked for; nothing moved it before the first frame
+    assert turn.figures["intended_start_ns"] == FAR and turn.figures["schedule_lag_ns"] == 0
+    assert turn.figures["loop_lag_max_ns"] is None  # no probe given
+    assert turn.figures["pacer_lag_max_ns"] == 0

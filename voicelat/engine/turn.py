@@ -158,18 +158,20 @@ class TurnEngine:
         *,
         intended_ns: int | None = None,
         session: int | None = None,
+        source: FrameSource | None = None,
+        sink: Sink | None = None,
     ) -> Turn:
-        """One turn under the pipeline's timeout. ``intended_ns``: when it was meant to start
-        (an open-loop arrival); by default now, i.e. the moment its session was free (a closed
-        loop). The actual start is the first sample of its input audio (``t0_ns``); the
-        difference is its schedule lag."""
+        """One turn under the pipeline's timeout, from ``source`` into ``sink`` (see
+        :meth:`body`). ``intended_ns``: when it was meant to start (an open-loop arrival); by
+        default now, i.e. the moment its session was free (a closed loop). The actual start is
+        the first sample of its input audio (``t0_ns``); the difference is its schedule lag."""
         intended = self.clock.now_ns() if intended_ns is None else intended_ns
         rec = self.recorder(planned, expected=inp.fixture.text)
         await self.prepare(rec, stages.stt)
         turn_start = self.clock.now_ns()
         try:
             async with asyncio.timeout(self.pipeline.turn.timeout_s):
-                await self.body(planned, inp, rec, stages)
+                await self.body(planned, inp, rec, stages, source=source, sink=sink)
         except TimeoutError:
             self.fail_timed_out(rec)
         except Exception as exc:
