@@ -192,25 +192,34 @@ async def _close(writer: asyncio.StreamWriter | None) -> None:
         await writer.wait_closed()
 
 
-class WyomingSTT:
-    """Speech-to-text over Wyoming; a new connection per utterance, as the protocol expects."""
-
-    kind: ClassVar[StageName] = "stt"
+class _WyomingStage:
     #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
     stack_url_option: ClassVar[str] = "url"
     #: Stamps every event; the engine may replace it before ``__aenter__``.
     clock: Clock = MONOTONIC
 
-    def __init__(self, options: Mapping[str, Any], *, table: str = "stt") -> None:
-        o = parse_options(WyomingSTTOptions, table, options)
+    def __init__(self, table: str, o: _WyomingOptions) -> None:
         self.table = table
         self.url = o.url
         self.host, self.port = _host_port(o.url) or ("", 0)
+        self.timeout_s = o.timeout_s
+        self._info: dict[str, Any] = {}
+
+    async def prepare(self) -> None:
+        return None
+
+
+class WyomingSTT(_WyomingStage):
+    """Speech-to-text over Wyoming; a new connection per utterance, as the protocol expects."""
+
+    kind: ClassVar[StageName] = "stt"
+
+    def __init__(self, options: Mapping[str, Any], *, table: str = "stt") -> None:
+        o = parse_options(WyomingSTTOptions, table, options)
+        super().__init__(table, o)
         self.language = o.language
         self.input_rate = o.rate
         self.model = o.model
-        self.timeout_s = o.timeout_s
-        self._info: dict[str, Any] = {}
 
     async def __aenter__(self) -> Self:
         info, _, writer = await _describe(self.host, self.port, self.url, self.table)
@@ -219,9 +228,6 @@ class WyomingSTT:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        return None
-
-    async def prepare(self) -> None:
         return None
 
     def describe(self) -> dict[str, Any]:
@@ -289,25 +295,17 @@ class WyomingSTT:
         return self.clock.now_ns()
 
 
-class WyomingTTS:
+class WyomingTTS(_WyomingStage):
     """Text-to-speech over Wyoming on one persistent connection."""
 
     kind: ClassVar[StageName] = "tts"
-    #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
-    stack_url_option: ClassVar[str] = "url"
-    #: Stamps every event; the engine may replace it before ``__aenter__``.
-    clock: Clock = MONOTONIC
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
         o = parse_options(WyomingTTSOptions, table, options)
-        self.table = table
-        self.url = o.url
-        self.host, self.port = _host_port(o.url) or ("", 0)
+        super().__init__(table, o)
         self.voice = o.voice
         self.speaker = o.speaker
         self.want_streaming = o.streaming
-        self.timeout_s = o.timeout_s
-        self._info: dict[str, Any] = {}
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._used = False
@@ -322,9 +320,6 @@ class WyomingTTS:
     async def __aexit__(self, *exc: object) -> None:
         await _close(self._writer)
         self._reader = self._writer = None
-
-    async def prepare(self) -> None:
-        return None
 
     @property
     def streaming(self) -> bool:
