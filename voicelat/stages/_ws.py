@@ -13,6 +13,15 @@ the protocol (``data_received``), not when our task got round to ``recv()``: mes
 arrive together share a stamp, as they should, and queueing in our code never shows up as
 provider latency.
 
+**Requests.** A provider's messages are parsed by its sans-I/O protocol object
+(:mod:`voicelat.stages.protocols`); :meth:`WsStage._exchange` is the one loop that drives any
+of them over a connection: the input goes out through the protocol's ``send_*`` methods on a
+sender task, every message comes back with its arrival stamp, and the end of the request
+(finished, failed, stalled, closed) is handled once, here.
+
+**Clock.** Every stamp comes from the stage's ``clock`` (the connection and its messages
+included), so a fake clock drives a stage in tests.
+
 **Errors.** Every failure becomes one line naming the URL without its query string (keys
 travel only in headers, but a query could still carry a temporary token), never a traceback,
 and :func:`scrub` removes a key from any text before it is reported.
@@ -50,7 +59,7 @@ from voicelat.core.version import __version__
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.http import describe_exception, error_message
 from voicelat.stages.options import read_secret
-from voicelat.stages.protocols.base import In, Send, WsProtocol, json_text
+from voicelat.stages.protocols.base import In, Send, WsProtocol
 
 __all__ = [
     "Closed",
@@ -98,14 +107,15 @@ class _StampedConnection(ClientConnection):
         self.t_made_ns: int | None = None
         self.arrivals: deque[int] = deque()
         self._t_data = 0
+        self._now = self.clock.now_ns  # bound once: every read of the socket takes a stamp
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.t_made_ns = self.clock.now_ns()
+        self.t_made_ns = self._now()
         super().connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         # Before parsing: frames completed by this read share its stamp.
-        self._t_data = self.clock.now_ns()
+        self._t_data = self._now()
         super().data_received(data)
 
     def process_event(self, event: Any) -> None:
@@ -155,9 +165,6 @@ class WsConn:
         t = self.clock.now_ns()
         await self.ws.send(data)
         return t
-
-    async def send_json(self, data: Mapping[str, Any]) -> int:
-        return await self.send(json_text(data))
 
     def take_spans(self) -> list[Span]:
         """The connection's spans the first time a request asks, then nothing."""

@@ -447,9 +447,9 @@ class OpenAISTT(HttpStage):
         self, response: httpx.Response, url: str, is_sse: bool
     ) -> AsyncIterator[StageEvent]:
         decoder = SSEDecoder()
+        transcript = _Transcript(url)
         body = b""
         t_first: int | None = None
-        text = ""
         raw = response.aiter_raw()
         while True:
             try:
@@ -465,44 +465,64 @@ class OpenAISTT(HttpStage):
                 body += chunk
                 continue
             for ev in decoder.feed(chunk, t):
-                if ev.data.startswith("[DONE]"):
-                    continue
-                try:
-                    obj = json.loads(ev.data)
-                except ValueError:
-                    yield Failed(ev.t_ns, f"{url}: malformed SSE data: {ev.data[:80]!r}")
-                    return
-                if not isinstance(obj, dict):
-                    continue
-                err = stream_error(obj)
-                if err is not None:
-                    yield Failed(ev.t_ns, f"{url}: error event mid-stream: {err}")
-                    return
-                kind = obj.get("type")
-                if kind == "transcript.text.delta":
-                    text += str(obj.get("delta") or "")
-                    yield Partial(ev.t_ns, text)
-                elif kind == "transcript.text.done":
-                    final = obj.get("text")
-                    yield Final(ev.t_ns, final if isinstance(final, str) else text)
-                    usage = obj.get("usage")
-                    counts = (
-                        {k: int(v) for k, v in usage.items() if isinstance(v, int)}
-                        if isinstance(usage, dict)
-                        else {}
-                    )
-                    yield Done(ev.t_ns, usage=counts)
+                for event in transcript.feed(ev.data, ev.t_ns):
+                    yield event
+                if transcript.over:
                     return
         t_end = self.clock.now_ns()
-        if not is_sse:
-            try:
-                obj = json.loads(body)
-            except ValueError:
-                obj = None
-            if isinstance(obj, dict) and isinstance(obj.get("text"), str):
-                yield Final(t_first or t_end, obj["text"])
-                yield Done(t_end)
-            else:
-                yield Failed(t_end, f"{url}: the response is neither SSE nor a JSON transcript")
+        if is_sse:
+            yield Failed(t_end, f"{url}: stream ended before transcript.text.done")
             return
-        yield Failed(t_end, f"{url}: stream ended before transcript.text.done")
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("text"), str):
+            yield Final(t_first or t_end, obj["text"])
+            yield Done(t_end)
+        else:
+            yield Failed(t_end, f"{url}: the response is neither SSE nor a JSON transcript")
+
+
+class _Transcript:
+    """Sans-I/O: the data of each SSE event of a streamed transcription in, stage events out
+    (deltas as partials of the text so far, ``transcript.text.done`` as the final); ``over``
+    once the stream has ended or failed."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.text = ""
+        self.over = False
+
+    def feed(self, data: str, t: int) -> list[StageEvent]:
+        if data.startswith("[DONE]"):
+            return []
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return self._end(Failed(t, f"{self.url}: malformed SSE data: {data[:80]!r}"))
+        if not isinstance(obj, dict):
+            return []
+        err = stream_error(obj)
+        if err is not None:
+            return self._end(Failed(t, f"{self.url}: error event mid-stream: {err}"))
+        kind = obj.get("type")
+        if kind == "transcript.text.delta":
+            self.text += str(obj.get("delta") or "")
+            return [Partial(t, self.text)]
+        if kind != "transcript.text.done":
+            return []
+        final = obj.get("text")
+        usage = obj.get("usage")
+        counts = (
+            {k: int(v) for k, v in usage.items() if isinstance(v, int)}
+            if isinstance(usage, dict)
+            else {}
+        )
+        return self._end(
+            Final(t, final if isinstance(final, str) else self.text), Done(t, usage=counts)
+        )
+
+    def _end(self, *events: StageEvent) -> list[StageEvent]:
+        self.over = True
+        return list(events)
