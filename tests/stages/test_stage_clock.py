@@ -12,6 +12,7 @@ from tests.stages.ws_helpers import KEY, KEY_ENV, audio, collect, fixture_pcm, t
 from voicelat.core.clock import FakeClock
 from voicelat.core.events import Done, Span, StageEvent
 from voicelat.emulate import Emulators
+from voicelat.stages.base import use_clock
 from voicelat.stages.deepgram import DeepgramSTT, DeepgramTTS
 from voicelat.stages.espeak import EspeakTTS
 from voicelat.stages.openai import OpenAILLM
@@ -73,3 +74,13 @@ async def test_worker_stages_stamp_on_their_clock_in_this_process() -> None:
         events = await collect(tts.synthesize(texts("Hello.")), limit_s=30)
     assert isinstance(events[-1], Done)
     assert _stamps(events) == {T}
+
+
+def test_use_clock_hands_a_clock_to_stages_that_take_one() -> None:
+    class Foreign:
+        """A third-party stage that stamps on its own."""
+
+    stage = EspeakTTS({})
+    clock = FakeClock()
+    assert use_clock(stage, clock) and stage.clock is clock
+    assert not use_clock(Foreign(), clock) and not hasattr(Foreign(), "clock")

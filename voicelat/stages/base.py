@@ -66,6 +66,16 @@ class TTSStage(Stage, Protocol):
     def synthesize(self, text: AsyncIterable[str]) -> AsyncIterator[StageEvent]: ...
 
 
+def use_clock(stage: object, clock: Clock) -> bool:
+    """Hand ``stage`` the clock to stamp on (before ``__aenter__``); False for a stage that
+    has no ``clock`` attribute (a third-party stage stamping on its own), which is left as
+    it is."""
+    if not hasattr(stage, "clock"):
+        return False
+    stage.clock = clock
+    return True
+
+
 def available_stages() -> dict[str, Any]:
     """Every registered stage class by name (entry point group ``voicelat.stages``)."""
     found: dict[str, Any] = {}
