@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy as copy_module
+import dataclasses
 import hashlib
+import json
+import pickle
 import re
 import tomllib
 from pathlib import Path
@@ -13,6 +17,7 @@ from voicelat.core.errors import ConfigError
 from voicelat.files.pipeline import (
     ChunkerConfig,
     Endpointing,
+    StageTable,
     default_pipeline_path,
     load_pipeline,
     parse_pipeline,
@@ -263,3 +268,29 @@ def test_unknown_top_level_key_reports_its_line(tmp_path: Path) -> None:
     text = 'name = "oops"\n' + VALID
     msg = load_error(tmp_path, text)
     assert "unknown table(s) name" in msg and f"{tmp_path / 'p.toml'}:1:" in msg
+
+
+def test_stage_tables_know_their_file_and_lines(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID)
+    p = load_pipeline(path)
+    assert isinstance(p.stt, StageTable) and p.stt.source == path
+    assert p.llm.line_of("max_tokens") == line_no(VALID, "max_tokens = 40")
+    assert p.llm.line_of("not_there") == line_no(VALID, "[llm]")  # the table's header
+    assert p.tts.line_of("url") == line_no(VALID, 'url = "tcp://127.0.0.1:10200"')
+    # Still a plain mapping to everything else, and copies keep the location.
+    assert p.llm == {
+        "stage": "openai",
+        "base_url": "http://127.0.0.1:8080/v1",
+        "max_tokens": 40,
+        "api_key_env": "OPENAI_API_KEY",
+    }
+    for copy in (p.llm.copy(), copy_module.deepcopy(p.llm), pickle.loads(pickle.dumps(p.llm))):
+        assert isinstance(copy, StageTable) and copy == p.llm
+        assert copy.line_of("max_tokens") == p.llm.line_of("max_tokens")
+    assert dataclasses.asdict(p)["llm"] == p.llm
+    assert json.loads(json.dumps(p.to_json()))["llm"]["max_tokens"] == 40
+
+
+def test_stage_tables_without_a_source_have_no_location() -> None:
+    p = parse_pipeline({t: {"stage": "x", "k": 1} for t in ("stt", "llm", "tts")})
+    assert p.stt.source is None and p.stt.line_of("k") is None

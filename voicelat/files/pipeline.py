@@ -24,6 +24,46 @@ _SECRET_KEY = re.compile(
 )
 
 
+class StageTable(dict[str, Any]):
+    """A stage's table of a pipeline file that remembers where it came from, so an option the
+    stage refuses is reported as ``path:line: [table] key ...``.
+
+    It is a plain ``dict`` to everything else (equality, JSON); a table built in code (a matrix
+    combination, a test) is a plain dict and is reported without a location.
+    """
+
+    def __init__(self, values: Any = (), /) -> None:
+        super().__init__(values)
+        self.source: Path | None = None
+        self.lines: dict[str, int] = {}
+        self.header_line: int | None = None
+
+    @classmethod
+    def located(
+        cls, values: dict[str, Any], *, table: str, text: str, source: Path | None
+    ) -> StageTable:
+        """``values`` with the line of each key (and of the ``[table]`` header) in ``text``."""
+        out = cls(values)
+        out.source = source
+        out.header_line = _line_of(text, table, None)
+        for key in values:
+            line = _line_of(text, table, key)
+            if line is not None and line != out.header_line:
+                out.lines[key] = line
+        return out
+
+    def line_of(self, key: str | None) -> int | None:
+        """The line of ``key`` in the file; the table's header line for a key it does not hold."""
+        if key is not None and key in self.lines:
+            return self.lines[key]
+        return self.header_line
+
+    def copy(self) -> StageTable:
+        out = StageTable(self)
+        out.source, out.lines, out.header_line = self.source, dict(self.lines), self.header_line
+        return out
+
+
 @dataclass(frozen=True)
 class Endpointing:
     """How the pipeline decides the user's turn is over."""
@@ -123,6 +163,8 @@ def load_pipeline(path: Path) -> Pipeline:
 def parse_pipeline(
     data: dict[str, Any], *, text: str = "", path: Path | None = None, sha256: str = ""
 ) -> Pipeline:
+    """Validate a pipeline file's data; each stage table is kept for the stage to check (as a
+    :class:`StageTable` that knows its lines when ``text`` is the file's source)."""
     where = str(path) if path else "pipeline"
 
     def err(table: str, key: str | None, msg: str) -> ConfigError:
@@ -139,21 +181,7 @@ def parse_pipeline(
             f"{loc}: unknown table(s) {', '.join(unknown)}; valid tables: {', '.join(sorted(_TOP_LEVEL))}"
         )
     for stage in ("stt", "llm", "tts"):
-        table = data.get(stage)
-        if not isinstance(table, dict):
-            raise err(stage, None, "is missing: every pipeline needs [stt], [llm] and [tts] tables")
-        if not isinstance(table.get("stage"), str):
-            raise err(stage, "stage", 'is missing: name the stage to use (e.g. stage = "openai")')
-        for key, value in table.items():
-            if _SECRET_KEY.search(key) and isinstance(value, str):
-                raise err(
-                    stage,
-                    key,
-                    "looks like a secret: name an environment variable with api_key_env instead",
-                )
-            if key == "api_key_env" and isinstance(value, str) and _SECRET_LOOKING.match(value):
-                raise err(stage, key, "must name an environment variable, not hold the key itself")
-
+        _check_stage_table(data.get(stage), stage, err)
     meta = _table(data, "pipeline", err)
     name = meta.get("name", path.stem if path else "pipeline")
     if not isinstance(name, str):
@@ -163,8 +191,46 @@ def parse_pipeline(
         raise err(
             "pipeline", "stack", f'must be "local" (the embedded stack) or absent, not {stack!r}'
         )
+    desc = meta.get("description", "")
+    stages = {
+        kind: StageTable.located(dict(data[kind]), table=kind, text=text, source=path)
+        for kind in ("stt", "llm", "tts")
+    }
+    return Pipeline(
+        name=name,
+        path=path,
+        sha256=sha256,
+        stack=stack,
+        stt=stages["stt"],
+        llm=stages["llm"],
+        tts=stages["tts"],
+        endpointing=_endpointing(_table(data, "endpointing", err), err),
+        chunker=_chunker(_table(data, "chunker", err), err),
+        output=_output(_table(data, "output", err), err),
+        turn=_turn(_table(data, "turn", err), err),
+        budget=_table(data, "budget", err),
+        description=desc if isinstance(desc, str) else "",
+    )
 
-    ep = _table(data, "endpointing", err)
+
+def _check_stage_table(table: Any, stage: str, err: Any) -> None:
+    """Present, names its stage, and holds no secret (the rest is the stage's to check)."""
+    if not isinstance(table, dict):
+        raise err(stage, None, "is missing: every pipeline needs [stt], [llm] and [tts] tables")
+    if not isinstance(table.get("stage"), str):
+        raise err(stage, "stage", 'is missing: name the stage to use (e.g. stage = "openai")')
+    for key, value in table.items():
+        if _SECRET_KEY.search(key) and isinstance(value, str):
+            raise err(
+                stage,
+                key,
+                "looks like a secret: name an environment variable with api_key_env instead",
+            )
+        if key == "api_key_env" and isinstance(value, str) and _SECRET_LOOKING.match(value):
+            raise err(stage, key, "must name an environment variable, not hold the key itself")
+
+
+def _endpointing(ep: dict[str, Any], err: Any) -> Endpointing:
     endpointing = Endpointing(
         mode=_choice(ep, "mode", ("vad", "provider"), "vad", "endpointing", err),
         hangover_ms=_int(ep, "hangover_ms", 600, "endpointing", err, lo=0, hi=5000),
@@ -172,13 +238,19 @@ def parse_pipeline(
         min_speech_ms=_int(ep, "min_speech_ms", 100, "endpointing", err, lo=0, hi=5000),
     )
     _only(ep, {"mode", "hangover_ms", "threshold_dbfs", "min_speech_ms"}, "endpointing", err)
-    ch = _table(data, "chunker", err)
+    return endpointing
+
+
+def _chunker(ch: dict[str, Any], err: Any) -> ChunkerConfig:
     chunker = ChunkerConfig(
         mode=_choice(ch, "mode", ("sentence", "clause", "token"), "sentence", "chunker", err),
         min_chars=_int(ch, "min_chars", 1, "chunker", err, lo=1, hi=1000),
     )
     _only(ch, {"mode", "min_chars"}, "chunker", err)
-    out = _table(data, "output", err)
+    return chunker
+
+
+def _output(out: dict[str, Any], err: Any) -> OutputConfig:
     save = out.get("save_audio", False)
     if not isinstance(save, bool):
         raise err("output", "save_audio", "must be true or false")
@@ -186,29 +258,16 @@ def parse_pipeline(
         latency_ms=_int(out, "latency_ms", 0, "output", err, lo=0, hi=2000), save_audio=save
     )
     _only(out, {"latency_ms", "save_audio"}, "output", err)
-    tu = _table(data, "turn", err)
+    return output
+
+
+def _turn(tu: dict[str, Any], err: Any) -> TurnConfig:
     turn = TurnConfig(
         timeout_s=_num(tu, "timeout_s", 60.0, "turn", err, lo=1, hi=3600),
         pacer_lag_limit_ms=_num(tu, "pacer_lag_limit_ms", 10.0, "turn", err, lo=0, hi=10000),
     )
     _only(tu, {"timeout_s", "pacer_lag_limit_ms"}, "turn", err)
-    budget = _table(data, "budget", err)
-    desc = meta.get("description", "")
-    return Pipeline(
-        name=name,
-        path=path,
-        sha256=sha256,
-        stack=stack,
-        stt=dict(data["stt"]),
-        llm=dict(data["llm"]),
-        tts=dict(data["tts"]),
-        endpointing=endpointing,
-        chunker=chunker,
-        output=output,
-        turn=turn,
-        budget=budget,
-        description=desc if isinstance(desc, str) else "",
-    )
+    return turn
 
 
 def _table(data: dict[str, Any], name: str, err: Any) -> dict[str, Any]:

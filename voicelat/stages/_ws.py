@@ -13,6 +13,15 @@ the protocol (``data_received``), not when our task got round to ``recv()``: mes
 arrive together share a stamp, as they should, and queueing in our code never shows up as
 provider latency.
 
+**Requests.** A provider's messages are parsed by its sans-I/O protocol object
+(:mod:`voicelat.stages.protocols`); :meth:`WsStage._exchange` is the one loop that drives any
+of them over a connection: the input goes out through the protocol's ``send_*`` methods on a
+sender task, every message comes back with its arrival stamp, and the end of the request
+(finished, failed, stalled, closed) is handled once, here.
+
+**Clock.** Every stamp comes from the stage's ``clock`` (the connection and its messages
+included), so a fake clock drives a stage in tests.
+
 **Errors.** Every failure becomes one line naming the URL without its query string (keys
 travel only in headers, but a query could still carry a temporary token), never a traceback,
 and :func:`scrub` removes a key from any text before it is reported.
@@ -22,13 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import socket
 import ssl
-import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit, urlunsplit
@@ -43,11 +52,14 @@ from websockets.exceptions import (
 from websockets.frames import DATA_OPCODES, Frame
 from websockets.protocol import State
 
+from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
 from voicelat.core.events import Connected, Failed, Span, StageEvent
 from voicelat.core.version import __version__
-from voicelat.stages.base import Options
+from voicelat.stages.base import MONOTONIC
 from voicelat.stages.http import describe_exception, error_message
+from voicelat.stages.options import read_secret
+from voicelat.stages.protocols.base import In, Send, WsProtocol
 
 __all__ = [
     "Closed",
@@ -56,13 +68,12 @@ __all__ = [
     "SenderDone",
     "SenderFailed",
     "WsConn",
+    "WsOptions",
     "WsStage",
     "body_text",
     "close_reason",
     "connect_reason",
-    "json_object",
     "plain_url",
-    "query_params",
     "require_key",
     "scrub",
     "ws_connect",
@@ -87,21 +98,24 @@ def scrub(text: str, secret: str | None) -> str:
 
 class _StampedConnection(ClientConnection):
     """A client connection that stamps the arrival of every data message, and when its
-    transport came up (after TLS for wss://)."""
+    transport came up (after TLS for wss://), on ``clock`` (see :func:`_stamped_on`)."""
+
+    clock: ClassVar[Clock] = MONOTONIC
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.t_made_ns: int | None = None
         self.arrivals: deque[int] = deque()
         self._t_data = 0
+        self._now = self.clock.now_ns  # bound once: every read of the socket takes a stamp
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.t_made_ns = time.perf_counter_ns()
+        self.t_made_ns = self._now()
         super().connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         # Before parsing: frames completed by this read share its stamp.
-        self._t_data = time.perf_counter_ns()
+        self._t_data = self._now()
         super().data_received(data)
 
     def process_event(self, event: Any) -> None:
@@ -109,6 +123,13 @@ class _StampedConnection(ClientConnection):
         if isinstance(event, Frame) and event.opcode in DATA_OPCODES and event.fin:
             self.arrivals.append(self._t_data)
         super().process_event(event)
+
+
+def _stamped_on(clock: Clock) -> type[_StampedConnection]:
+    """The connection class stamping on ``clock`` (websockets builds the connection itself)."""
+    if clock is MONOTONIC:
+        return _StampedConnection
+    return type("_StampedConnection", (_StampedConnection,), {"clock": clock})
 
 
 @dataclass
@@ -123,6 +144,7 @@ class WsConn:
     """Whether a request has reported this connection's spans yet (each connection once)."""
     used: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    clock: Clock = MONOTONIC
 
     @property
     def open(self) -> bool:
@@ -131,7 +153,7 @@ class WsConn:
     async def recv(self) -> tuple[str | bytes, int]:
         """The next message and when its bytes arrived (raises ConnectionClosed)."""
         message = await self.ws.recv()
-        t = self.ws.arrivals.popleft() if self.ws.arrivals else time.perf_counter_ns()
+        t = self.ws.arrivals.popleft() if self.ws.arrivals else self.clock.now_ns()
         return message, t
 
     def pending(self) -> int:
@@ -140,12 +162,9 @@ class WsConn:
 
     async def send(self, data: str | bytes) -> int:
         """Send one message; returns the stamp taken right before it was handed over."""
-        t = time.perf_counter_ns()
+        t = self.clock.now_ns()
         await self.ws.send(data)
         return t
-
-    async def send_json(self, data: Mapping[str, Any]) -> int:
-        return await self.send(json.dumps(data, separators=(",", ":")))
 
     def take_spans(self) -> list[Span]:
         """The connection's spans the first time a request asks, then nothing."""
@@ -175,8 +194,10 @@ async def ws_connect(
     *,
     timeout_s: float,
     ssl_context: ssl.SSLContext | None = None,
+    clock: Clock = MONOTONIC,
 ) -> WsConn:
-    """Open a websocket, timing DNS, TCP connect, TLS and the upgrade handshake separately.
+    """Open a websocket, timing DNS, TCP connect, TLS and the upgrade handshake separately
+    (on ``clock``, which also stamps every message the connection receives).
 
     Raises OSError, TimeoutError, InvalidHandshake (InvalidStatus for a rejected upgrade):
     turn them into one line with :func:`connect_reason`.
@@ -193,32 +214,8 @@ async def ws_connect(
     sock: socket.socket | None = None
     try:
         async with asyncio.timeout(timeout_s):
-            t0 = time.perf_counter_ns()
-            if _is_ip(host):
-                family = socket.AF_INET6 if ":" in host else socket.AF_INET
-                infos: list[Any] = [(family, socket.SOCK_STREAM, 0, "", (host, port))]
-            else:
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-                spans.append(Span("dns", t0, time.perf_counter_ns()))
-            t1 = time.perf_counter_ns()
-            error: OSError | None = None
-            for family, kind, proto, _, addr in infos:
-                candidate = socket.socket(family, kind, proto)
-                candidate.setblocking(False)
-                try:
-                    await loop.sock_connect(candidate, addr)
-                except OSError as exc:
-                    candidate.close()
-                    error = exc
-                    continue
-                sock = candidate
-                break
-            if sock is None:
-                raise error or OSError(f"no address for {host}")
-            # asyncio sets TCP_NODELAY on the sockets it creates; this one is ours.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            t2 = time.perf_counter_ns()
-            spans.append(Span("connect", t1, t2))
+            sock = await _tcp_connect(host, port, spans, clock)
+        t2 = spans[-1].end_ns
         tls: dict[str, Any] = {}
         if secure:
             tls = {"ssl": ssl_context or ssl.create_default_context(), "server_hostname": host}
@@ -234,7 +231,7 @@ async def ws_connect(
             ping_timeout=20,
             close_timeout=2,
             max_size=None,
-            create_connection=_StampedConnection,
+            create_connection=_stamped_on(clock),
             **tls,
         )
     except BaseException:
@@ -242,13 +239,41 @@ async def ws_connect(
             with contextlib.suppress(OSError):
                 sock.close()
         raise
-    t3 = time.perf_counter_ns()
+    t3 = clock.now_ns()
     assert isinstance(ws, _StampedConnection)
     t_made = ws.t_made_ns or t2
     if secure:
         spans.append(Span("tls", t2, t_made))
     spans.append(Span("handshake", t_made, t3))
-    return WsConn(ws, plain_url(url), spans, t3)
+    return WsConn(ws, plain_url(url), spans, t3, clock=clock)
+
+
+async def _tcp_connect(host: str, port: int, spans: list[Span], clock: Clock) -> socket.socket:
+    """A connected TCP socket to ``host`` (its ``dns`` and ``connect`` spans appended)."""
+    loop = asyncio.get_running_loop()
+    t0 = clock.now_ns()
+    if _is_ip(host):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        infos: list[Any] = [(family, socket.SOCK_STREAM, 0, "", (host, port))]
+    else:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        spans.append(Span("dns", t0, clock.now_ns()))
+    t1 = clock.now_ns()
+    error: OSError | None = None
+    for family, kind, proto, _, addr in infos:
+        candidate = socket.socket(family, kind, proto)
+        candidate.setblocking(False)
+        try:
+            await loop.sock_connect(candidate, addr)
+        except OSError as exc:
+            candidate.close()
+            error = exc
+            continue
+        # asyncio sets TCP_NODELAY on the sockets it creates; this one is ours.
+        candidate.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        spans.append(Span("connect", t1, clock.now_ns()))
+        return candidate
+    raise error or OSError(f"no address for {host}")
 
 
 def body_text(body: bytes) -> str:
@@ -268,17 +293,6 @@ def body_text(body: bytes) -> str:
             if isinstance(value, str) and value.strip():
                 return " ".join(value.split())[:300]
     return error_message(body)
-
-
-def json_object(message: str | bytes) -> dict[str, Any] | None:
-    """A text message's JSON object; None for a binary message, bad JSON or another value."""
-    if isinstance(message, bytes):
-        return None
-    try:
-        data = json.loads(message)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def connect_reason(exc: BaseException, url: str, timeout_s: float, secret: str | None) -> str:
@@ -354,6 +368,7 @@ class Pump:
 
     def __init__(self, conn: WsConn) -> None:
         self.conn = conn
+        self.clock = conn.clock
         self.queue: asyncio.Queue[_Item] = asyncio.Queue()
         self.sender_done = False
         self._receiver = asyncio.create_task(self._receive())
@@ -374,7 +389,7 @@ class Pump:
             except Exception as exc:
                 self.queue.put_nowait(SenderFailed(exc))
                 return
-            self.queue.put_nowait(SenderDone(t if t is not None else time.perf_counter_ns()))
+            self.queue.put_nowait(SenderDone(t if t is not None else self.clock.now_ns()))
 
         self._sender = asyncio.create_task(run())
 
@@ -418,16 +433,17 @@ def require_key(key: str | None, table: str) -> str:
     return key
 
 
-def query_params(o: Options) -> dict[str, str]:
-    """The table's ``query``: extra query parameters, as strings (booleans ``true``/``false``)."""
-    extra = o.values.get("query", {})
-    if not isinstance(extra, Mapping):
-        raise StageError(f"[{o.table}] query must be a table of extra query parameters")
-    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()}
+@dataclass(frozen=True, kw_only=True)
+class WsOptions:
+    """What every websocket stage's table may hold (each provider's options extend it)."""
+
+    base_url: str
+    api_key_env: str | None = None
+    timeout_s: float = 10.0
 
 
 class WsStage:
-    """Connection lifecycle shared by the websocket stages.
+    """Connection lifecycle and the one request loop shared by the websocket stages.
 
     ``__aenter__`` builds the TLS context (tens of ms, never inside a measured request) and
     opens the first connection, so the first turn is warm. A refused key (HTTP 401/403) or a
@@ -437,12 +453,17 @@ class WsStage:
     re-opens a connection the server closed. A request that has to open its connection
     itself reports ``Connected(cold=True)``; each connection's sub-spans are reported once,
     by the first request that uses it (so a pre-opened connection's spans start before t0).
+
+    A request is a provider's sans-I/O protocol object (:mod:`voicelat.stages.protocols`)
+    driven by :meth:`_exchange`: the stage never touches a message itself.
     """
 
     stage_name: ClassVar[str] = ""
     #: Whether a connection outlives a request (Deepgram, Cartesia, AssemblyAI) or serves
     #: exactly one (ElevenLabs stream-input closes after isFinal; prepare() opens the next).
     persistent: ClassVar[bool] = True
+    #: Stamps every event; the engine may replace it before ``__aenter__``.
+    clock: Clock = MONOTONIC
 
     table: str
     base_url: str
@@ -450,28 +471,16 @@ class WsStage:
     key_env: str | None
     _key: str
 
-    def __init__(self) -> None:
+    def __init__(self, table: str, options: WsOptions) -> None:
+        self.table = table
+        self.base_url = options.base_url.rstrip("/")
+        self.timeout_s = options.timeout_s
+        self.key_env = options.api_key_env
+        self._key = require_key(read_secret(table, options.api_key_env), table)
         self._conn: WsConn | None = None
         self._ssl: ssl.SSLContext | None = None
         self._last_error: str | None = None
         self._server: str | None = None
-
-    # -- options ------------------------------------------------------------------------------
-    def _options(
-        self, table: str, options: Mapping[str, Any], keys: set[str], *, base_url: str
-    ) -> Options:
-        """The stage's table, which may hold ``keys`` and what every websocket stage takes
-        (``base_url``, ``api_key_env``, ``timeout_s``); reads ``base_url``."""
-        o = Options(table, options, {"base_url", "api_key_env", "timeout_s", *keys})
-        self.table = table
-        self.base_url = o.text("base_url", base_url).rstrip("/")
-        return o
-
-    def _read_key(self, o: Options) -> str:
-        """The key from the variable ``api_key_env`` names (a startup error without one)."""
-        self.key_env = o.opt_text("api_key_env")
-        self._key = require_key(o.secret("api_key_env"), o.table)
-        return self._key
 
     # -- what subclasses provide ---------------------------------------------------------
     def _url(self) -> str:
@@ -520,7 +529,11 @@ class WsStage:
 
     async def _open(self) -> WsConn:
         conn = await ws_connect(
-            self._url(), self._headers(), timeout_s=self.timeout_s, ssl_context=self._ssl
+            self._url(),
+            self._headers(),
+            timeout_s=self.timeout_s,
+            ssl_context=self._ssl,
+            clock=self.clock,
         )
         if self._server is None:
             response = conn.ws.response
@@ -562,11 +575,11 @@ class WsStage:
                 conn = self._conn = await self._open()
             except Exception as exc:
                 reason = connect_reason(exc, self._url(), self.timeout_s, self._key)
-                return None, [Failed(time.perf_counter_ns(), f"{self.stage_name}: {reason}")]
+                return None, [self.failed(reason)]
         assert conn is not None
         events: list[StageEvent] = [
             Connected(
-                conn.t_open_ns if cold else time.perf_counter_ns(),
+                conn.t_open_ns if cold else self.clock.now_ns(),
                 cold=cold,
                 new_connection=not conn.used,
             ),
@@ -580,6 +593,93 @@ class WsStage:
         if conn is not None:
             await conn.close()
 
-    def failed(self, reason: str) -> Failed:
-        """A one-line failure, prefixed with the stage, with the key scrubbed."""
-        return Failed(time.perf_counter_ns(), scrub(f"{self.stage_name}: {reason}", self._key))
+    async def _discard_stale(self) -> None:
+        """Messages of an earlier request that arrived after it ended (an UtteranceEnd...)."""
+        conn = self._conn
+        while conn is not None and conn.open and conn.pending():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.recv(), 0.01)
+
+    async def _send_final(self, message: str) -> None:
+        """A goodbye on the open connection (CloseStream, Terminate), if there is one."""
+        if self._conn is not None and self._conn.open:
+            with contextlib.suppress(Exception):  # closing anyway
+                await self._conn.send(message)
+
+    def failed(self, reason: str, t_ns: int | None = None) -> Failed:
+        """A one-line failure, prefixed with the stage, with the key scrubbed (stamped now
+        unless ``t_ns`` says when it arrived)."""
+        t = self.clock.now_ns() if t_ns is None else t_ns
+        return Failed(t, scrub(f"{self.stage_name}: {reason}", self._key))
+
+    # -- the request loop -----------------------------------------------------------------
+    async def _request(
+        self, inputs: AsyncIterable[In], protocol: Callable[[WsConn], WsProtocol[In]]
+    ) -> AsyncIterator[StageEvent]:
+        """One request: the connection's events, then ``protocol(conn)`` driven over it."""
+        conn, events = await self._acquire()
+        for event in events:
+            yield event
+        if conn is None:
+            return
+        async for event in self._exchange(conn, protocol(conn), inputs):
+            yield event
+
+    async def _exchange(
+        self, conn: WsConn, proto: WsProtocol[In], inputs: AsyncIterable[In]
+    ) -> AsyncIterator[StageEvent]:
+        """Send ``inputs`` through ``proto`` while its events come in, until it has finished
+        or failed. The read timeout runs only once the input has ended (a server may say
+        nothing while input is still streaming)."""
+        pump = Pump(conn)
+
+        async def send() -> int | None:
+            async for item in inputs:
+                for message in proto.send_input(item):
+                    await _hand_over(conn, pump, message)
+            t: int | None = None
+            for message in proto.send_end():
+                t = await _hand_over(conn, pump, message)
+            return t
+
+        pump.start_sender(send)
+        try:
+            while True:
+                item = await pump.next(self.timeout_s if pump.sender_done else None)
+                events = self._on_item(item, proto, conn.url)
+                for event in events:
+                    yield event
+                if proto.finished or any(isinstance(e, Failed) for e in events):
+                    return
+        finally:
+            await pump.stop()
+            if not proto.finished or self._stale(conn):
+                # A request that did not end cleanly leaves results in flight: start afresh.
+                await self._drop()
+
+    def _on_item(self, item: _Item | None, proto: WsProtocol[Any], url: str) -> list[StageEvent]:
+        if item is None:
+            return [self.failed(proto.stalled(self.timeout_s))]
+        if isinstance(item, Message):
+            return [
+                self.failed(e.reason, e.t_ns) if isinstance(e, Failed) else e
+                for e in proto.receive(item.data, item.t_ns)
+            ]
+        if isinstance(item, SenderDone):
+            return proto.input_ended(item.t_ns)
+        if isinstance(item, SenderFailed):
+            return [self.failed(f"sending {proto.sending} to {url} failed: {item.exc}")]
+        if isinstance(item, Closed):
+            return [self.failed(close_reason(item.exc, url, self._key, proto.awaiting))]
+        return [item]  # TextSent, RequestSent: what the sender handed over
+
+
+async def _hand_over(conn: WsConn, pump: Pump, message: Send) -> int:
+    """Send one message (or only stamp, for a message with nothing to send) and report it."""
+    if message.data is None:
+        t = conn.clock.now_ns()
+    else:
+        t = await conn.send(message.data)
+    if message.event is not None:
+        pump.emit(dataclasses.replace(message.event, t_ns=t))
+    return t

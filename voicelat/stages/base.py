@@ -3,19 +3,27 @@
 A stage is an async context manager (connect and warm up in ``__aenter__``, so handshakes are
 visible on their own and never hide inside the first turn) that reports stamped facts as
 :mod:`voicelat.core.events`. Stages never aggregate and never decide what counts as "first".
+
+Every shipped stage has an attribute ``clock`` (a :class:`~voicelat.core.clock.Clock`,
+:data:`MONOTONIC` unless set): the engine may replace it before ``__aenter__``, and the stage
+takes every stamp from it, as the first statement after the ``await`` that delivered the data.
+Its options are a frozen dataclass parsed by :func:`voicelat.stages.options.parse_options`.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
-from voicelat.core.errors import ConfigError, StageError
+from voicelat.core.clock import Clock, MonotonicClock
+from voicelat.core.errors import ConfigError
 from voicelat.core.events import StageEvent, StageName
 
 ENTRY_POINT_GROUP = "voicelat.stages"
+
+#: The clock every stage stamps on unless the engine hands it another (a fake one in tests).
+MONOTONIC: Clock = MonotonicClock()
 
 
 @runtime_checkable
@@ -58,6 +66,16 @@ class TTSStage(Stage, Protocol):
     def synthesize(self, text: AsyncIterable[str]) -> AsyncIterator[StageEvent]: ...
 
 
+def use_clock(stage: object, clock: Clock) -> bool:
+    """Hand ``stage`` the clock to stamp on (before ``__aenter__``); False for a stage that
+    has no ``clock`` attribute (a third-party stage stamping on its own), which is left as
+    it is."""
+    if not hasattr(stage, "clock"):
+        return False
+    stage.clock = clock
+    return True
+
+
 def available_stages() -> dict[str, Any]:
     """Every registered stage class by name (entry point group ``voicelat.stages``)."""
     found: dict[str, Any] = {}
@@ -87,67 +105,3 @@ def _kind_of(ep: Any) -> str | None:
         return getattr(ep.load(), "kind", None)
     except Exception:
         return None
-
-
-class Options:
-    """Typed access to a stage's table of the pipeline file, with errors that name the key."""
-
-    def __init__(self, table: str, values: Mapping[str, Any], allowed: set[str]) -> None:
-        self.table = table
-        self.values = dict(values)
-        unknown = sorted(set(self.values) - allowed - {"stage"})
-        if unknown:
-            raise ConfigError(
-                f"[{table}] has unknown key(s) {', '.join(unknown)}; "
-                f"valid keys: {', '.join(sorted(allowed))}"
-            )
-
-    def text(self, key: str, default: str | None = None) -> str:
-        v = self.values.get(key, default)
-        if v is None:
-            raise ConfigError(f"[{self.table}] needs {key!r}")
-        if not isinstance(v, str):
-            raise ConfigError(f"[{self.table}] {key} must be a string, got {v!r}")
-        return v
-
-    def opt_text(self, key: str) -> str | None:
-        v = self.values.get(key)
-        if v is not None and not isinstance(v, str):
-            raise ConfigError(f"[{self.table}] {key} must be a string, got {v!r}")
-        return v
-
-    def integer(self, key: str, default: int) -> int:
-        v = self.values.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ConfigError(f"[{self.table}] {key} must be an integer, got {v!r}")
-        return v
-
-    def number(self, key: str, default: float) -> float:
-        v = self.values.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ConfigError(f"[{self.table}] {key} must be a number, got {v!r}")
-        return float(v)
-
-    def flag(self, key: str, default: bool) -> bool:
-        v = self.values.get(key, default)
-        if not isinstance(v, bool):
-            raise ConfigError(f"[{self.table}] {key} must be true or false, got {v!r}")
-        return v
-
-    def text_list(self, key: str, default: list[str]) -> list[str]:
-        v = self.values.get(key, default)
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise ConfigError(f"[{self.table}] {key} must be a list of strings, got {v!r}")
-        return list(v)
-
-    def secret(self, key: str = "api_key_env") -> str | None:
-        """The value of the environment variable the pipeline names (never the key itself)."""
-        var = self.opt_text(key)
-        if var is None:
-            return None
-        value = os.environ.get(var)
-        if not value:
-            raise StageError(
-                f"[{self.table}] reads its API key from ${var}, which is not set: export {var}=..."
-            )
-        return value

@@ -1,4 +1,5 @@
-"""ElevenLabs TTS over the stream-input websocket: ``elevenlabs-tts`` (PROTOCOLS.md §4a).
+"""ElevenLabs TTS over the stream-input websocket: ``elevenlabs-tts`` (PROTOCOLS.md §4a). The
+messages are built and parsed by :mod:`voicelat.stages.protocols.elevenlabs`.
 
 The protocol serves one generation per socket: after the end of input (``{"text": ""}``) the
 server sends ``isFinal`` and closes. So the stage opens the next socket *before* it is needed:
@@ -16,36 +17,52 @@ The key travels only in the ``xi-api-key`` handshake header.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import json
-import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 from websockets.exceptions import ConnectionClosed
 
-from voicelat.core.errors import StageError
-from voicelat.core.events import Audio, Done, StageEvent, StageName, TextSent
-from voicelat.stages._ws import (
-    Closed,
-    Message,
-    Pump,
-    SenderDone,
-    SenderFailed,
-    WsConn,
-    WsStage,
-    close_reason,
-    plain_url,
-    require_key,
-)
-from voicelat.stages.base import Options
+from voicelat.core.events import StageEvent, StageName
+from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
+from voicelat.stages.options import OptionProblem, parse_options, query_strings
+from voicelat.stages.protocols.elevenlabs import ElevenLabsProtocol, init_message
 
-__all__ = ["ElevenLabsTTS"]
+__all__ = ["ElevenLabsOptions", "ElevenLabsTTS"]
 
 _RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElevenLabsOptions(WsOptions):
+    """``[tts]`` of ``elevenlabs-tts``: the stream-input query and the init message."""
+
+    base_url: str = "wss://api.elevenlabs.io"
+    voice: str = "JBFqnCBsd6RMkjVDRZzb"
+    model: str = "eleven_flash_v2_5"
+    rate: int = 24000
+    voice_settings: Mapping[str, Any] | None = None
+    chunk_length_schedule: tuple[int, ...] | None = field(
+        default=None, metadata={"expect": "a list of 50..500"}
+    )
+    flush_each: bool = True
+    auto_mode: bool | None = None
+    inactivity_timeout: float = 20.0
+    query: Mapping[str, Any] = field(
+        default_factory=dict, metadata={"expect": "a table of extra query parameters"}
+    )
+
+    def check(self) -> None:
+        if self.rate not in _RATES:
+            rates = ", ".join(map(str, _RATES))
+            raise OptionProblem("rate", f"rate must be one of {rates} (pcm_<rate>)")
+        schedule = self.chunk_length_schedule
+        if schedule is not None and not all(50 <= v <= 500 for v in schedule):
+            raise OptionProblem(
+                "chunk_length_schedule", "chunk_length_schedule must be a list of 50..500"
+            )
 
 
 class ElevenLabsTTS(WsStage):
@@ -56,177 +73,53 @@ class ElevenLabsTTS(WsStage):
     persistent: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
-        super().__init__()
-        o = Options(
-            table,
-            options,
-            {
-                "base_url",
-                "voice",
-                "model",
-                "rate",
-                "voice_settings",
-                "chunk_length_schedule",
-                "flush_each",
-                "auto_mode",
-                "inactivity_timeout",
-                "query",
-                "api_key_env",
-                "timeout_s",
-            },
-        )
-        self.table = table
-        self.base_url = o.text("base_url", "wss://api.elevenlabs.io").rstrip("/")
-        self.voice = o.text("voice", "JBFqnCBsd6RMkjVDRZzb")
-        self.model = o.text("model", "eleven_flash_v2_5")
-        self.rate = o.integer("rate", 24000)
-        if self.rate not in _RATES:
-            raise StageError(
-                f"[{table}] rate must be one of {', '.join(map(str, _RATES))} (pcm_<rate>)"
-            )
-        settings = o.values.get("voice_settings")
-        if settings is not None and not isinstance(settings, Mapping):
-            raise StageError(f"[{table}] voice_settings must be a table")
-        self.voice_settings = dict(settings) if settings is not None else None
-        schedule = o.values.get("chunk_length_schedule")
-        if schedule is not None and (
-            not isinstance(schedule, list)
-            or not all(isinstance(v, int) and 50 <= v <= 500 for v in schedule)
-        ):
-            raise StageError(f"[{table}] chunk_length_schedule must be a list of 50..500")
-        self.schedule: list[int] | None = schedule
-        self.flush_each = o.flag("flush_each", True)
-        self.auto_mode = o.flag("auto_mode", False) if "auto_mode" in o.values else None
-        self.inactivity_s = o.number("inactivity_timeout", 20.0)
-        extra = o.values.get("query", {})
-        if not isinstance(extra, Mapping):
-            raise StageError(f"[{table}] query must be a table of extra query parameters")
-        self.extra = {
-            str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()
-        }
-        self.timeout_s = o.number("timeout_s", 10.0)
-        self.key_env = o.opt_text("api_key_env")
-        self._key = require_key(o.secret("api_key_env"), table)
+        o = self.options = parse_options(ElevenLabsOptions, table, options)
+        super().__init__(table, o)
+        self.rate = o.rate
+        self.inactivity_s = o.inactivity_timeout
+        self._init = init_message(o.voice_settings, o.chunk_length_schedule)
 
     def _url(self) -> str:
-        params = {"model_id": self.model, "output_format": f"pcm_{self.rate}"}
-        if self.auto_mode is not None:
-            params["auto_mode"] = "true" if self.auto_mode else "false"
+        o = self.options
+        params = {"model_id": o.model, "output_format": f"pcm_{o.rate}"}
+        if o.auto_mode is not None:
+            params["auto_mode"] = "true" if o.auto_mode else "false"
         if self.inactivity_s != 20.0:
             params["inactivity_timeout"] = str(int(self.inactivity_s))
-        params.update(self.extra)
-        voice = quote(self.voice, safe="")
+        params.update(query_strings(o.query))
+        voice = quote(o.voice, safe="")
         return f"{self.base_url}/v1/text-to-speech/{voice}/stream-input?{urlencode(params)}"
 
     def _headers(self) -> dict[str, str]:
         return {"xi-api-key": self._key}
 
     async def _on_open(self, conn: WsConn) -> None:
-        init: dict[str, Any] = {"text": " "}
-        if self.voice_settings is not None:
-            init["voice_settings"] = self.voice_settings
-        if self.schedule is not None:
-            init["generation_config"] = {"chunk_length_schedule": self.schedule}
         # Refused right after the upgrade (an unknown voice...): the socket keeps the
         # server's error message, which the request that gets it reports.
         with contextlib.suppress(ConnectionClosed):
-            await conn.send_json(init)
+            await conn.send(self._init)
 
     def _stale(self, conn: WsConn) -> bool:
         # Used (one generation per socket), or idle for nearly the server's input timeout.
-        idle_ns = time.perf_counter_ns() - conn.t_open_ns
+        idle_ns = self.clock.now_ns() - conn.t_open_ns
         return conn.used or idle_ns > (self.inactivity_s - 2.0) * 1e9
 
     def describe(self) -> dict[str, Any]:
+        o = self.options
         return {
             "stage": self.stage_name,
             "url": plain_url(self._url()),
-            "voice": self.voice,
-            "model": self.model,
-            "rate": self.rate,
-            "flush_each": self.flush_each,
+            "voice": o.voice,
+            "model": o.model,
+            "rate": o.rate,
+            "flush_each": o.flush_each,
             "server": self._server,
         }
 
     async def synthesize(self, text: AsyncIterable[str]) -> AsyncIterator[StageEvent]:
-        conn, events = await self._acquire()
-        for event in events:
+        # One generation per socket: whatever happens, the next turn gets a fresh one.
+        async for event in self._request(text, self._protocol):
             yield event
-        if conn is None:
-            return
-        url = conn.url
-        pump = Pump(conn)
 
-        async def send() -> int:
-            t = time.perf_counter_ns()
-            async for piece in text:
-                if not piece.strip():
-                    continue
-                # ElevenLabs wants every text to end with a space (it re-chunks on words).
-                message: dict[str, Any] = {"text": piece if piece.endswith(" ") else piece + " "}
-                if self.flush_each:
-                    message["flush"] = True
-                else:
-                    message["try_trigger_generation"] = True
-                t = await conn.send_json(message)
-                pump.emit(TextSent(t, piece))
-            await conn.send_json({"text": ""})
-            return t
-
-        pump.start_sender(send)
-        sender_done = False
-        try:
-            while True:
-                item = await pump.next(self.timeout_s if sender_done else None)
-                if item is None:
-                    yield self.failed(
-                        f"no audio from {url} for {self.timeout_s:g} s (read timeout): "
-                        "the server stalled"
-                    )
-                    return
-                if isinstance(item, SenderDone):
-                    sender_done = True
-                    continue
-                if isinstance(item, SenderFailed):
-                    yield self.failed(f"sending text to {url} failed: {item.exc}")
-                    return
-                if isinstance(item, Closed):
-                    yield self.failed(close_reason(item.exc, url, self._key, "isFinal"))
-                    return
-                if not isinstance(item, Message):
-                    yield item  # TextSent
-                    continue
-                data = _json(item.data)
-                if data is None:
-                    continue
-                audio = data.get("audio")
-                if isinstance(audio, str) and audio:
-                    try:
-                        pcm = base64.b64decode(audio, validate=True)
-                    except (binascii.Error, ValueError):
-                        yield self.failed(f"{url}: audio is not valid base64")
-                        return
-                    yield Audio(item.t_ns, pcm[: len(pcm) // 2 * 2], self.rate)
-                if data.get("isFinal"):
-                    yield Done(item.t_ns)
-                    return
-                if "error" in data or ("message" in data and not audio):
-                    detail = data.get("message") or data.get("error")
-                    code = data.get("error") if data.get("message") else None
-                    suffix = f" ({code})" if code else ""
-                    yield self.failed(f"error from {url}: {detail}{suffix}")
-                    return
-        finally:
-            await pump.stop()
-            # One generation per socket: whatever happened, the next turn gets a fresh one.
-            await self._drop()
-
-
-def _json(message: str | bytes) -> dict[str, Any] | None:
-    if isinstance(message, bytes):
-        return None
-    try:
-        data = json.loads(message)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+    def _protocol(self, conn: WsConn) -> ElevenLabsProtocol:
+        return ElevenLabsProtocol(conn.url, rate=self.rate, flush_each=self.options.flush_each)

@@ -17,14 +17,26 @@ import ctypes
 import os
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar
 
 from voicelat.core.events import Audio, Connected, Done, Failed, StageEvent, StageName, TextSent
-from voicelat.stages.base import Options
+from voicelat.stages.options import parse_options
 from voicelat.stages.worker import WorkerProcess, WorkerStage
 
-_ALLOWED = {"voice", "rate_wpm", "pitch", "buffer_ms", "timeout_s", "start_timeout_s"}
+
+@dataclass(frozen=True, kw_only=True)
+class EspeakOptions:
+    """``[tts]`` of ``espeak-tts``."""
+
+    voice: str = "en-us"
+    rate_wpm: int = 175
+    pitch: int = 50
+    buffer_ms: int = 50
+    timeout_s: float = 30.0
+    start_timeout_s: float = 60.0
+
 
 # espeak-ng's speak_lib.h constants.
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -42,17 +54,17 @@ class EspeakTTS(WorkerStage):
     stage_name: ClassVar[str] = "espeak-tts"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
-        o = Options(table, options, _ALLOWED)
+        o = parse_options(EspeakOptions, table, options)
         self.table = table
-        self.voice = o.text("voice", "en-us")
+        self.voice = o.voice
         self.engine_options: dict[str, Any] = {
-            "voice": self.voice,
-            "rate_wpm": o.integer("rate_wpm", 175),
-            "pitch": o.integer("pitch", 50),
-            "buffer_ms": o.integer("buffer_ms", 50),
+            "voice": o.voice,
+            "rate_wpm": o.rate_wpm,
+            "pitch": o.pitch,
+            "buffer_ms": o.buffer_ms,
         }
-        self.timeout_s = o.number("timeout_s", 30.0)
-        self.start_timeout_s = o.number("start_timeout_s", 60.0)
+        self.timeout_s = o.timeout_s
+        self.start_timeout_s = o.start_timeout_s
 
     @property
     def rate(self) -> int:
@@ -75,10 +87,10 @@ class EspeakTTS(WorkerStage):
     async def synthesize(self, text: AsyncIterable[str]) -> AsyncIterator[StageEvent]:
         w = self._worker
         if w is None or not w.alive():
-            yield Failed(time.perf_counter_ns(), "espeak-tts: the engine worker is not running")
+            yield Failed(self.clock.now_ns(), "espeak-tts: the engine worker is not running")
             return
         seq = w.next_seq()
-        yield Connected(time.perf_counter_ns(), cold=self._first_use(), new_connection=False)
+        yield Connected(self.clock.now_ns(), cold=self._first_use(), new_connection=False)
         feeder = asyncio.create_task(_feed(w, seq, text))
         sent = done = 0
         text_ended = False
@@ -91,7 +103,7 @@ class EspeakTTS(WorkerStage):
                     t, msg = await w.receive(seq, self.timeout_s if sent > done else None)
                 except TimeoutError:
                     yield Failed(
-                        time.perf_counter_ns(),
+                        self.clock.now_ns(),
                         f"espeak-tts: no audio within {self.timeout_s:g} s",
                     )
                     return
@@ -108,7 +120,7 @@ class EspeakTTS(WorkerStage):
                 elif kind in ("error", "eof", "feed_error"):
                     yield Failed(t, f"espeak-tts: {msg[2]}")
                     return
-            yield Done(time.perf_counter_ns())
+            yield Done(self.clock.now_ns())
         finally:
             if not feeder.done():
                 feeder.cancel()

@@ -7,17 +7,22 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import time
-from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Self
 
 import httpx
 
+from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
 from voicelat.core.events import Connected, Failed, Span, StageEvent
-from voicelat.stages.base import Options
+from voicelat.stages.base import MONOTONIC
+from voicelat.stages.options import read_secret
 
 __all__ = [
+    "AUTH_OPTION",
+    "AuthScheme",
+    "HttpOptions",
     "HttpStage",
     "Trace",
     "auth_header",
@@ -31,11 +36,12 @@ __all__ = [
 class Trace:
     """Collects httpcore trace events of one request as (name, t_ns) in arrival order."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = MONOTONIC) -> None:
         self.events: list[tuple[str, int]] = []
+        self._now = clock.now_ns
 
     async def __call__(self, name: str, info: Mapping[str, Any]) -> None:
-        self.events.append((name, time.perf_counter_ns()))
+        self.events.append((name, self._now()))
 
     def first(self, suffix: str) -> int | None:
         for name, t in self.events:
@@ -131,14 +137,29 @@ def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
     return f"request to {url} failed: {describe_exception(exc)}"
 
 
-def auth_header(o: Options, table: str, default: str) -> dict[str, str]:
-    auth = o.text("auth", default)
-    if auth not in ("bearer", "basic", "none"):
-        raise StageError(f"[{table}] auth must be bearer, basic or none, not {auth!r}")
-    key = o.secret("api_key_env")
-    if key is None or auth == "none":
+#: The ``auth`` option of the HTTP stages.
+AuthScheme = Literal["bearer", "basic", "none"]
+AUTH_OPTION = {"expect": "bearer, basic or none"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpOptions:
+    """What every HTTP stage's table may hold (each stage's options extend it)."""
+
+    base_url: str
+    api_key_env: str | None = None
+    auth: AuthScheme = field(default="bearer", metadata=AUTH_OPTION)
+    timeout_s: float = 30.0
+    keepalive: bool = True
+
+
+def auth_header(table: str, o: HttpOptions) -> dict[str, str]:
+    """The ``Authorization`` header for the key the variable ``api_key_env`` names (none
+    without a key or with ``auth = "none"``)."""
+    key = read_secret(table, o.api_key_env)
+    if key is None or o.auth == "none":
         return {}
-    return {"Authorization": f"{'Basic' if auth == 'basic' else 'Bearer'} {key}"}
+    return {"Authorization": f"{'Basic' if o.auth == 'basic' else 'Bearer'} {key}"}
 
 
 class HttpStage:
@@ -146,13 +167,21 @@ class HttpStage:
 
     stage_name: ClassVar[str] = ""
     warm_path: ClassVar[str] = "/models"
+    #: Stamps every event; the engine may replace it before ``__aenter__``.
+    clock: Clock = MONOTONIC
 
+    table: str
     base_url: str
     timeout_s: float
     keepalive: bool
     _auth: dict[str, str]
 
-    def __init__(self) -> None:
+    def __init__(self, table: str, options: HttpOptions) -> None:
+        self.table = table
+        self.base_url = options.base_url.rstrip("/")
+        self.timeout_s = options.timeout_s
+        self.keepalive = options.keepalive
+        self._auth = auth_header(table, options)
         self._client: httpx.AsyncClient | None = None
         self._last_use_ns = 0
         self._server: str | None = None
@@ -178,7 +207,7 @@ class HttpStage:
 
     async def prepare(self) -> None:
         # Servers close idle keep-alive connections: re-warm outside the measured request.
-        if self.keepalive and time.perf_counter_ns() - self._last_use_ns > 1_000_000_000:
+        if self.keepalive and self.clock.now_ns() - self._last_use_ns > 1_000_000_000:
             with contextlib.suppress(StageError):
                 await self._warm(first=False)
 
@@ -193,7 +222,7 @@ class HttpStage:
                 f"({network_reason(exc, url, self.timeout_s)}): start it or fix base_url",
                 exit_code=3,
             ) from None
-        self._last_use_ns = time.perf_counter_ns()
+        self._last_use_ns = self.clock.now_ns()
         if first:
             if r.status_code in (401, 403):
                 raise StageError(
@@ -217,7 +246,7 @@ class HttpStage:
         try:
             response = await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            return [Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))], None
+            return [self._failed(network_reason(exc, url, self.timeout_s))], None
         t_conn = trace.first("connect_tcp.complete") or t_request
         events: list[StageEvent] = [
             Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection),
@@ -231,11 +260,25 @@ class HttpStage:
             detail = "(no body)"
         finally:
             await response.aclose()
-            self._last_use_ns = time.perf_counter_ns()
-        events.append(
-            Failed(time.perf_counter_ns(), f"HTTP {response.status_code} from {url}: {detail}")
-        )
+            self._last_use_ns = self.clock.now_ns()
+        events.append(self._failed(f"HTTP {response.status_code} from {url}: {detail}"))
         return events, None
+
+    def _failed(self, reason: str) -> Failed:
+        return Failed(self.clock.now_ns(), reason)
+
+    def _trace(self) -> Trace:
+        """A trace of one request, stamping on the stage's clock."""
+        return Trace(self.clock)
+
+    async def _read_raw(self, raw: AsyncIterator[bytes]) -> tuple[bytes | None, int]:
+        """The next raw read of a response body and its arrival stamp (None at the end);
+        raises httpx.HTTPError."""
+        try:
+            chunk = await anext(raw)
+        except StopAsyncIteration:
+            return None, self.clock.now_ns()
+        return chunk, self.clock.now_ns()
 
     def _warmed(self, response: httpx.Response) -> None:
         """The first warm-up answered: subclasses read server facts from it."""

@@ -12,13 +12,25 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from voicelat.stages.base import Options
-from voicelat.stages.http import stream_error
-from voicelat.stages.openai_audio import AudioDecoder, HttpTTS, strip_wav
+from voicelat.stages.http import AUTH_OPTION, AuthScheme, stream_error
+from voicelat.stages.openai_audio import AudioDecoder, HttpTTS, HttpTTSOptions, strip_wav
 
-__all__ = ["InworldTTS"]
+__all__ = ["InworldTTS", "InworldTTSOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class InworldTTSOptions(HttpTTSOptions):
+    """``[tts]`` of ``inworld-tts`` (the key goes out as ``Basic``, as Inworld gives it)."""
+
+    auth: AuthScheme = field(default="basic", metadata=AUTH_OPTION)
+    model: str = "inworld-tts-1.5-max"
+    voice: str = "Ashley"
+    temperature: float | None = None
+    speaking_rate: float = 1.0
 
 
 class _NDJSONAudioDecoder(AudioDecoder):
@@ -91,16 +103,14 @@ class InworldTTS(HttpTTS):
 
     stage_name: ClassVar[str] = "inworld-tts"
     warm_path: ClassVar[str] = "/tts/v1/voices"
-    default_auth: ClassVar[str] = "basic"
-    ALLOWED: ClassVar[set[str]] = HttpTTS.ALLOWED | {"temperature", "speaking_rate"}
+    options_class: ClassVar[type[HttpTTSOptions]] = InworldTTSOptions
 
-    def _configure(self, o: Options) -> None:
-        self.model = o.text("model", "inworld-tts-1.5-max")
-        self.voice = o.text("voice", "Ashley")
-        self.temperature = o.values.get("temperature")
-        if self.temperature is not None:
-            self.temperature = o.number("temperature", 1.0)
-        self.speaking_rate = o.number("speaking_rate", 1.0)
+    def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
+        super().__init__(options, table=table)
+        o = self.tts_options
+        assert isinstance(o, InworldTTSOptions)
+        self.temperature = o.temperature
+        self.speaking_rate = o.speaking_rate
 
     def _build(self, text: str) -> tuple[str, dict[str, Any]]:
         config: dict[str, Any] = {"audioEncoding": "LINEAR16", "sampleRateHertz": self.rate}

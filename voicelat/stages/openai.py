@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 import httpx
 
-from voicelat.core.errors import StageError
 from voicelat.core.events import (
     Delta,
     Done,
@@ -28,36 +27,33 @@ from voicelat.core.events import (
     StageName,
 )
 from voicelat.core.sse import SSEDecoder
-from voicelat.stages.base import Options
-from voicelat.stages.http import (
-    HttpStage,
-    Trace,
-    auth_header,
-    network_reason,
-    stream_error,
-)
+from voicelat.stages.http import HttpOptions, HttpStage, network_reason, stream_error
+from voicelat.stages.options import parse_options
+
+__all__ = ["OpenAILLM", "OpenAILLMOptions"]
 
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
-_ALLOWED = {
-    "base_url",
-    "endpoint",
-    "model",
-    "max_tokens",
-    "temperature",
-    "stop",
-    "system",
-    "prompt_template",
-    "api_key_env",
-    "auth",
-    "timeout_s",
-    "keepalive",
-    "include_usage",
-    "seed",
-    "extra_body",
-}
 _DEFAULT_TEMPLATE = (
     "The following is a conversation with a friendly voice assistant.\nUser: {text}\nAssistant:"
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenAILLMOptions(HttpOptions):
+    """``[llm]`` of ``openai``: the request body and the endpoint it goes to."""
+
+    endpoint: Literal["chat", "completions"] = field(
+        default="chat", metadata={"expect": "'chat' or 'completions'"}
+    )
+    model: str = "default"
+    max_tokens: int = 64
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    system: str | None = None
+    prompt_template: str = _DEFAULT_TEMPLATE
+    include_usage: bool = True
+    seed: int | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
 
 
 class OpenAILLM(HttpStage):
@@ -69,38 +65,14 @@ class OpenAILLM(HttpStage):
     stack_url_option: ClassVar[str] = "base_url"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "llm") -> None:
-        o = Options(table, options, _ALLOWED)
-        self.base_url = o.text("base_url").rstrip("/")
-        self.endpoint = o.text("endpoint", "chat")
-        if self.endpoint not in ("chat", "completions"):
-            raise StageError(
-                f"[{table}] endpoint must be 'chat' or 'completions', not {self.endpoint!r}"
-            )
-        self.model = o.text("model", "default")
-        self.max_tokens = o.integer("max_tokens", 64)
-        self.temperature = o.number("temperature", 0.0)
-        self.stop = o.text_list("stop", [])
-        self.system = o.opt_text("system")
-        self.template = o.text("prompt_template", _DEFAULT_TEMPLATE)
-        self.timeout_s = o.number("timeout_s", 30.0)
-        self.keepalive = o.flag("keepalive", True)
-        self.include_usage = o.flag("include_usage", True)
-        self.seed = self._seed(o)
-        extra = o.values.get("extra_body", {})
-        if not isinstance(extra, dict):
-            raise StageError(f"[{table}] extra_body must be a table")
-        self.extra_body: dict[str, Any] = extra
-        super().__init__()
-        self._auth = auth_header(o, table, "bearer")
+        o = self.options = parse_options(OpenAILLMOptions, table, options)
+        super().__init__(table, o)
+        self.endpoint = o.endpoint
+        self.model = o.model
+        self.max_tokens = o.max_tokens
+        self.extra_body: dict[str, Any] = dict(o.extra_body)
         self._headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", **self._auth}
         self._server_info: dict[str, Any] = {}
-
-    @staticmethod
-    def _seed(o: Options) -> int | None:
-        v = o.values.get("seed")
-        if v is None:
-            return None
-        return o.integer("seed", 0)
 
     def _warmed(self, response: httpx.Response) -> None:
         try:
@@ -122,27 +94,28 @@ class OpenAILLM(HttpStage):
 
     # -- the turn ----------------------------------------------------------------------------
     def _body(self, text: str) -> tuple[str, dict[str, Any]]:
+        o = self.options
         body: dict[str, Any] = {
             "model": self.model,
             "stream": True,
             "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
+            "temperature": o.temperature,
         }
-        if self.stop:
-            body["stop"] = self.stop
-        if self.seed is not None:
-            body["seed"] = self.seed
-        if self.include_usage:
+        if o.stop:
+            body["stop"] = list(o.stop)
+        if o.seed is not None:
+            body["seed"] = o.seed
+        if o.include_usage:
             body["stream_options"] = {"include_usage": True}
         if self.endpoint == "chat":
             messages = []
-            if self.system:
-                messages.append({"role": "system", "content": self.system})
+            if o.system:
+                messages.append({"role": "system", "content": o.system})
             messages.append({"role": "user", "content": text})
             body["messages"] = messages
             path = "/chat/completions"
         else:
-            body["prompt"] = self.template.replace("{text}", text)
+            body["prompt"] = o.prompt_template.replace("{text}", text)
             path = "/completions"
         body.update(self.extra_body)
         return f"{self.base_url}{path}", body
@@ -150,7 +123,7 @@ class OpenAILLM(HttpStage):
     async def complete(self, text: str) -> AsyncIterator[StageEvent]:
         assert self._client is not None, "use the stage as an async context manager"
         url, body = self._body(text)
-        trace = Trace()
+        trace = self._trace()
         request = self._client.build_request(
             "POST",
             url,
@@ -158,7 +131,7 @@ class OpenAILLM(HttpStage):
             headers={**self._headers, "Content-Type": "application/json"},
             extensions={"trace": trace},
         )
-        t_request = time.perf_counter_ns()
+        t_request = self.clock.now_ns()
         yield RequestSent(t_request, "completion")
         events, response = await self._send_traced(request, url, trace, t_request)
         for event in events:
@@ -170,66 +143,73 @@ class OpenAILLM(HttpStage):
                 yield event
         finally:
             await response.aclose()
-            self._last_use_ns = time.perf_counter_ns()
+            self._last_use_ns = self.clock.now_ns()
 
     async def _read(self, response: httpx.Response) -> AsyncIterator[StageEvent]:
         decoder = SSEDecoder()
-        finish: str | None = None
-        usage: dict[str, int] = {}
+        reply = _Reply()
         raw = response.aiter_raw()
         while True:
             try:
-                chunk = await anext(raw)
-            except StopAsyncIteration:
-                break
+                chunk, t = await self._read_raw(raw)
             except httpx.HTTPError as exc:
-                yield Failed(
-                    time.perf_counter_ns(), network_reason(exc, self.base_url, self.timeout_s)
-                )
+                yield self._failed(network_reason(exc, self.base_url, self.timeout_s))
                 return
-            t = time.perf_counter_ns()
+            if chunk is None:
+                break
             for ev in decoder.feed(chunk, t):
                 if ev.data.startswith("[DONE]"):
                     # Read the end of the chunked body before reporting: a response closed
                     # unread costs the pooled connection, and the next turn would be cold.
                     await _drain(raw)
-                    yield Done(ev.t_ns, finish, usage)
+                    yield Done(ev.t_ns, reply.finish, reply.usage)
                     return
-                try:
-                    data = json.loads(ev.data)
-                except ValueError:
-                    yield Failed(ev.t_ns, f"malformed SSE data: {ev.data[:80]!r}")
+                events = reply.feed(ev.data, ev.t_ns)
+                for event in events:
+                    yield event
+                if events and isinstance(events[-1], Failed):
                     return
-                if not isinstance(data, dict):
-                    continue
-                error = stream_error(data)
-                if error is not None:
-                    yield Failed(ev.t_ns, f"error event mid-stream: {error}")
-                    return
-                if isinstance(data.get("usage"), dict):
-                    usage = {k: int(v) for k, v in data["usage"].items() if isinstance(v, int)}
-                if isinstance(data.get("timings"), dict):
-                    yield ServerTiming(
-                        ev.t_ns,
-                        {
-                            k: float(v)
-                            for k, v in data["timings"].items()
-                            if isinstance(v, int | float)
-                        },
-                    )
-                for choice in data.get("choices") or []:
-                    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                        continue
-                    content, reasoning = _choice_text(choice)
-                    yield Delta(ev.t_ns, content, reasoning)
-                    if choice.get("finish_reason"):
-                        finish = str(choice["finish_reason"])
-        t_end = time.perf_counter_ns()
-        if finish is not None:
+        t_end = self.clock.now_ns()
+        if reply.finish is not None:
             # Closed after a finish_reason but without [DONE]: truncated but complete.
-            yield Done(t_end, finish, usage)
+            yield Done(t_end, reply.finish, reply.usage)
         else:
             yield Failed(t_end, "stream ended before [DONE] and without a finish_reason")
+
+
+class _Reply:
+    """Sans-I/O: the data of each SSE event of a completion in, stage events out; keeps the
+    finish reason and the usage for the ``Done``."""
+
+    def __init__(self) -> None:
+        self.finish: str | None = None
+        self.usage: dict[str, int] = {}
+
+    def feed(self, text: str, t: int) -> list[StageEvent]:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return [Failed(t, f"malformed SSE data: {text[:80]!r}")]
+        if not isinstance(data, dict):
+            return []
+        error = stream_error(data)
+        if error is not None:
+            return [Failed(t, f"error event mid-stream: {error}")]
+        events: list[StageEvent] = []
+        if isinstance(data.get("usage"), dict):
+            self.usage = {k: int(v) for k, v in data["usage"].items() if isinstance(v, int)}
+        if isinstance(data.get("timings"), dict):
+            timings = data["timings"].items()
+            values = {k: float(v) for k, v in timings if isinstance(v, int | float)}
+            events.append(ServerTiming(t, values))
+        for choice in data.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            content, reasoning = _choice_text(choice)
+            events.append(Delta(t, content, reasoning))
+            if choice.get("finish_reason"):
+                self.finish = str(choice["finish_reason"])
+        return events
 
 
 async def _drain(raw: AsyncIterator[bytes], timeout_s: float = 1.0) -> None:

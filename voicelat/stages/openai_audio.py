@@ -16,14 +16,13 @@ from __future__ import annotations
 import base64
 import io
 import json
-import time
 import wave
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 import httpx
 
-from voicelat.core.errors import StageError
 from voicelat.core.events import (
     Audio,
     Done,
@@ -36,16 +35,19 @@ from voicelat.core.events import (
     TextSent,
 )
 from voicelat.core.sse import SSEDecoder
-from voicelat.stages.base import Options
-from voicelat.stages.http import (
-    HttpStage,
-    Trace,
-    auth_header,
-    network_reason,
-    stream_error,
-)
+from voicelat.stages.http import HttpOptions, HttpStage, network_reason, stream_error
+from voicelat.stages.options import parse_options
 
-__all__ = ["AudioDecoder", "HttpTTS", "OpenAISTT", "OpenAITTS", "network_reason"]
+__all__ = [
+    "AudioDecoder",
+    "HttpTTS",
+    "HttpTTSOptions",
+    "OpenAISTT",
+    "OpenAISTTOptions",
+    "OpenAITTS",
+    "OpenAITTSOptions",
+    "network_reason",
+]
 
 
 # -- decoders --------------------------------------------------------------------------------
@@ -172,41 +174,34 @@ class _SpeechSSEDecoder(AudioDecoder):
 
 
 # -- TTS ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class HttpTTSOptions(HttpOptions):
+    """What every HTTP TTS stage's table may hold (each stage's options extend it)."""
+
+    model: str
+    voice: str
+    mode: Literal["sentence", "full"] = field(
+        default="sentence", metadata={"expect": "'sentence' or 'full'"}
+    )
+    rate: int = 24000
+
+
 class HttpTTS(HttpStage):
     """TTS over a streamed HTTP response: one request per text piece (``mode = "sentence"``,
-    the chunker's pieces) or one for the whole reply (``mode = "full"``), in order."""
+    the chunker's pieces) or one for the whole reply (``mode = "full"``), in order.
+
+    Subclasses name their options class (``options_class``, an :class:`HttpTTSOptions`)."""
 
     kind: ClassVar[StageName] = "tts"
-    ALLOWED: ClassVar[set[str]] = {
-        "base_url",
-        "model",
-        "voice",
-        "api_key_env",
-        "auth",
-        "timeout_s",
-        "keepalive",
-        "mode",
-        "rate",
-    }
-    default_auth: ClassVar[str] = "bearer"
-    default_rate: ClassVar[int] = 24000
+    options_class: ClassVar[type[HttpTTSOptions]] = HttpTTSOptions
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
-        super().__init__()
-        o = Options(table, options, self.ALLOWED)
-        self.table = table
-        self.base_url = o.text("base_url").rstrip("/")
-        self.timeout_s = o.number("timeout_s", 30.0)
-        self.keepalive = o.flag("keepalive", True)
-        self.mode = o.text("mode", "sentence")
-        if self.mode not in ("sentence", "full"):
-            raise StageError(f"[{table}] mode must be 'sentence' or 'full', not {self.mode!r}")
-        self.rate = o.integer("rate", self.default_rate)
-        self._auth = auth_header(o, table, self.default_auth)
-        self._configure(o)
-
-    def _configure(self, o: Options) -> None:
-        """Read the subclass's own options."""
+        o = self.tts_options = parse_options(self.options_class, table, options)
+        super().__init__(table, o)
+        self.mode = o.mode
+        self.rate = o.rate
+        self.model = o.model
+        self.voice = o.voice
 
     def _build(self, text: str) -> tuple[str, dict[str, Any]]:
         """URL and JSON body of one synthesis request."""
@@ -234,12 +229,12 @@ class HttpTTS(HttpStage):
                 failed = failed or isinstance(event, Failed)
             if failed:
                 return
-        yield Done(time.perf_counter_ns())
+        yield Done(self.clock.now_ns())
 
     async def _one(self, text: str) -> AsyncIterator[StageEvent]:
         assert self._client is not None
         url, body = self._build(text)
-        trace = Trace()
+        trace = self._trace()
         request = self._client.build_request(
             "POST",
             url,
@@ -247,7 +242,7 @@ class HttpTTS(HttpStage):
             headers=self._headers(),
             extensions={"trace": trace},
         )
-        t_request = time.perf_counter_ns()
+        t_request = self.clock.now_ns()
         yield TextSent(t_request, text)
         events, response = await self._send_traced(request, url, trace, t_request)
         for event in events:
@@ -255,37 +250,57 @@ class HttpTTS(HttpStage):
         if response is None:
             return
         try:
-            decoder = self._decoder()
-            raw = response.aiter_raw()
-            t = time.perf_counter_ns()
-            while True:
-                try:
-                    chunk = await anext(raw)
-                except StopAsyncIteration:
-                    break
-                except httpx.HTTPError as exc:
-                    yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
-                    return
-                t = time.perf_counter_ns()  # stamped on arrival, before decoding
-                for pcm in decoder.feed(chunk):
-                    yield Audio(t, pcm, decoder.rate)
-                if decoder.error is not None:
-                    yield Failed(t, f"{url}: {decoder.error}")
-                    return
-                if decoder.done:
-                    break
-            for pcm in decoder.flush():
-                yield Audio(t, pcm, decoder.rate)
-            problem = decoder.eof()
-            if problem is not None:
-                yield Failed(time.perf_counter_ns(), f"{url}: {problem}")
+            async for event in self._audio(response, url):
+                yield event
         finally:
             await response.aclose()
-            self._last_use_ns = time.perf_counter_ns()
+            self._last_use_ns = self.clock.now_ns()
+
+    async def _audio(self, response: httpx.Response, url: str) -> AsyncIterator[StageEvent]:
+        decoder = self._decoder()
+        raw = response.aiter_raw()
+        t = self.clock.now_ns()
+        while True:
+            try:
+                chunk, t_read = await self._read_raw(raw)  # stamped on arrival
+            except httpx.HTTPError as exc:
+                yield self._failed(network_reason(exc, url, self.timeout_s))
+                return
+            if chunk is None:
+                break
+            t = t_read
+            for pcm in decoder.feed(chunk):
+                yield Audio(t, pcm, decoder.rate)
+            if decoder.error is not None:
+                yield Failed(t, f"{url}: {decoder.error}")
+                return
+            if decoder.done:
+                break
+        for pcm in decoder.flush():
+            yield Audio(t, pcm, decoder.rate)
+        problem = decoder.eof()
+        if problem is not None:
+            yield self._failed(f"{url}: {problem}")
 
 
 async def _once(text: str) -> AsyncIterator[str]:
     yield text
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenAITTSOptions(HttpTTSOptions):
+    """``[tts]`` of ``openai-tts``."""
+
+    model: str = "gpt-4o-mini-tts"
+    voice: str = "alloy"
+    stream_format: Literal["audio", "sse"] = field(
+        default="audio", metadata={"expect": "'audio' or 'sse'"}
+    )
+    response_format: Literal["pcm", "wav"] = field(
+        default="pcm", metadata={"expect": "'pcm' or 'wav' (voicelat measures PCM)"}
+    )
+    instructions: str | None = None
+    speed: float = 1.0
 
 
 class OpenAITTS(HttpTTS):
@@ -293,29 +308,16 @@ class OpenAITTS(HttpTTS):
     ``speech.audio.delta`` events with ``stream_format = "sse"``."""
 
     stage_name: ClassVar[str] = "openai-tts"
-    ALLOWED: ClassVar[set[str]] = HttpTTS.ALLOWED | {
-        "stream_format",
-        "response_format",
-        "instructions",
-        "speed",
-    }
+    options_class: ClassVar[type[HttpTTSOptions]] = OpenAITTSOptions
 
-    def _configure(self, o: Options) -> None:
-        self.model = o.text("model", "gpt-4o-mini-tts")
-        self.voice = o.text("voice", "alloy")
-        self.stream_format = o.text("stream_format", "audio")
-        if self.stream_format not in ("audio", "sse"):
-            raise StageError(
-                f"[{self.table}] stream_format must be 'audio' or 'sse', not {self.stream_format!r}"
-            )
-        self.response_format = o.text("response_format", "pcm")
-        if self.response_format not in ("pcm", "wav"):
-            raise StageError(
-                f"[{self.table}] response_format must be 'pcm' or 'wav' (voicelat measures "
-                f"PCM), not {self.response_format!r}"
-            )
-        self.instructions = o.opt_text("instructions")
-        self.speed = o.number("speed", 1.0)
+    def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
+        super().__init__(options, table=table)
+        o = self.tts_options
+        assert isinstance(o, OpenAITTSOptions)
+        self.stream_format = o.stream_format
+        self.response_format = o.response_format
+        self.instructions = o.instructions
+        self.speed = o.speed
 
     def _build(self, text: str) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
@@ -355,6 +357,17 @@ class OpenAITTS(HttpTTS):
 
 
 # -- STT ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class OpenAISTTOptions(HttpOptions):
+    """``[stt]`` of ``openai-stt``."""
+
+    model: str = "gpt-4o-mini-transcribe"
+    language: str | None = None
+    prompt: str | None = None
+    rate: int = 16000
+    stream: bool = True
+
+
 class OpenAISTT(HttpStage):
     """``POST /v1/audio/transcriptions`` with ``stream=true``: transcript deltas over SSE.
 
@@ -369,33 +382,13 @@ class OpenAISTT(HttpStage):
     stage_name: ClassVar[str] = "openai-stt"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "stt") -> None:
-        super().__init__()
-        o = Options(
-            table,
-            options,
-            {
-                "base_url",
-                "model",
-                "language",
-                "prompt",
-                "api_key_env",
-                "auth",
-                "timeout_s",
-                "keepalive",
-                "rate",
-                "stream",
-            },
-        )
-        self.table = table
-        self.base_url = o.text("base_url").rstrip("/")
-        self.model = o.text("model", "gpt-4o-mini-transcribe")
-        self.language = o.opt_text("language")
-        self.prompt = o.opt_text("prompt")
-        self.timeout_s = o.number("timeout_s", 30.0)
-        self.keepalive = o.flag("keepalive", True)
-        self.input_rate = o.integer("rate", 16000)
-        self.stream = o.flag("stream", True)
-        self._auth = auth_header(o, table, "bearer")
+        o = parse_options(OpenAISTTOptions, table, options)
+        super().__init__(table, o)
+        self.model = o.model
+        self.language = o.language
+        self.prompt = o.prompt
+        self.input_rate = o.rate
+        self.stream = o.stream
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -426,7 +419,7 @@ class OpenAISTT(HttpStage):
             data["language"] = self.language
         if self.prompt:
             data["prompt"] = self.prompt
-        trace = Trace()
+        trace = self._trace()
         request = self._client.build_request(
             "POST",
             url,
@@ -435,7 +428,7 @@ class OpenAISTT(HttpStage):
             headers={**self._auth, "Accept-Encoding": "identity"},
             extensions={"trace": trace},
         )
-        t_request = time.perf_counter_ns()
+        t_request = self.clock.now_ns()
         yield RequestSent(t_request, "audio_end")
         events, response = await self._send_traced(request, url, trace, t_request)
         for event in events:
@@ -448,69 +441,88 @@ class OpenAISTT(HttpStage):
                 yield event
         finally:
             await response.aclose()
-            self._last_use_ns = time.perf_counter_ns()
+            self._last_use_ns = self.clock.now_ns()
 
     async def _read(
         self, response: httpx.Response, url: str, is_sse: bool
     ) -> AsyncIterator[StageEvent]:
         decoder = SSEDecoder()
+        transcript = _Transcript(url)
         body = b""
         t_first: int | None = None
-        text = ""
         raw = response.aiter_raw()
         while True:
             try:
-                chunk = await anext(raw)
-            except StopAsyncIteration:
-                break
+                chunk, t = await self._read_raw(raw)  # stamped on arrival, before parsing
             except httpx.HTTPError as exc:
-                yield Failed(time.perf_counter_ns(), network_reason(exc, url, self.timeout_s))
+                yield self._failed(network_reason(exc, url, self.timeout_s))
                 return
-            t = time.perf_counter_ns()  # stamped on arrival, before parsing
+            if chunk is None:
+                break
             if not is_sse:
                 # A model that ignores stream=true (whisper-1) answers one JSON body.
                 t_first = t_first or t
                 body += chunk
                 continue
             for ev in decoder.feed(chunk, t):
-                if ev.data.startswith("[DONE]"):
-                    continue
-                try:
-                    obj = json.loads(ev.data)
-                except ValueError:
-                    yield Failed(ev.t_ns, f"{url}: malformed SSE data: {ev.data[:80]!r}")
+                for event in transcript.feed(ev.data, ev.t_ns):
+                    yield event
+                if transcript.over:
                     return
-                if not isinstance(obj, dict):
-                    continue
-                err = stream_error(obj)
-                if err is not None:
-                    yield Failed(ev.t_ns, f"{url}: error event mid-stream: {err}")
-                    return
-                kind = obj.get("type")
-                if kind == "transcript.text.delta":
-                    text += str(obj.get("delta") or "")
-                    yield Partial(ev.t_ns, text)
-                elif kind == "transcript.text.done":
-                    final = obj.get("text")
-                    yield Final(ev.t_ns, final if isinstance(final, str) else text)
-                    usage = obj.get("usage")
-                    counts = (
-                        {k: int(v) for k, v in usage.items() if isinstance(v, int)}
-                        if isinstance(usage, dict)
-                        else {}
-                    )
-                    yield Done(ev.t_ns, usage=counts)
-                    return
-        t_end = time.perf_counter_ns()
-        if not is_sse:
-            try:
-                obj = json.loads(body)
-            except ValueError:
-                obj = None
-            if isinstance(obj, dict) and isinstance(obj.get("text"), str):
-                yield Final(t_first or t_end, obj["text"])
-                yield Done(t_end)
-            else:
-                yield Failed(t_end, f"{url}: the response is neither SSE nor a JSON transcript")
+        t_end = self.clock.now_ns()
+        if is_sse:
+            yield Failed(t_end, f"{url}: stream ended before transcript.text.done")
             return
-        yield Failed(t_end, f"{url}: stream ended before transcript.text.done")
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("text"), str):
+            yield Final(t_first or t_end, obj["text"])
+            yield Done(t_end)
+        else:
+            yield Failed(t_end, f"{url}: the response is neither SSE nor a JSON transcript")
+
+
+class _Transcript:
+    """Sans-I/O: the data of each SSE event of a streamed transcription in, stage events out
+    (deltas as partials of the text so far, ``transcript.text.done`` as the final); ``over``
+    once the stream has ended or failed."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.text = ""
+        self.over = False
+
+    def feed(self, data: str, t: int) -> list[StageEvent]:
+        if data.startswith("[DONE]"):
+            return []
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return self._end(Failed(t, f"{self.url}: malformed SSE data: {data[:80]!r}"))
+        if not isinstance(obj, dict):
+            return []
+        err = stream_error(obj)
+        if err is not None:
+            return self._end(Failed(t, f"{self.url}: error event mid-stream: {err}"))
+        kind = obj.get("type")
+        if kind == "transcript.text.delta":
+            self.text += str(obj.get("delta") or "")
+            return [Partial(t, self.text)]
+        if kind != "transcript.text.done":
+            return []
+        final = obj.get("text")
+        usage = obj.get("usage")
+        counts = (
+            {k: int(v) for k, v in usage.items() if isinstance(v, int)}
+            if isinstance(usage, dict)
+            else {}
+        )
+        return self._end(
+            Final(t, final if isinstance(final, str) else self.text), Done(t, usage=counts)
+        )
+
+    def _end(self, *events: StageEvent) -> list[StageEvent]:
+        self.over = True
+        return list(events)

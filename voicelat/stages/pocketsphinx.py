@@ -15,15 +15,28 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar
 
 from voicelat.core.events import Connected, Done, Failed, Final, Partial, RequestSent, StageEvent
 from voicelat.core.events import StageName as _StageName
-from voicelat.stages.base import Options
+from voicelat.stages.options import parse_options
 from voicelat.stages.worker import WorkerProcess, WorkerStage
 
-_ALLOWED = {"hmm", "lm", "dict", "timeout_s", "start_timeout_s"}
+
+@dataclass(frozen=True, kw_only=True)
+class PocketSphinxOptions:
+    """``[stt]`` of ``pocketsphinx-stt``: paths to another model (the default is the en-us
+    model inside the wheel)."""
+
+    hmm: str | None = None
+    lm: str | None = None
+    dict: str | None = None
+    timeout_s: float = 30.0
+    start_timeout_s: float = 60.0
+
+
 #: The bundled acoustic model expects 16 kHz mono.
 RATE = 16000
 
@@ -38,14 +51,13 @@ class PocketSphinxSTT(WorkerStage):
     input_rate: int = RATE
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "stt") -> None:
-        o = Options(table, options, _ALLOWED)
+        o = parse_options(PocketSphinxOptions, table, options)
         self.table = table
-        # Paths to another model; the default is the en-us model inside the wheel.
         self.engine_options = {
-            k: v for k in ("hmm", "lm", "dict") if (v := o.opt_text(k)) is not None
+            k: v for k in ("hmm", "lm", "dict") if (v := getattr(o, k)) is not None
         }
-        self.timeout_s = o.number("timeout_s", 30.0)
-        self.start_timeout_s = o.number("start_timeout_s", 60.0)
+        self.timeout_s = o.timeout_s
+        self.start_timeout_s = o.start_timeout_s
 
     def describe(self) -> dict[str, Any]:
         info = self.worker_info
@@ -63,9 +75,7 @@ class PocketSphinxSTT(WorkerStage):
     async def transcribe(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
         w = self._worker
         if w is None or not w.alive():
-            yield Failed(
-                time.perf_counter_ns(), "pocketsphinx-stt: the engine worker is not running"
-            )
+            yield Failed(self.clock.now_ns(), "pocketsphinx-stt: the engine worker is not running")
             return
         seq = w.next_seq()
         t = w.send("start", seq)
@@ -80,7 +90,7 @@ class PocketSphinxSTT(WorkerStage):
                     t, msg = await w.receive(seq, self.timeout_s if ended else None)
                 except TimeoutError:
                     yield Failed(
-                        time.perf_counter_ns(),
+                        self.clock.now_ns(),
                         f"pocketsphinx-stt: no final transcript within {self.timeout_s:g} s",
                     )
                     return

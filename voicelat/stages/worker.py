@@ -10,7 +10,7 @@ re-import the caller's ``__main__`` (a script without a ``__main__`` guard would
 * loop -> worker: ``(kind, seq, *payload)`` tuples, handed to a sender thread so a full pipe can
   never block the loop;
 * worker -> loop: ``(kind, seq, *payload)`` tuples, read by a loop reader callback that stamps
-  each one with ``perf_counter_ns()`` *before* unpickling it (the stamp is when the loop saw the
+  each one on the stage's clock *before* unpickling it (the stamp is when the loop saw the
   result, which is what the pipeline would see), then queued for the stage.
 
 ``seq`` names the request a message belongs to, so a late message of an abandoned request
@@ -29,11 +29,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar, Self
 
+from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.errors import StageError
 
 #: A message as the loop received it: (arrival stamp in ns, the worker's tuple).
@@ -66,8 +66,11 @@ def worker_main(fd: int) -> None:
 class WorkerProcess:
     """One engine in one worker process, with a stamped inbox on the current event loop."""
 
-    def __init__(self, target: str, options: dict[str, Any], *, name: str) -> None:
+    def __init__(
+        self, target: str, options: dict[str, Any], *, name: str, clock: Clock | None = None
+    ) -> None:
         self.target = target
+        self.clock: Clock = clock or MonotonicClock()
         self.options = dict(options)
         self.name = name
         self.inbox: asyncio.Queue[Stamped] = asyncio.Queue()
@@ -130,14 +133,14 @@ class WorkerProcess:
         The write happens on the sender thread: a pipe whose reader lags behind fills up, and a
         blocking write on the loop would freeze every stamp.
         """
-        t = time.perf_counter_ns()
+        t = self.clock.now_ns()
         self._outbox.put(msg)
         return t
 
     def note(self, *msg: Any) -> None:
         """Put a local message (stamped now) into the inbox, beside the worker's messages, so a
         stage waits on one queue for both what it sent and what came back."""
-        self.inbox.put_nowait((time.perf_counter_ns(), msg))
+        self.inbox.put_nowait((self.clock.now_ns(), msg))
 
     async def receive(self, seq: int, timeout_s: float | None) -> Stamped:
         """The next message of request ``seq`` (or a worker-wide one: ``eof``); late messages of
@@ -184,8 +187,9 @@ class WorkerProcess:
         conn = self._conn
         if conn is None:
             return
+        now = self.clock.now_ns
         while True:
-            t = time.perf_counter_ns()  # first: the moment the loop saw the result
+            t = now()  # first: the moment the loop saw the result
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
@@ -231,12 +235,17 @@ class WorkerStage:
     stage_name: ClassVar[str]
     engine_options: dict[str, Any]
     start_timeout_s: float
+    #: Stamps every event (in this process, as results arrive); the engine may replace it
+    #: before ``__aenter__``.
+    clock: Clock = MonotonicClock()
 
     _worker: WorkerProcess | None = None
     _used: bool = False
 
     async def __aenter__(self) -> Self:
-        self._worker = WorkerProcess(self.engine_target, self.engine_options, name=self.stage_name)
+        self._worker = WorkerProcess(
+            self.engine_target, self.engine_options, name=self.stage_name, clock=self.clock
+        )
         await self._worker.start(self.start_timeout_s)
         return self
 

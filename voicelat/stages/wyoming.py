@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 from urllib.parse import urlparse
 
@@ -26,6 +26,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
 from voicelat.core.events import (
     Audio,
@@ -40,32 +41,65 @@ from voicelat.core.events import (
     StageName,
     TextSent,
 )
-from voicelat.stages.base import Options
+from voicelat.stages.base import MONOTONIC
+from voicelat.stages.options import OptionProblem, parse_options
+
+__all__ = ["WyomingSTT", "WyomingSTTOptions", "WyomingTTS", "WyomingTTSOptions"]
 
 
-def _host_port(url: str, table: str) -> tuple[str, int]:
+def _host_port(url: str) -> tuple[str, int] | None:
     parsed = urlparse(url)
     if parsed.scheme != "tcp" or not parsed.hostname or not parsed.port:
-        raise StageError(f"[{table}] url must look like tcp://HOST:PORT, not {url!r}")
+        return None
     return parsed.hostname, parsed.port
 
 
+@dataclass(frozen=True, kw_only=True)
+class _WyomingOptions:
+    url: str
+    timeout_s: float = 30.0
+
+    def check(self) -> None:
+        if _host_port(self.url) is None:
+            raise OptionProblem("url", f"url must look like tcp://HOST:PORT, not {self.url!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WyomingSTTOptions(_WyomingOptions):
+    """``[stt]`` of ``wyoming-stt``."""
+
+    url: str = "tcp://127.0.0.1:10300"
+    language: str = "en"
+    rate: int = 16000
+    model: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WyomingTTSOptions(_WyomingOptions):
+    """``[tts]`` of ``wyoming-tts``."""
+
+    url: str = "tcp://127.0.0.1:10200"
+    voice: str | None = None
+    speaker: str | None = None
+    streaming: bool = True
+
+
 async def _open(
-    host: str, port: int, url: str, timeout: float
+    host: str, port: int, url: str, timeout: float, clock: Clock
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, Span]:
-    t0 = time.perf_counter_ns()
+    t0 = clock.now_ns()
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     except (OSError, TimeoutError) as exc:
         raise ConnectionError(f"cannot connect to {url}: {exc.__class__.__name__} {exc}") from None
-    return reader, writer, Span("connect", t0, time.perf_counter_ns())
+    return reader, writer, Span("connect", t0, clock.now_ns())
 
 
 async def _describe(
     host: str, port: int, url: str, table: str
 ) -> tuple[dict[str, Any], asyncio.StreamReader, asyncio.StreamWriter]:
     try:
-        reader, writer, _ = await _open(host, port, url, 10.0)
+        reader, writer, _ = await _open(host, port, url, 10.0, MONOTONIC)
     except ConnectionError:
         raise StageError(
             f"Wyoming server not reachable at {url}: start it (voicelat stack up) "
@@ -91,15 +125,16 @@ def _program(info: Mapping[str, Any], kind: str) -> dict[str, Any]:
 _Item = tuple[Event | None, int] | int | str | TextSent
 
 
-async def _read_stamped(reader: asyncio.StreamReader) -> tuple[Event | None, int]:
+async def _read_stamped(reader: asyncio.StreamReader, clock: Clock) -> tuple[Event | None, int]:
     event = await async_read_event(reader)
-    return event, time.perf_counter_ns()
+    return event, clock.now_ns()
 
 
 async def _events(
     reader: asyncio.StreamReader,
     sender: asyncio.Task[Any],
     timeout_s: float,
+    clock: Clock,
     sent: asyncio.Queue[TextSent] | None = None,
 ) -> AsyncIterator[_Item]:
     """Server events (stamped as read) interleaved with what the concurrent sender reports.
@@ -109,7 +144,9 @@ async def _events(
     The timeout runs only once the sender has finished: a server may say nothing while audio
     streams.
     """
-    read: asyncio.Future[tuple[Event | None, int]] = asyncio.ensure_future(_read_stamped(reader))
+    read: asyncio.Future[tuple[Event | None, int]] = asyncio.ensure_future(
+        _read_stamped(reader, clock)
+    )
     sender_reported = False
     try:
         while True:
@@ -135,7 +172,7 @@ async def _events(
                     yield result
             if read in done:
                 yield read.result()
-                read = asyncio.ensure_future(_read_stamped(reader))
+                read = asyncio.ensure_future(_read_stamped(reader, clock))
     finally:
         read.cancel()
 
@@ -155,23 +192,34 @@ async def _close(writer: asyncio.StreamWriter | None) -> None:
         await writer.wait_closed()
 
 
-class WyomingSTT:
+class _WyomingStage:
+    #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
+    stack_url_option: ClassVar[str] = "url"
+    #: Stamps every event; the engine may replace it before ``__aenter__``.
+    clock: Clock = MONOTONIC
+
+    def __init__(self, table: str, o: _WyomingOptions) -> None:
+        self.table = table
+        self.url = o.url
+        self.host, self.port = _host_port(o.url) or ("", 0)
+        self.timeout_s = o.timeout_s
+        self._info: dict[str, Any] = {}
+
+    async def prepare(self) -> None:
+        return None
+
+
+class WyomingSTT(_WyomingStage):
     """Speech-to-text over Wyoming; a new connection per utterance, as the protocol expects."""
 
     kind: ClassVar[StageName] = "stt"
-    #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
-    stack_url_option: ClassVar[str] = "url"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "stt") -> None:
-        o = Options(table, options, {"url", "language", "rate", "timeout_s", "model"})
-        self.table = table
-        self.url = o.text("url", "tcp://127.0.0.1:10300")
-        self.host, self.port = _host_port(self.url, table)
-        self.language = o.text("language", "en")
-        self.input_rate = o.integer("rate", 16000)
-        self.model = o.opt_text("model")
-        self.timeout_s = o.number("timeout_s", 30.0)
-        self._info: dict[str, Any] = {}
+        o = parse_options(WyomingSTTOptions, table, options)
+        super().__init__(table, o)
+        self.language = o.language
+        self.input_rate = o.rate
+        self.model = o.model
 
     async def __aenter__(self) -> Self:
         info, _, writer = await _describe(self.host, self.port, self.url, self.table)
@@ -180,9 +228,6 @@ class WyomingSTT:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        return None
-
-    async def prepare(self) -> None:
         return None
 
     def describe(self) -> dict[str, Any]:
@@ -197,9 +242,9 @@ class WyomingSTT:
 
     async def transcribe(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
         try:
-            reader, writer, span = await _open(self.host, self.port, self.url, 10.0)
+            reader, writer, span = await _open(self.host, self.port, self.url, 10.0, self.clock)
         except ConnectionError as exc:
-            yield Failed(time.perf_counter_ns(), str(exc))
+            yield Failed(self.clock.now_ns(), str(exc))
             return
         # One connection per utterance is the protocol's steady state, not a cold start.
         yield Connected(span.end_ns, cold=False, new_connection=True)
@@ -207,12 +252,12 @@ class WyomingSTT:
         sender = asyncio.create_task(self._send(audio, writer))
         partial = ""
         try:
-            async for item in _events(reader, sender, self.timeout_s):
+            async for item in _events(reader, sender, self.timeout_s, self.clock):
                 if isinstance(item, int):
                     yield RequestSent(item, "audio_end")
                     continue
                 if isinstance(item, str):
-                    yield Failed(time.perf_counter_ns(), f"{self.url}: {item}")
+                    yield Failed(self.clock.now_ns(), f"{self.url}: {item}")
                     return
                 if isinstance(item, TextSent):
                     continue
@@ -247,26 +292,20 @@ class WyomingSTT:
                 AudioChunk(rate=rate, width=width, channels=channels, audio=frame).event(), writer
             )
         await async_write_event(AudioStop().event(), writer)
-        return time.perf_counter_ns()
+        return self.clock.now_ns()
 
 
-class WyomingTTS:
+class WyomingTTS(_WyomingStage):
     """Text-to-speech over Wyoming on one persistent connection."""
 
     kind: ClassVar[StageName] = "tts"
-    #: The option a ``stack = "local"`` pipeline fills with the embedded server's address.
-    stack_url_option: ClassVar[str] = "url"
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "tts") -> None:
-        o = Options(table, options, {"url", "voice", "speaker", "streaming", "timeout_s"})
-        self.table = table
-        self.url = o.text("url", "tcp://127.0.0.1:10200")
-        self.host, self.port = _host_port(self.url, table)
-        self.voice = o.opt_text("voice")
-        self.speaker = o.opt_text("speaker")
-        self.want_streaming = o.flag("streaming", True)
-        self.timeout_s = o.number("timeout_s", 30.0)
-        self._info: dict[str, Any] = {}
+        o = parse_options(WyomingTTSOptions, table, options)
+        super().__init__(table, o)
+        self.voice = o.voice
+        self.speaker = o.speaker
+        self.want_streaming = o.streaming
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._used = False
@@ -281,9 +320,6 @@ class WyomingTTS:
     async def __aexit__(self, *exc: object) -> None:
         await _close(self._writer)
         self._reader = self._writer = None
-
-    async def prepare(self) -> None:
-        return None
 
     @property
     def streaming(self) -> bool:
@@ -315,17 +351,19 @@ class WyomingTTS:
         ):
             cold = not self._used
             return self._reader, self._writer, cold, None
-        self._reader, self._writer, span = await _open(self.host, self.port, self.url, 10.0)
+        self._reader, self._writer, span = await _open(
+            self.host, self.port, self.url, 10.0, self.clock
+        )
         return self._reader, self._writer, True, span
 
     async def synthesize(self, text: AsyncIterable[str]) -> AsyncIterator[StageEvent]:
         try:
             reader, writer, cold, span = await self._connection()
         except ConnectionError as exc:
-            yield Failed(time.perf_counter_ns(), str(exc))
+            yield Failed(self.clock.now_ns(), str(exc))
             return
         self._used = True
-        yield Connected(time.perf_counter_ns(), cold=cold, new_connection=span is not None)
+        yield Connected(self.clock.now_ns(), cold=cold, new_connection=span is not None)
         if span is not None:
             yield span
         sent: asyncio.Queue[TextSent] = asyncio.Queue()
@@ -333,14 +371,14 @@ class WyomingTTS:
         rate, width, channels = 22050, 2, 1
         finished = False
         try:
-            async for item in _events(reader, sender, self.timeout_s, sent):
+            async for item in _events(reader, sender, self.timeout_s, self.clock, sent):
                 if isinstance(item, TextSent):
                     yield item
                     continue
                 if isinstance(item, int):
                     continue
                 if isinstance(item, str):
-                    yield Failed(time.perf_counter_ns(), f"{self.url}: {item}")
+                    yield Failed(self.clock.now_ns(), f"{self.url}: {item}")
                     return
                 event, t = item
                 if event is None:
@@ -387,7 +425,7 @@ class WyomingTTS:
                     await async_write_event(SynthesizeStart(voice=voice).event(), writer)
                     started = True
                 await async_write_event(SynthesizeChunk(text=piece).event(), writer)
-                sent.put_nowait(TextSent(time.perf_counter_ns(), piece))
+                sent.put_nowait(TextSent(self.clock.now_ns(), piece))
             if not started:
                 await async_write_event(SynthesizeStart(voice=voice).event(), writer)
             await async_write_event(SynthesizeStop().event(), writer)
@@ -395,7 +433,7 @@ class WyomingTTS:
             pieces = [piece async for piece in text]
             whole = "".join(pieces).strip()
             await async_write_event(Synthesize(text=whole, voice=voice).event(), writer)
-            sent.put_nowait(TextSent(time.perf_counter_ns(), whole))
+            sent.put_nowait(TextSent(self.clock.now_ns(), whole))
 
 
 def _to_mono16(payload: bytes, width: int, channels: int) -> bytes:

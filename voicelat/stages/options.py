@@ -1,0 +1,193 @@
+"""Stage options declared once: one frozen dataclass per stage, one parser for all of them.
+
+A stage declares its table of the pipeline file as a frozen, keyword-only dataclass: a field
+per key, its type and its default. :func:`parse_options` derives everything else from that
+declaration: which keys are allowed (plus ``stage``, which picks the class), the defaults, the
+type checks (an ``int`` is no ``bool``; a ``float`` takes an integer; ``X | None`` means "absent
+is None"; ``tuple[str, ...]`` takes a TOML array; ``Mapping[str, V]`` a table; ``Literal`` a
+fixed set of strings). A class may add its own checks in ``check()`` by raising
+:class:`OptionProblem` with the key at fault.
+
+Every error names the table and the key; when the table came from a pipeline file (a
+:class:`~voicelat.files.pipeline.StageTable`), it is prefixed with ``path:line: ``. Secrets are
+never options: :func:`read_secret` reads the environment variable ``api_key_env`` names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from voicelat.core.errors import ConfigError, StageError
+from voicelat.files.pipeline import StageTable
+
+__all__ = [
+    "OptionProblem",
+    "QueryTable",
+    "location",
+    "parse_options",
+    "query_strings",
+    "read_secret",
+]
+
+T = TypeVar("T")
+
+#: Extra query parameters some providers take verbatim (``[stt.query]``).
+QueryTable = Mapping[str, str | int | float | bool]
+
+#: Keys every stage table may hold besides its options.
+_ALWAYS = frozenset({"stage"})
+
+
+class OptionProblem(Exception):
+    """A value of the right type that the stage cannot use; ``key`` is the option at fault and
+    ``message`` the text after ``[table] `` (it starts with the key)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+def location(values: Mapping[str, Any], key: str | None) -> str:
+    """``path:line: `` for ``key`` of a table read from a file (``path: `` without its line),
+    or nothing for a table built in code (a matrix, a test)."""
+    if not isinstance(values, StageTable) or values.source is None:
+        return ""
+    line = values.line_of(key)
+    return f"{values.source}:{line}: " if line else f"{values.source}: "
+
+
+def parse_options(cls: type[T], table: str, values: Mapping[str, Any]) -> T:
+    """The options dataclass ``cls`` built from the stage's table ``values``.
+
+    Raises ConfigError for an unknown key (listing the valid ones), a wrong type or a missing
+    required key, and StageError for a value ``cls.check()`` refuses.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a dataclass")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields) - _ALWAYS)
+    if unknown:
+        raise ConfigError(
+            f"{location(values, unknown[0])}[{table}] has unknown key(s) {', '.join(unknown)}; "
+            f"valid keys: {', '.join(sorted(fields))}"
+        )
+    hints = get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in values:
+            kwargs[name] = _value(table, values, name, hints[name], f.metadata.get("expect"))
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{location(values, None)}[{table}] needs {name!r}")
+    instance = cls(**kwargs)
+    check = getattr(instance, "check", None)
+    if check is not None:
+        try:
+            check()
+        except OptionProblem as problem:
+            raise StageError(
+                f"{location(values, problem.key)}[{table}] {problem.message}"
+            ) from None
+    return instance
+
+
+def read_secret(table: str, var: str | None) -> str | None:
+    """The value of the environment variable the pipeline names (never the key itself); None
+    when the table names no variable, a StageError when it names one that is not set."""
+    if var is None:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        raise StageError(
+            f"[{table}] reads its API key from ${var}, which is not set: export {var}=..."
+        )
+    return value
+
+
+def query_strings(query: Mapping[str, Any]) -> dict[str, str]:
+    """A ``query`` table as query-string values: booleans as ``true``/``false``."""
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in query.items()}
+
+
+# -- the type rules ------------------------------------------------------------------------------
+def _value(table: str, values: Mapping[str, Any], key: str, tp: Any, expect: str | None) -> Any:
+    value = values[key]
+    if not _conforms(value, tp):
+        what = expect or _describe(tp)
+        word = "not" if get_origin(_strip_none(tp)) is Literal else "got"
+        raise ConfigError(
+            f"{location(values, key)}[{table}] {key} must be {what}, {word} {value!r}"
+        )
+    return _convert(value, tp)
+
+
+def _is_union(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType)
+
+
+def _strip_none(tp: Any) -> Any:
+    """``X`` for ``X | None`` (what a present value must be)."""
+    if _is_union(tp):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _conforms(value: Any, tp: Any) -> bool:
+    if tp is Any:
+        return True
+    if _is_union(tp):
+        return any(_conforms(value, arg) for arg in get_args(tp))
+    origin = get_origin(tp)
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        item = get_args(tp)[0]
+        return isinstance(value, list | tuple) and all(_conforms(v, item) for v in value)
+    if origin in (Mapping, dict):
+        item = get_args(tp)[1] if get_args(tp) else Any
+        return isinstance(value, Mapping) and all(
+            isinstance(k, str) and _conforms(v, item) for k, v in value.items()
+        )
+    raise TypeError(f"parse_options cannot check {tp!r}")
+
+
+def _convert(value: Any, tp: Any) -> Any:
+    tp = _strip_none(tp)
+    if tp is float and isinstance(value, int):
+        return float(value)
+    if get_origin(tp) is tuple:
+        return tuple(value)
+    if get_origin(tp) in (Mapping, dict):
+        return dict(value)
+    return value
+
+
+def _describe(tp: Any) -> str:
+    tp = _strip_none(tp)
+    if _is_union(tp):
+        return " or ".join(_describe(a) for a in get_args(tp))
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin is tuple:
+        return {str: "a list of strings", int: "a list of integers"}.get(get_args(tp)[0], "a list")
+    if origin in (Mapping, dict):
+        return "a table"
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+    return names.get(tp, str(tp))

@@ -1,0 +1,177 @@
+"""Deepgram's websocket protocols (PROTOCOLS.md §3), sans-I/O: live ``/v1/listen`` (STT) and
+Aura ``/v1/speak`` (TTS).
+
+**STT.** Interim ``Results`` are :class:`~voicelat.core.events.Partial` (the request's
+finalized text plus the interim), ``is_final`` segments are
+:class:`~voicelat.core.events.Final`, and ``speech_final`` or ``UtteranceEnd`` (only after
+words of this request) is :class:`~voicelat.core.events.EndOfTurn`. At the end of the audio
+the client sends ``Finalize`` (or ``CloseStream``) and the request ends on the result marked
+``from_finalize`` (or ``Metadata``); when the last result was a ``speech_final`` with nothing
+after it there is nothing to flush and the request ends with the audio.
+
+**TTS.** Each text piece is a ``Speak`` and a ``Flush``; binary messages are raw linear16
+(an odd byte waits for the next message); the request ends at the ``Flushed`` of the last
+piece.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from voicelat.core.events import (
+    Audio,
+    EndOfTurn,
+    Final,
+    Partial,
+    RequestSent,
+    StageEvent,
+    TextSent,
+)
+from voicelat.stages.protocols.base import Send, WsProtocol, json_object, json_text
+
+__all__ = ["CLOSE_STREAM", "KEEPALIVE", "DeepgramSTTProtocol", "DeepgramTTSProtocol"]
+
+KEEPALIVE = json_text({"type": "KeepAlive"})
+CLOSE_STREAM = json_text({"type": "CloseStream"})
+_FINALIZE = json_text({"type": "Finalize"})
+_FLUSH = json_text({"type": "Flush"})
+
+
+def error_text(data: Mapping[str, Any]) -> str:
+    """An ``Error`` message as one line: its description and code."""
+    parts = [str(data.get(k)) for k in ("description", "message", "err_msg") if data.get(k)]
+    code = data.get("err_code") or data.get("code") or data.get("variant")
+    text = parts[0] if parts else "(no description)"
+    return f"{text} ({code})" if code else text
+
+
+def transcript(data: Mapping[str, Any]) -> str:
+    """``channel.alternatives[0].transcript`` of a ``Results`` message ("" when absent)."""
+    channel = data.get("channel")
+    if not isinstance(channel, dict):
+        return ""
+    alternatives = channel.get("alternatives")
+    if not isinstance(alternatives, list) or not alternatives:
+        return ""
+    first = alternatives[0]
+    text = first.get("transcript") if isinstance(first, dict) else None
+    return text.strip() if isinstance(text, str) else ""
+
+
+class DeepgramSTTProtocol(WsProtocol[bytes]):
+    """One turn on a live-transcription socket."""
+
+    awaiting: ClassVar[str] = "the final result"
+    sending: ClassVar[str] = "audio"
+
+    def __init__(self, url: str, *, close_stream: bool = False) -> None:
+        super().__init__(url)
+        self.close_stream = close_stream
+        self.text_final = ""
+        self.heard = False
+        self.audio_ended = False
+        #: The last result was a speech_final: everything heard is final already.
+        self.nothing_pending = False
+
+    def send_end(self) -> Iterator[Send]:
+        if not self.close_stream and self.nothing_pending:
+            yield Send(None, RequestSent(0, "audio_end"))
+            return
+        yield Send(CLOSE_STREAM if self.close_stream else _FINALIZE, RequestSent(0, "audio_end"))
+
+    def input_ended(self, t_ns: int) -> list[StageEvent]:
+        self.audio_ended = True
+        if self.nothing_pending and not self.close_stream:
+            return [self._done(t_ns)]
+        return []
+
+    def stalled(self, timeout_s: float) -> str:
+        return (
+            f"no final transcript from {self.url} within {timeout_s:g} s after the end of "
+            "audio (read timeout): the server stalled"
+        )
+
+    def receive(self, message: str | bytes, t_ns: int) -> list[StageEvent]:
+        data = json_object(message)
+        if data is None:
+            return []
+        kind = data.get("type")
+        if kind == "Results":
+            return self._results(data, t_ns)
+        if kind == "UtteranceEnd" and (self.text_final or self.heard):
+            # Only after words of this request: a late UtteranceEnd of the previous
+            # utterance must not end this turn before it has begun.
+            return [EndOfTurn(t_ns)]
+        if kind == "Metadata" and self.close_stream and self.audio_ended:
+            return [self._done(t_ns)]
+        if kind == "Error":
+            return [self._error(t_ns, error_text(data))]
+        return []
+
+    def _results(self, data: Mapping[str, Any], t: int) -> list[StageEvent]:
+        text = transcript(data)
+        if not data.get("is_final"):
+            self.nothing_pending = False
+            self.heard = self.heard or bool(text)
+            return [Partial(t, _join(self.text_final, text))] if text else []
+        events: list[StageEvent] = []
+        if text:
+            self.text_final = _join(self.text_final, text)
+            events.append(Final(t, text))
+        if data.get("speech_final"):
+            self.nothing_pending = True
+            if self.text_final:
+                events.append(EndOfTurn(t))
+        if data.get("from_finalize") and self.audio_ended:
+            events.append(self._done(t))
+        return events
+
+
+def _join(*parts: str) -> str:
+    return " ".join(p for p in parts if p)
+
+
+class DeepgramTTSProtocol(WsProtocol[str]):
+    """One reply on an Aura socket: a ``Speak`` and a ``Flush`` per piece."""
+
+    awaiting: ClassVar[str] = "Flushed"
+    sending: ClassVar[str] = "text"
+
+    def __init__(self, url: str, *, rate: int) -> None:
+        super().__init__(url)
+        self.rate = rate
+        self.pieces = 0
+        self.flushed = 0
+        self.text_ended = False
+        self._carry = b""
+
+    def send_input(self, item: str) -> Iterator[Send]:
+        if not item.strip():
+            return
+        self.pieces += 1
+        yield Send(json_text({"type": "Speak", "text": item}), TextSent(0, item))
+        yield Send(_FLUSH)
+
+    def input_ended(self, t_ns: int) -> list[StageEvent]:
+        self.text_ended = True
+        return [self._done(t_ns)] if self.flushed >= self.pieces else []
+
+    def receive(self, message: str | bytes, t_ns: int) -> list[StageEvent]:
+        if isinstance(message, bytes):
+            pcm = self._carry + message
+            cut = len(pcm) - len(pcm) % 2
+            self._carry = pcm[cut:]
+            return [Audio(t_ns, pcm[:cut], self.rate)] if cut else []
+        data = json_object(message)
+        if data is None:
+            return []
+        kind = data.get("type")
+        if kind == "Flushed":
+            self.flushed += 1
+            if self.text_ended and self.flushed >= self.pieces:
+                return [self._done(t_ns)]
+        elif kind == "Error":
+            return [self._error(t_ns, error_text(data))]
+        # Metadata, Warning (flush rate), Cleared: nothing to measure.
+        return []
