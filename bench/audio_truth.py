@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.stack:
             from dataclasses import replace
 
-            from voicelat.cli.main import with_stack_urls
+            from voicelat.engine.job import with_stack_urls
             from voicelat.files.pipeline import default_pipeline_path, load_pipeline
 
             n = args.turns or 20

@@ -40,9 +40,11 @@ _EXPORTS: dict[str, str] = {
     "percentile_band": "voicelat.core.stats",
     "bootstrap_diff": "voicelat.core.stats",
     "build_summary": "voicelat.core.summary",
+    "summarize": "voicelat.core.summary",
+    "RunSummary": "voicelat.core.run_summary",
     "load_run": "voicelat.files.results",
     "LoadedRun": "voicelat.files.results",
-    "SCHEMA_VERSION": "voicelat.files.results",
+    "SCHEMA_VERSION": "voicelat.core.run_summary",
     "Pipeline": "voicelat.files.pipeline",
     "load_pipeline": "voicelat.files.pipeline",
     "Fixture": "voicelat.files.fixtures",
@@ -51,6 +53,15 @@ _EXPORTS: dict[str, str] = {
     "Chunker": "voicelat.core.chunker",
     # running and stages
     "Runner": "voicelat.engine.runner",
+    "TurnEngine": "voicelat.engine.turn",
+    "TurnInput": "voicelat.engine.turn",
+    "FrameSource": "voicelat.engine.turn",
+    "Sink": "voicelat.engine.turn",
+    "StageSet": "voicelat.engine.stageset",
+    "Observer": "voicelat.engine.progress",
+    "NullObserver": "voicelat.engine.progress",
+    "use_clock": "voicelat.stages.base",
+    "parse_options": "voicelat.stages.options",
     "STTStage": "voicelat.stages.base",
     "LLMStage": "voicelat.stages.base",
     "TTSStage": "voicelat.stages.base",
@@ -79,21 +90,29 @@ __all__ = [
     "FakeClock",
     "Final",
     "Fixture",
+    "FrameSource",
     "InfraError",
     "LLMStage",
     "LoadedRun",
     "MonotonicClock",
+    "NullObserver",
+    "Observer",
     "Partial",
     "Pipeline",
     "RequestSent",
+    "RunSummary",
     "Runner",
     "STTStage",
+    "Sink",
     "Span",
     "SpanRecord",
     "StageEvent",
+    "StageSet",
     "TTSStage",
     "TextSent",
     "Turn",
+    "TurnEngine",
+    "TurnInput",
     "TurnRecorder",
     "VoicelatError",
     "__version__",
@@ -104,9 +123,12 @@ __all__ = [
     "load_pipeline",
     "load_run",
     "load_stage_class",
+    "parse_options",
     "percentile",
     "percentile_band",
     "plan_turns",
+    "summarize",
+    "use_clock",
 ]
 
 
@@ -141,11 +163,16 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from voicelat.core.metrics import critical_segments
     from voicelat.core.plan import plan_turns
     from voicelat.core.recorder import TurnRecorder
+    from voicelat.core.run_summary import SCHEMA_VERSION, RunSummary
     from voicelat.core.stats import Distribution, bootstrap_diff, percentile, percentile_band
-    from voicelat.core.summary import build_summary
+    from voicelat.core.summary import build_summary, summarize
     from voicelat.core.turn import SpanRecord, Turn
+    from voicelat.engine.progress import NullObserver, Observer
     from voicelat.engine.runner import Runner
+    from voicelat.engine.stageset import StageSet
+    from voicelat.engine.turn import FrameSource, Sink, TurnEngine, TurnInput
     from voicelat.files.fixtures import Fixture, load_fixtures
     from voicelat.files.pipeline import Pipeline, load_pipeline
-    from voicelat.files.results import SCHEMA_VERSION, LoadedRun, load_run
-    from voicelat.stages.base import LLMStage, STTStage, TTSStage, load_stage_class
+    from voicelat.files.results import LoadedRun, load_run
+    from voicelat.stages.base import LLMStage, STTStage, TTSStage, load_stage_class, use_clock
+    from voicelat.stages.options import parse_options

@@ -119,8 +119,8 @@ def test_run_takes_the_tui_path_only_when_asked(
         return Outcome()
 
     monkeypatch.setattr("voicelat.tui.live.run_with_tui", fake_tui)
-    monkeypatch.setattr("voicelat.cli.main.execute_run", fake_execute_run)
-    monkeypatch.setattr("voicelat.cli.main.summary_table", lambda *a: "")
+    monkeypatch.setattr("voicelat.cli.run.execute_run", fake_execute_run)
+    monkeypatch.setattr("voicelat.cli.run.summary_table", lambda *a: "")
     code = main(["run", flag, "--out", str(tmp_path / "out")])
     assert calls == (["tui"] if tui else ["plain"])
     assert code == (130 if tui else EXIT_OK)

@@ -58,7 +58,7 @@ def _info(msg: str) -> None:
 
 def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     """Register ``ci`` and ``baseline save``; each sets ``func`` and returns an exit code."""
-    from voicelat.cli.main import add_run_arguments
+    from voicelat.cli.run import add_run_arguments
 
     ci: argparse.ArgumentParser = subparsers.add_parser(
         "ci",
@@ -185,7 +185,8 @@ def cmd_ci(args: argparse.Namespace) -> int:
     tolerance = Tolerance(args.tolerance_ms, args.tolerance_pct)
     if args.results is not None:
         return _gate_existing(args, tolerance)
-    from voicelat.cli.main import PrintObserver, default_out_dir, execute_run, resolve_inputs
+    from voicelat.cli.run import PrintObserver
+    from voicelat.engine.job import default_out_dir, execute_run, resolve_inputs
     from voicelat.files.fixtures import fixture_set_hash
     from voicelat.report.text import summary_table
 

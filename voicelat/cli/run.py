@@ -160,11 +160,14 @@ ExecuteRun = Callable[..., Any]
 
 def cmd_run(
     args: argparse.Namespace,
-    execute: ExecuteRun = execute_run,
-    table: Callable[[Any, str], str] = summary_table,
+    execute: ExecuteRun | None = None,
+    table: Callable[[Any, str], str] | None = None,
 ) -> int:
-    """``voicelat run``; ``execute`` and ``table`` are the job and the summary table (the
-    command line's entry point passes its own names, which tests replace)."""
+    """``voicelat run``; ``execute`` and ``table`` are the job and the summary table (by
+    default this module's ``execute_run`` and ``summary_table``, looked up when called so a
+    test that replaces them here replaces them in the command)."""
+    execute = execute or execute_run
+    table = table or summary_table
     pipeline, fixtures = resolve_inputs(args)
     out_dir = args.out or default_out_dir(pipeline)
     if out_dir.exists() and any(out_dir.iterdir()):

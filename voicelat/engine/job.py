@@ -75,7 +75,7 @@ def with_stack_urls(pipeline: Pipeline) -> Pipeline:
     urls = {"stt": cfg.stt_url, "tts": cfg.tts_url, "llm": f"{cfg.llm_url}/v1"}
     tables: dict[str, dict[str, Any]] = {}
     for kind in ("stt", "llm", "tts"):
-        table = dict(getattr(pipeline, kind))
+        table = getattr(pipeline, kind).copy()  # a StageTable keeps its file and lines
         cls = load_stage_class(table["stage"], kind)
         # Only stages that talk to an embedded server say which option holds its address
         # (in-process engines such as pocketsphinx have none).

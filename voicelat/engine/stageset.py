@@ -9,7 +9,7 @@ from typing import Any, Self
 
 from voicelat.core.clock import Clock
 from voicelat.files.pipeline import Pipeline
-from voicelat.stages.base import LLMStage, STTStage, TTSStage, load_stage_class
+from voicelat.stages.base import LLMStage, STTStage, TTSStage, load_stage_class, use_clock
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,8 +55,7 @@ class StageSet:
         """Make every stage that has a ``clock`` attribute stamp on ``clock`` (call before
         entering; a third-party stage without one keeps its own stamps). Returns ``self``."""
         for _, stage in self.items():
-            if hasattr(stage, "clock"):
-                setattr(stage, "clock", clock)  # noqa: B010 - the attribute is not in the protocol
+            use_clock(stage, clock)
         return self
 
     def describe(self) -> dict[str, dict[str, Any]]:

@@ -244,8 +244,8 @@ def voicelat_run(tmp_path_factory: pytest.TempPathFactory) -> RunFactory:
         warmup: int = 1,
         out: Path | str | None = None,
     ) -> LatencySummary:
-        from voicelat.cli.main import execute_run, resolve_inputs
         from voicelat.core.errors import VoicelatError
+        from voicelat.engine.job import execute_run, resolve_inputs
 
         args = argparse.Namespace(
             pipeline=None if pipeline is None else Path(pipeline),
