@@ -91,11 +91,18 @@ class _LastError(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.last: str | None = None
+        self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.levelno >= logging.WARNING:
-            self.last = record.getMessage()
+            self.lines.append(record.getMessage())
+
+    def reason(self) -> str:
+        """The first line (what went wrong) and the last (how it ended), since the last call."""
+        lines, self.lines = self.lines, []
+        if not lines:
+            return "no answer"
+        return lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
 
 
 class OtelExporter:
@@ -194,6 +201,7 @@ class OtelExporter:
         self._flush_spans()
         data = self._reader.get_metrics_data()
         if not self._disabled and data is not None:
+            self._log.lines.clear()
             if self._metric_exporter.export(data) is not MetricExportResult.SUCCESS:
                 self._fail("metrics")
         _shutdown(self._span_exporter)
@@ -220,6 +228,7 @@ class OtelExporter:
     def _flush_spans(self) -> None:
         batch, self._collect.spans = self._collect.spans, []
         if batch and not self._disabled:
+            self._log.lines.clear()
             result = self._span_exporter.export(batch)
             if result is not SpanExportResult.SUCCESS:
                 self._fail("spans")
@@ -227,7 +236,7 @@ class OtelExporter:
     def _fail(self, what: str) -> None:
         self._disabled = True
         where = self.endpoint or "the OTEL_EXPORTER_OTLP_* endpoint"
-        reason = self._log.last or "no answer"
+        reason = self._log.reason()
         self._warn(
             f"OTLP export of {what} to {where} failed ({reason}); OTel export is off for the "
             "rest of this run (results are unaffected)"
