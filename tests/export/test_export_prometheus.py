@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from voicelat.export.measures import bucket_width_s
 from voicelat.export.prometheus import PrometheusExporter
 
 PROMETHEUS = shutil.which("prometheus")
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "voicelat.json"
 N_TURNS = 300
 
 
@@ -35,6 +37,20 @@ def _free_port() -> int:
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read())
+
+
+def _dashboard_queries() -> list[str]:
+    doc = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
+    exprs.append(doc["templating"]["list"][0]["query"]["query"])
+    return exprs
+
+
+def _concrete(expr: str) -> str:
+    """A dashboard expression with Grafana's variables filled in, as Grafana would send it."""
+    return (
+        expr.replace("$pipeline", ".*").replace("$__rate_interval", "1m").replace("$__range", "5m")
+    )
 
 
 def _query(base: str, promql: str) -> float | None:
@@ -114,6 +130,12 @@ def test_prometheus_quantiles_agree_with_the_summary(
             want = dist[key] / 1e9
             assert got is not None, series
             assert abs(got - want) <= bucket_width_s(want), (series, key, got, want)
+    # Every query of the Grafana dashboard is PromQL this Prometheus accepts.
+    for expr in _dashboard_queries():
+        if expr.startswith("label_values"):
+            continue
+        url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': _concrete(expr)})}"
+        assert _get(url)["status"] == "success", expr
 
 
 def test_a_port_in_use_fails_before_the_run_naming_the_port(tmp_path: Path) -> None:
@@ -156,6 +178,11 @@ def test_metrics_page_names_and_bounded_labels() -> None:
         for pair in line[line.index("{") + 1 : line.index("}")].split(",")
     }
     assert labels == {"pipeline", "segment", "stage", "le"}
+    # The dashboard names only metrics the exporter serves.
+    used = {m for e in _dashboard_queries() for m in re.findall(r"voicelat_[a-z0-9_]+", e)}
+    assert len(used) >= 7
+    for name in used:
+        assert f"\n{name}{{" in page, name
     assert 'voicelat_turns_total{pipeline="p"} 21.0' in page
     assert 'voicelat_turn_failures_total{pipeline="p",stage="llm"} 2.0' in page
     # 20 per-turn maxima, then the probe's sample; once samples arrive, turns add none.

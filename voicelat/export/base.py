@@ -13,6 +13,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -187,6 +188,9 @@ class ExportFanout:
                 g.call("turn", partial(g.exporter.on_turn, item))
             elif isinstance(item, int) and isinstance(g.exporter, LoopLagSink):
                 g.call("loop lag", partial(g.exporter.on_loop_lag, item))
+            # Hand the GIL back between pieces of work: the measuring loop's thread, if it is
+            # waiting for it, runs now rather than after the interpreter's 5 ms switch interval.
+            time.sleep(0)
 
 
 class _TurnObserver(Protocol):
