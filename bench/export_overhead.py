@@ -89,7 +89,7 @@ def _round(on: bool, seconds: float, rate: float, otlp: str, out: Path) -> tuple
     exporters = (
         build_exporters(
             ExportOptions(
-                pipeline={"name": "bench"}, run_dir=str(out), otlp_endpoint=otlp,
+                pipeline={"name": "bench"}, run_dir=out, otlp_endpoint=otlp,
                 metrics_port=port, csv=True, env={},
             )
         )

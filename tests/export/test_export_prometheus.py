@@ -148,7 +148,7 @@ def test_a_port_in_use_fails_before_the_run_naming_the_port(tmp_path: Path) -> N
         assert info.value.exit_code == EXIT_INFRA == 3
         assert str(port) in str(info.value) and "in use" in str(info.value)
         # Through the registry: Prometheus is built first, so turns.csv was never opened.
-        opts = ExportOptions(metrics_port=port, csv=True, run_dir=str(tmp_path), env={})
+        opts = ExportOptions(metrics_port=port, csv=True, run_dir=tmp_path, env={})
         with pytest.raises(MetricsPortInUse):
             build_exporters(opts)
         assert not (tmp_path / "turns.csv").exists()

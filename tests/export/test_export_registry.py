@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -47,7 +49,7 @@ def test_nothing_asked_nothing_built() -> None:
 
 def test_csv_needs_a_run_dir(tmp_path: Path) -> None:
     assert build_exporters(ExportOptions(csv=True, env={})) == []
-    built = build_exporters(ExportOptions(csv=True, run_dir=str(tmp_path), env={}))
+    built = build_exporters(ExportOptions(csv=True, run_dir=tmp_path, env={}))
     assert [type(e) for e in built] == [TurnsCsvExporter]
     built[0].close(None)
     assert (tmp_path / "turns.csv").read_text().startswith("index,fixture,")
@@ -71,3 +73,13 @@ def test_a_plugin_returning_junk_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
     _with_entry_points(monkeypatch, EntryPoint("gone", "no_such_module_xyz:f", "g"))
     with pytest.raises(ExportError, match="'gone' cannot be loaded"):
         build_exporters(ExportOptions(env={}))
+
+
+def test_importing_the_package_pulls_in_no_exporter_library() -> None:
+    code = (
+        "import sys, voicelat.export; "
+        "print(sorted(m for m in ('opentelemetry', 'prometheus_client', 'jsonschema', 'asyncio') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from voicelat.core.errors import EXIT_INFRA, VoicelatError
@@ -80,7 +81,7 @@ class ExportOptions:
     """
 
     pipeline: Mapping[str, Any] = field(default_factory=dict)
-    run_dir: str | None = None
+    run_dir: Path | None = None
     otlp_endpoint: str | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"

@@ -97,7 +97,7 @@ class TurnsCsvExporter:
         """The entry-point factory: enabled by ``csv`` with a ``run_dir``."""
         if not options.csv or options.run_dir is None:
             return None
-        return cls(Path(options.run_dir))
+        return cls(options.run_dir)
 
     def on_turn(self, turn: Turn) -> None:
         if self._fh is not None:
