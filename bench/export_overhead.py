@@ -61,7 +61,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _probe_and_feed(fan: ExportFanout, seconds: float, rate: float) -> tuple[list[int], list[int]]:
+async def _probe_and_feed(
+    fan: ExportFanout, seconds: float, rate: float
+) -> tuple[list[int], list[int]]:
     lags: list[int] = []
     submit_ns: list[int] = []
     turns = synthetic_turns(int(seconds * rate) + 1)
@@ -84,7 +86,9 @@ async def _probe_and_feed(fan: ExportFanout, seconds: float, rate: float) -> tup
     return lags, submit_ns
 
 
-def _round(on: bool, seconds: float, rate: float, otlp: str, out: Path) -> tuple[list[int], list[int]]:
+def _round(
+    on: bool, seconds: float, rate: float, otlp: str, out: Path
+) -> tuple[list[int], list[int]]:
     port = _free_port()
     exporters = (
         build_exporters(

@@ -9,6 +9,7 @@ results.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import sys
@@ -102,7 +103,7 @@ _STOP = object()
 
 
 class _Guarded:
-    """One exporter and whether it already failed (after which it is left alone)."""
+    """One exporter and whether it already failed (after which it gets no more turns)."""
 
     def __init__(self, exporter: Exporter, warn: Warn) -> None:
         self.exporter = exporter
@@ -118,6 +119,14 @@ class _Guarded:
             self.failed = True
             name = type(self.exporter).__name__
             self.warn(f"{name} stopped exporting ({what}: {type(exc).__name__}: {exc})")
+
+    def close(self, summary: Mapping[str, Any] | None) -> None:
+        if not self.failed:
+            self.call("close", partial(self.exporter.close, summary))
+            return
+        # Already warned about: still release its port or file, quietly.
+        with contextlib.suppress(Exception):
+            self.exporter.close(summary)
 
 
 class ExportFanout:
@@ -179,7 +188,7 @@ class ExportFanout:
             item = self._queue.get()
             if isinstance(item, tuple) and item and item[0] is _STOP:
                 for g in self._exporters:
-                    g.call("close", partial(g.exporter.close, item[1]))
+                    g.close(item[1])
                 return
             self._dispatch(item)
 
