@@ -140,6 +140,16 @@ def test_bencher_metric_format() -> None:
     assert json.loads(benchmark_json(summary, "bencher")) == doc
 
 
+def test_the_typed_summary_gives_the_same_documents() -> None:
+    from voicelat.core.run_summary import RunSummary
+
+    summary = json.loads((RUN / "summary.json").read_text())
+    typed = RunSummary.from_json(summary)
+    assert github_benchmark(typed) == github_benchmark(summary)
+    assert bencher_metrics(typed) == bencher_metrics(summary)
+    assert json.loads(summary_json(typed)) == json.loads(summary_json(summary))
+
+
 def test_failure_rate_counts_measured_turns_and_empty_series_are_left_out() -> None:
     summary = {
         "pipeline": {"name": "p"},

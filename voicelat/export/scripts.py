@@ -14,11 +14,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from voicelat.core.contract import MILESTONES, SEGMENTS
+from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 from voicelat.export.base import ExportError, ExportOptions
 from voicelat.export.measures import ttfa_ns, ttft_ns
 
 TURNS_CSV = "turns.csv"
+
+#: A summary as summary.json holds it, or the typed form (``RunSummary.to_json`` gives the same).
+SummaryLike = Mapping[str, Any] | RunSummary
+
+
+def summary_document(summary: SummaryLike) -> Mapping[str, Any]:
+    """The JSON form of either kind of summary."""
+    return summary.to_json() if isinstance(summary, RunSummary) else summary
+
 
 #: The columns of turns.csv, in order. Part of the public format: add at the end, never reorder.
 CSV_COLUMNS: tuple[str, ...] = (
@@ -111,9 +121,9 @@ class TurnsCsvExporter:
 
 
 # -- --json ----------------------------------------------------------------------------------
-def summary_json(summary: Mapping[str, Any]) -> str:
+def summary_json(summary: SummaryLike) -> str:
     """What ``--json`` prints: the summary.json document, and nothing else, newline-terminated."""
-    return json.dumps(summary, indent=2, sort_keys=False) + "\n"
+    return json.dumps(summary_document(summary), indent=2, sort_keys=False) + "\n"
 
 
 # -- --benchmark-json ------------------------------------------------------------------------
@@ -143,8 +153,9 @@ def _pipeline(summary: Mapping[str, Any]) -> str:
     return str((summary.get("pipeline") or {}).get("name") or "voicelat")
 
 
-def github_benchmark(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+def github_benchmark(summary: SummaryLike) -> list[dict[str, Any]]:
     """github-action-benchmark's ``customSmallerIsBetter`` list (milliseconds; %)."""
+    summary = summary_document(summary)
     pipe = _pipeline(summary)
     out: list[dict[str, Any]] = []
     for name, dist in _series(summary):
@@ -165,9 +176,10 @@ def github_benchmark(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def bencher_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+def bencher_metrics(summary: SummaryLike) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format: one benchmark per series and percentile, its ``latency`` in ns
     (Bencher's built-in measure unit); the failure rate as a ``failure-rate`` measure."""
+    summary = summary_document(summary)
     pipe = _pipeline(summary)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, dist in _series(summary):
@@ -183,7 +195,7 @@ def bencher_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, dict[str,
     return out
 
 
-def benchmark_json(summary: Mapping[str, Any], fmt: str = "github") -> str:
+def benchmark_json(summary: SummaryLike, fmt: str = "github") -> str:
     """The ``--benchmark-json`` document in ``fmt`` (one of :data:`BENCHMARK_FORMATS`)."""
     if fmt == "github":
         doc: object = github_benchmark(summary)
