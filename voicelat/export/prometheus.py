@@ -99,7 +99,8 @@ class PrometheusExporter:
         )
         # Every series exists from the first scrape, at 0: rate() and absent() need no special
         # case for "nothing failed yet".
-        self.turns.labels(self.pipeline)
+        for metric in (self.turns, self.e2e, self.ttft, self.ttfa, self.loop_lag):
+            metric.labels(self.pipeline)
         for stage in FAILURE_STAGES:
             self.failures.labels(self.pipeline, stage)
         for s in SEGMENTS:
