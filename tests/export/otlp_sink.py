@@ -37,6 +37,19 @@ class Sink:
         ]
 
 
+def attributes(span: Any) -> dict[str, Any]:
+    """A decoded span's attributes as a plain dict (arrays as lists)."""
+    out: dict[str, Any] = {}
+    for kv in span.attributes:
+        v = kv.value
+        kind = v.WhichOneof("value")
+        if kind == "array_value":
+            out[kv.key] = [getattr(x, x.WhichOneof("value")) for x in v.array_value.values]
+        else:
+            out[kv.key] = getattr(v, kind)
+    return out
+
+
 @contextmanager
 def otlp_receiver(status: int = 200) -> Iterator[Sink]:
     sink = Sink(status)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from otlp_sink import attributes as _attrs
 from otlp_sink import otlp_receiver
 
 from voicelat.core.turn import Turn
@@ -16,18 +17,6 @@ from voicelat.export.otel import SCHEMA_URL, OtelExporter, signal_urls, wall_ns
 from voicelat.files.results import load_run
 
 RUN = Path(__file__).resolve().parents[1] / "tui" / "data" / "run"
-
-
-def _attrs(span: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for kv in span.attributes:
-        v = kv.value
-        kind = v.WhichOneof("value")
-        if kind == "array_value":
-            out[kv.key] = [getattr(x, x.WhichOneof("value")) for x in v.array_value.values]
-        else:
-            out[kv.key] = getattr(v, kind)
-    return out
 
 
 def _export(turns: tuple[Turn, ...], url: str, warnings: list[str]) -> None:

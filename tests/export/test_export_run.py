@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from otlp_sink import attributes as _attrs
 from otlp_sink import otlp_receiver
-from test_export_otel import _attrs
 
 from tests.helpers import ROOT
 from voicelat.core.plan import plan_turns

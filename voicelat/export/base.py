@@ -31,6 +31,9 @@ ENTRY_POINT_GROUP = "voicelat.exporters"
 
 Warn = Callable[[str], None]
 
+#: The standard variables that name an OTLP endpoint (either one turns OTel export on).
+OTLP_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
 
 def warn_stderr(message: str) -> None:
     """The default warning sink: one line on stderr, prefixed like voicelat's other warnings."""
@@ -97,6 +100,12 @@ class ExportOptions:
 
     def environ(self) -> Mapping[str, str]:
         return os.environ if self.env is None else self.env
+
+    @property
+    def otel_enabled(self) -> bool:
+        """``otlp_endpoint`` given, or a standard OTLP endpoint variable set."""
+        env = self.environ()
+        return self.otlp_endpoint is not None or any(env.get(k) for k in OTLP_ENDPOINT_VARS)
 
 
 _STOP = object()

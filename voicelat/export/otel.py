@@ -58,7 +58,6 @@ _FLUSH_EVERY_S = 1.0
 # requests, with the GIL handed back between them, keep the measuring loop's thread from
 # waiting behind one long encode (200 spans in one go delayed its wake-ups by up to 15 ms).
 _BATCH_SPANS = 32
-_ENV_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 _ENV_TIMEOUTS = ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
 # Stage span bounds: first milestone that exists of each tuple (start, then end).
 _STAGE_BOUNDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -149,10 +148,10 @@ class OtelExporter:
 
     @classmethod
     def from_options(cls, options: ExportOptions) -> OtelExporter | None:
-        """The entry-point factory: enabled by ``otlp_endpoint`` or an OTLP endpoint variable."""
-        env = options.environ()
-        if options.otlp_endpoint is None and not any(env.get(k) for k in _ENV_ENDPOINTS):
+        """Built from the options when they enable OTel (``otlp_endpoint`` or a variable)."""
+        if not options.otel_enabled:
             return None
+        env = options.environ()
         timeout = None if any(env.get(k) for k in _ENV_TIMEOUTS) else DEFAULT_TIMEOUT_S
         return cls(
             options.otlp_endpoint,

@@ -33,9 +33,7 @@ def prometheus_exporter(options: ExportOptions) -> Exporter | None:
 
 def otel_exporter(options: ExportOptions) -> Exporter | None:
     """``--otlp-endpoint`` or the OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variables."""
-    env = options.environ()
-    wanted = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    if options.otlp_endpoint is None and not any(env.get(k) for k in wanted):
+    if not options.otel_enabled:
         return None
     try:
         from voicelat.export.otel import OtelExporter

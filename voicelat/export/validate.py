@@ -37,7 +37,7 @@ def schema_errors(document: object, name: str) -> list[str]:
         # Imported by name: jsonschema ships no type hints, and its stubs are not a dependency.
         jsonschema: Any = importlib.import_module("jsonschema")
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ExportError("validating needs jsonschema: pip install 'voicelat[export]'") from None
+        raise ExportError("validating needs jsonschema: pip install jsonschema") from None
     validator = jsonschema.Draft202012Validator(load_schema(name))
     return [
         f"{e.json_path}: {e.message}"
