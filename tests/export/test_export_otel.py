@@ -13,7 +13,7 @@ from otlp_sink import otlp_receiver
 
 from voicelat.core.turn import Turn
 from voicelat.export import ExportFanout, ExportOptions, build_exporters
-from voicelat.export.otel import SCHEMA_URL, OtelExporter, signal_urls, wall_ns
+from voicelat.export.otel import SCHEMA_URL, OtelExporter, otlp_urls, signal_urls, wall_ns
 from voicelat.files.results import load_run
 
 RUN = Path(__file__).resolve().parents[1] / "tui" / "data" / "run"
@@ -142,13 +142,26 @@ def test_an_unreachable_endpoint_gives_one_warning(capsys: Any) -> None:
 
 def test_enabled_by_flag_or_standard_variable_only() -> None:
     assert build_exporters(ExportOptions(env={})) == []
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
-    built = build_exporters(ExportOptions(env=env))
-    assert [type(e).__name__ for e in built] == ["OtelExporter"]
-    for e in built:
-        e.close(None)
+    run = load_run(RUN)
+    with otlp_receiver() as sink:
+        options = ExportOptions(env={"OTEL_EXPORTER_OTLP_ENDPOINT": sink.url + "/"})
+        built = build_exporters(options)
+        assert [type(e).__name__ for e in built] == ["OtelExporter"]
+        with ExportFanout(built) as fan:
+            fan.submit(run.turns[1])
+    assert len(sink.spans()) == 4 and len(sink.metrics) == 1
     assert signal_urls("http://c:4318/") == ("http://c:4318/v1/traces", "http://c:4318/v1/metrics")
     assert signal_urls("http://c:4318/v1/traces")[1] == "http://c:4318/v1/metrics"
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/x",
+    }
+    assert otlp_urls(None, env) == ("http://t/x", "http://a:1/v1/metrics")
+    assert otlp_urls("http://flag:2", env) == (
+        "http://flag:2/v1/traces",
+        "http://flag:2/v1/metrics",
+    )
+    assert otlp_urls(None, {}) == (None, None)
 
 
 def test_a_run_wide_anchor_places_monotonic_times_on_the_wall_clock() -> None:

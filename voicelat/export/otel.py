@@ -16,6 +16,7 @@ one warning line; OTel export then stops for the run, and the results are untouc
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -67,6 +68,20 @@ _STAGE_BOUNDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+def otlp_urls(endpoint: str | None, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """``(traces_url, metrics_url)``: from ``endpoint`` (a base URL) when given, else from the
+    standard variables read the standard way (a per-signal variable as is, the base one with
+    ``/v1/<signal>`` appended). None: not set, the SDK's default applies."""
+    if endpoint:
+        return signal_urls(endpoint)
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    traces, metrics = signal_urls(base) if base else (None, None)
+    return (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or traces,
+        env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or metrics,
+    )
+
+
 def signal_urls(endpoint: str) -> tuple[str, str]:
     """``(traces_url, metrics_url)`` for a base URL such as ``http://collector:4318`` (the
     ``/v1/traces`` form is accepted too), as OTEL_EXPORTER_OTLP_ENDPOINT is read."""
@@ -110,8 +125,10 @@ class _LastError(logging.Handler):
 class OtelExporter:
     """Turns to spans and histograms, sent with OTLP/HTTP protobuf.
 
-    ``endpoint`` is a base URL (``/v1/traces`` and ``/v1/metrics`` are appended); None lets the
-    SDK read the standard ``OTEL_EXPORTER_OTLP_*`` variables.
+    ``endpoint`` is a base URL (``/v1/traces`` and ``/v1/metrics`` are appended); without it the
+    ``OTEL_EXPORTER_OTLP_(TRACES_|METRICS_)ENDPOINT`` variables of ``env`` (default: the
+    process environment) apply; the SDK reads the other OTLP variables (headers, TLS,
+    compression, timeout) from the process environment.
     """
 
     def __init__(
@@ -123,15 +140,16 @@ class OtelExporter:
         wall_anchor_ns: tuple[int, int] | None = None,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
         warn: Warn = warn_stderr,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.pipeline = dict(pipeline or {})
-        self.endpoint = endpoint
+        traces, metrics = otlp_urls(endpoint, os.environ if env is None else env)
+        self.endpoint = traces
         self.wall_anchor_ns = wall_anchor_ns
         self._warn = warn
         self._disabled = False
         self._log = _LastError()
         self._silence_sdk_logs()
-        traces, metrics = signal_urls(endpoint) if endpoint else (None, None)
         self._span_exporter = OTLPSpanExporter(endpoint=traces, timeout=timeout_s)
         self._metric_exporter = OTLPMetricExporter(endpoint=metrics, timeout=timeout_s)
         resource = Resource.create(
@@ -159,6 +177,7 @@ class OtelExporter:
             service_name=options.service_name,
             wall_anchor_ns=options.wall_anchor_ns,
             timeout_s=timeout,
+            env=env,
         )
 
     def _silence_sdk_logs(self) -> None:
@@ -242,7 +261,7 @@ class OtelExporter:
 
     def _fail(self, what: str) -> None:
         self._disabled = True
-        where = self.endpoint or "the OTEL_EXPORTER_OTLP_* endpoint"
+        where = self.endpoint or "the default OTLP endpoint"
         reason = self._log.reason()
         self._warn(
             f"OTLP export of {what} to {where} failed ({reason}); OTel export is off for the "
