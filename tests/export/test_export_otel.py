@@ -170,3 +170,22 @@ def test_a_run_wide_anchor_places_monotonic_times_on_the_wall_clock() -> None:
     # anchor: wall 1_000_000 at monotonic 1_000 -> t0 (mono 5_000) is wall 1_004_000
     assert wall_ns(turn, 250, (1_000_000, 1_000)) == 1_004_250
     assert wall_ns(turn, 250, None) == 1_249
+
+
+def test_metrics_also_go_out_during_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from voicelat.export import otel
+
+    monkeypatch.setattr(otel, "METRICS_EVERY_S", 0.0)
+    run = load_run(RUN)
+    with otlp_receiver() as sink:
+        _export(run.turns[:3], sink.url, [])
+    # One export per turn (cumulative: the counter climbs), then the final one.
+    totals = [
+        m.sum.data_points[0].as_int
+        for req in sink.metrics
+        for rm in req.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "voicelat.turns"
+    ]
+    assert totals == [1, 2, 3, 3]

@@ -55,6 +55,8 @@ STAGE_SPANS: dict[str, str] = {
 TURN_SPAN = "invoke_agent"
 DEFAULT_TIMEOUT_S = 5.0
 _FLUSH_EVERY_S = 1.0
+#: Cumulative metrics go out this often during a run (and once more at its end).
+METRICS_EVERY_S = 10.0
 # Spans per OTLP request. Encoding is pure Python holding the GIL (~30 us a span): small
 # requests, with the GIL handed back between them, keep the measuring loop's thread from
 # waiting behind one long encode (200 spans in one go delayed its wake-ups by up to 15 ms).
@@ -162,7 +164,7 @@ class OtelExporter:
         self._reader = InMemoryMetricReader()
         self._meter_provider = MeterProvider(resource=resource, metric_readers=[self._reader])
         self._define_metrics()
-        self._last_flush = time.monotonic()
+        self._last_flush = self._last_metrics = time.monotonic()
 
     @classmethod
     def from_options(cls, options: ExportOptions) -> OtelExporter | None:
@@ -217,14 +219,13 @@ class OtelExporter:
         if len(self._collect.spans) >= _BATCH_SPANS or now - self._last_flush >= _FLUSH_EVERY_S:
             self._flush_spans()
             self._last_flush = now
+        if now - self._last_metrics >= METRICS_EVERY_S:
+            self._export_metrics()
+            self._last_metrics = now
 
     def close(self, summary: Mapping[str, Any] | None) -> None:
         self._flush_spans()
-        data = self._reader.get_metrics_data()
-        if not self._disabled and data is not None:
-            self._log.lines.clear()
-            if self._metric_exporter.export(data) is not MetricExportResult.SUCCESS:
-                self._fail("metrics")
+        self._export_metrics()
         _shutdown(self._span_exporter)
         _shutdown(self._metric_exporter)
 
@@ -245,6 +246,13 @@ class OtelExporter:
             self._ttfa.record(m.ttfa_s, base)
         if m.loop_lag_max_s is not None:
             self._loop_lag.record(m.loop_lag_max_s, base)
+
+    def _export_metrics(self) -> None:
+        data = self._reader.get_metrics_data()
+        if not self._disabled and data is not None:
+            self._log.lines.clear()
+            if self._metric_exporter.export(data) is not MetricExportResult.SUCCESS:
+                self._fail("metrics")
 
     def _flush_spans(self) -> None:
         batch, self._collect.spans = self._collect.spans, []
