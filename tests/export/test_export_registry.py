@@ -10,9 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from synthetic_turns import synthetic_turns
 
 from voicelat.core.turn import Turn
-from voicelat.export import ENTRY_POINT_GROUP, ExportError, ExportOptions, build_exporters, registry
+from voicelat.export import (
+    ENTRY_POINT_GROUP,
+    ExportError,
+    ExportOptions,
+    build_exporters,
+    open_exports,
+    registry,
+)
 from voicelat.export.scripts import TurnsCsvExporter
 
 
@@ -45,6 +53,18 @@ def _with_entry_points(monkeypatch: pytest.MonkeyPatch, *eps: EntryPoint) -> Non
 
 def test_nothing_asked_nothing_built() -> None:
     assert build_exporters(ExportOptions(env={})) == []
+    fan = open_exports(ExportOptions(env={}))
+    assert fan.exporters == () and fan._thread is None  # no thread for nothing to do
+    fan.submit(synthetic_turns(1)[0])
+    fan.close(None)
+
+
+def test_open_exports_builds_and_starts(tmp_path: Path) -> None:
+    fan = open_exports(ExportOptions(csv=True, run_dir=tmp_path, env={}))
+    for t in synthetic_turns(4):
+        fan.submit(t)
+    fan.close({"counts": {}})
+    assert len((tmp_path / "turns.csv").read_text().splitlines()) == 1 + 4
 
 
 def test_csv_needs_a_run_dir(tmp_path: Path) -> None:

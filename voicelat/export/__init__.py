@@ -18,7 +18,7 @@ from voicelat.export.base import (
     MetricsPortInUse,
     warn_stderr,
 )
-from voicelat.export.registry import build_exporters, exporter_factories
+from voicelat.export.registry import build_exporters, exporter_factories, open_exports
 from voicelat.export.scripts import (
     BENCHMARK_FORMATS,
     CSV_COLUMNS,
@@ -53,6 +53,7 @@ __all__ = [
     "exporter_factories",
     "github_benchmark",
     "load_schema",
+    "open_exports",
     "summary_json",
     "validate",
     "warn_stderr",

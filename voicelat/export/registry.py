@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
-from voicelat.export.base import ENTRY_POINT_GROUP, Exporter, ExportError, ExportOptions
+from voicelat.export.base import (
+    ENTRY_POINT_GROUP,
+    Exporter,
+    ExportError,
+    ExportFanout,
+    ExportOptions,
+    Warn,
+    warn_stderr,
+)
 
 Factory = Callable[[ExportOptions], Exporter | None]
 
@@ -97,3 +105,12 @@ def build_exporters(options: ExportOptions) -> list[Exporter]:
             e.close(None)
         raise
     return built
+
+
+def open_exports(options: ExportOptions, *, warn: Warn = warn_stderr) -> ExportFanout:
+    """Build every exporter ``options`` enables and start their fan-out: the one call a command
+    makes BEFORE its run (a metrics port in use raises :class:`MetricsPortInUse` here, exit 3).
+    With nothing enabled, the fan-out has no thread and ``submit`` does nothing."""
+    fan = ExportFanout(build_exporters(options), warn=warn)
+    fan.start()
+    return fan
