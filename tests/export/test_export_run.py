@@ -27,6 +27,7 @@ from voicelat.export import (
     build_exporters,
     validate,
 )
+from voicelat.export.prometheus import PrometheusExporter
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
 from voicelat.files.pipeline import load_pipeline
 
@@ -81,7 +82,9 @@ async def test_a_run_exports_spans_metrics_and_csv_matching_turns_jsonl(
             fan.start()
             runner = Runner(pipeline, fixtures, tmp_path, observer=ExportObserver(None, fan))
             outcome = await runner.run(plan_turns([f.id for f in fixtures], warmup=1))
-            port = exporters[0].port  # type: ignore[attr-defined]
+            prom = exporters[0]
+            assert isinstance(prom, PrometheusExporter)
+            port = prom.port
             time.sleep(0.3)  # the export thread catches up (it is not the loop's business)
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 page = r.read().decode()
