@@ -1,0 +1,135 @@
+"""``--metrics-port``: a Prometheus ``/metrics`` endpoint that lives while a run or load runs.
+
+Metrics (every one labelled ``pipeline``; the only other label is a bounded ``segment`` or
+``stage``, never a turn, fixture or transcript):
+
+* ``voicelat_turn_e2e_seconds`` histogram, headline turns
+* ``voicelat_turn_segment_seconds{segment}`` histogram, one series per critical-path segment
+* ``voicelat_llm_ttft_seconds`` / ``voicelat_tts_ttfa_seconds`` histograms
+* ``voicelat_turns_total`` / ``voicelat_turn_failures_total{stage}`` counters (every turn)
+* ``voicelat_loop_lag_seconds`` histogram (the probe's samples, or each turn's max without them)
+
+The registry is the exporter's own: nothing else in the process leaks into the scrape.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from voicelat.core.contract import SEGMENTS
+from voicelat.core.turn import Turn
+from voicelat.export.base import ExportOptions, MetricsPortInUse
+from voicelat.export.measures import (
+    FAILURE_STAGES,
+    LATENCY_BUCKETS_S,
+    LOOP_LAG_BUCKETS_S,
+    failure_label,
+    measures,
+    seconds,
+)
+
+PREFIX = "voicelat"
+
+
+class PrometheusExporter:
+    """Serves ``/metrics`` on ``host:port`` from construction until :meth:`close`.
+
+    The port is bound in the constructor, so a port in use raises :class:`MetricsPortInUse`
+    (exit 3) before any turn runs. ``port=0`` picks a free port (see :attr:`port`).
+    """
+
+    def __init__(self, port: int, *, pipeline: str, host: str = "127.0.0.1") -> None:
+        self.pipeline = pipeline
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._define_metrics()
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            reason = "in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            raise MetricsPortInUse(host, port, reason) from None
+        self.host = host
+        self.port: int = int(self._server.server_port)
+        self._probe_samples = False
+
+    @classmethod
+    def from_options(cls, options: ExportOptions) -> PrometheusExporter | None:
+        """The entry-point factory: enabled by ``metrics_port``."""
+        if options.metrics_port is None:
+            return None
+        return cls(options.metrics_port, pipeline=options.pipeline_name, host=options.metrics_host)
+
+    def _define_metrics(self) -> None:
+        reg, lat = self.registry, LATENCY_BUCKETS_S
+        self.e2e = Histogram(
+            f"{PREFIX}_turn_e2e_seconds",
+            "Speech end to first audible reply (headline turns)",
+            ["pipeline"],
+            buckets=lat,
+            registry=reg,
+        )
+        self.segment = Histogram(
+            f"{PREFIX}_turn_segment_seconds",
+            "One critical-path segment of a turn (the segments sum to e2e)",
+            ["pipeline", "segment"],
+            buckets=lat,
+            registry=reg,
+        )
+        self.ttft = Histogram(
+            f"{PREFIX}_llm_ttft_seconds", "LLM time to first token", ["pipeline"], buckets=lat,
+            registry=reg,
+        )  # fmt: skip
+        self.ttfa = Histogram(
+            f"{PREFIX}_tts_ttfa_seconds", "TTS time to first audio", ["pipeline"], buckets=lat,
+            registry=reg,
+        )  # fmt: skip
+        self.turns = Counter(f"{PREFIX}_turns", "Turns finished", ["pipeline"], registry=reg)
+        self.failures = Counter(
+            f"{PREFIX}_turn_failures", "Turns failed, by stage", ["pipeline", "stage"], registry=reg
+        )
+        self.loop_lag = Histogram(
+            f"{PREFIX}_loop_lag_seconds",
+            "Lag of the measuring event loop",
+            ["pipeline"],
+            buckets=LOOP_LAG_BUCKETS_S,
+            registry=reg,
+        )
+        # Every series exists from the first scrape, at 0: rate() and absent() need no special
+        # case for "nothing failed yet".
+        for metric in (self.turns, self.e2e, self.ttft, self.ttfa, self.loop_lag):
+            metric.labels(self.pipeline)
+        for stage in FAILURE_STAGES:
+            self.failures.labels(self.pipeline, stage)
+        for s in SEGMENTS:
+            self.segment.labels(self.pipeline, s)
+
+    def on_turn(self, turn: Turn) -> None:
+        p = self.pipeline
+        self.turns.labels(p).inc()
+        if turn.failed:
+            self.failures.labels(p, failure_label(turn.failure_stage)).inc()
+        m = measures(turn)
+        if m.e2e_s is not None:
+            self.e2e.labels(p).observe(m.e2e_s)
+        for name, value in m.segments_s.items():
+            self.segment.labels(p, name).observe(value)
+        if m.ttft_s is not None:
+            self.ttft.labels(p).observe(m.ttft_s)
+        if m.ttfa_s is not None:
+            self.ttfa.labels(p).observe(m.ttfa_s)
+        if m.loop_lag_max_s is not None and not self._probe_samples:
+            self.loop_lag.labels(p).observe(m.loop_lag_max_s)
+
+    def on_loop_lag(self, lag_ns: int) -> None:
+        """A probe sample; once these arrive, the per-turn maxima are no longer counted."""
+        self._probe_samples = True
+        self.loop_lag.labels(self.pipeline).observe(seconds(lag_ns))
+
+    def close(self, summary: Mapping[str, Any] | None) -> None:
+        """Stop serving (the last scrape before this saw every turn)."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
