@@ -109,6 +109,19 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     ci.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
     ci.add_argument("--markdown", type=Path, metavar="FILE", help="also write Markdown here")
     ci.add_argument(
+        "--benchmark-json",
+        type=Path,
+        metavar="FILE",
+        help="also write the percentiles for a benchmark dashboard here (see --benchmark-format)",
+    )
+    ci.add_argument(
+        "--benchmark-format",
+        choices=("github", "bencher"),
+        default="github",
+        help="github: github-action-benchmark's customSmallerIsBetter list (default); "
+        "bencher: Bencher's metric format",
+    )
+    ci.add_argument(
         "--results",
         type=Path,
         metavar="RUN_DIR",
@@ -275,6 +288,11 @@ def _finish(
         run_dir=str(run_dir),
     )
     written = _write_reports(args, run_dir, result)
+    if getattr(args, "benchmark_json", None) is not None:
+        from voicelat.export import benchmark_json
+
+        _write(args.benchmark_json, benchmark_json(summary, args.benchmark_format))
+        written.append(args.benchmark_json)
     print(gate_text(result), flush=True)
     _info("reports: " + ", ".join(str(p) for p in written))
     if args.save_baseline is not None:

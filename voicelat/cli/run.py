@@ -13,13 +13,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from voicelat.cli.args import non_negative_int, positive_int
 from voicelat.core.errors import EXIT_OK, ConfigError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.turn import Turn
-from voicelat.engine.job import default_out_dir, execute_run, info, resolve_inputs
+from voicelat.engine.job import default_out_dir, execute_run, info, resolve_inputs, set_quiet
 from voicelat.report.text import summary_table, turn_line
 
 __all__ = ["PrintObserver", "add_parser", "add_run_arguments", "cmd_run"]
@@ -77,6 +77,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--out", "-o", type=Path, help="results directory (default: runs/<time>-<pipeline>)"
     )
     _add_load_arguments(p)
+    _add_export_arguments(p)
     p.add_argument(
         "--save-audio",
         action="store_true",
@@ -128,21 +129,60 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_export_arguments(p: argparse.ArgumentParser) -> None:
+    # Exports besides turns.jsonl/summary.json/turns.csv (docs/EXPORT.md); both off the loop.
+    p.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        default=None,
+        help="send each turn's spans and the run's metrics over OTLP/HTTP to URL (the otel "
+        "extra; default: the OTEL_EXPORTER_OTLP_* variables, else off)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        metavar="P",
+        help="serve Prometheus /metrics on 127.0.0.1:P while the run goes (the prometheus extra)",
+    )
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (1-65535)")
+    return port
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``run`` on the ``voicelat`` command's subparsers."""
     run: argparse.ArgumentParser = subparsers.add_parser(
         "run", help="replay audio fixtures through a pipeline and measure every turn"
     )
     add_run_arguments(run)
+    out = run.add_mutually_exclusive_group()
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as JSON on stdout and nothing else (progress on stderr)",
+    )
+    out.add_argument(
+        "--quiet", "-q", action="store_true", help="print errors only (results still written)"
+    )
     run.set_defaults(func=cmd_run)
     return run
 
 
 class PrintObserver:
-    """Prints one line per finished turn (runs on the measuring loop: printing a line is cheap)."""
+    """Prints one line per finished turn (runs on the measuring loop: printing a line is cheap)
+    to ``stream`` (stdout; stderr under ``--json``), or nothing when ``stream`` is None."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: TextIO | None = sys.stdout) -> None:
         self.t_start = time.monotonic()
+        self.stream = stream
 
     def turn_started(self, planned: PlannedTurn, total: int) -> None:
         return None
@@ -151,7 +191,8 @@ class PrintObserver:
         return None
 
     def turn_finished(self, turn: Turn, total: int) -> None:
-        print(turn_line(turn, total), flush=True)
+        if self.stream is not None:
+            print(turn_line(turn, total), file=self.stream, flush=True)
 
 
 #: ``execute_run``'s signature, for the callers that hand :func:`cmd_run` another one (tests).
@@ -168,6 +209,10 @@ def cmd_run(
     test that replaces them here replaces them in the command)."""
     execute = execute or execute_run
     table = table or summary_table
+    as_json, quiet = getattr(args, "json", False), getattr(args, "quiet", False)
+    set_quiet(quiet)
+    if as_json or quiet:
+        args.tui = False  # the TUI would own the terminal; these outputs are for scripts
     pipeline, fixtures = resolve_inputs(args)
     out_dir = args.out or default_out_dir(pipeline)
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -189,7 +234,16 @@ def cmd_run(
         # The run is measured in a child process: the UI cannot delay one of its timestamps.
         command = live.child_command(args, out_dir, add_run_arguments)
         return live.run_with_tui(args, pipeline, fixtures, out_dir, command=command, argv=sys.argv)
-    outcome = execute(args, pipeline, fixtures, out_dir, PrintObserver(), argv=sys.argv)
+    stream = None if quiet else sys.stderr if as_json else sys.stdout
+    outcome = execute(args, pipeline, fixtures, out_dir, PrintObserver(stream), argv=sys.argv)
+    if as_json:
+        from voicelat.export import summary_json
+
+        sys.stdout.write(summary_json(outcome.summary))
+        sys.stdout.flush()
+        return EXIT_OK
+    if quiet:
+        return EXIT_OK
     print()
     print(table(outcome.summary, str(out_dir)))
     if outcome.summary["counts"]["headline"] == 0 and outcome.turns:

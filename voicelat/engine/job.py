@@ -29,17 +29,45 @@ from voicelat.files.pipeline import Pipeline, default_pipeline_path, load_pipeli
 __all__ = [
     "default_out_dir",
     "execute_run",
+    "export_options",
     "info",
     "load_from_args",
     "resolve_inputs",
+    "set_quiet",
     "stack_for",
     "with_stack_urls",
 ]
 
 
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    """``-q``: progress lines (:func:`info`) are dropped; errors still print."""
+    global _quiet
+    _quiet = quiet
+
+
 def info(msg: str) -> None:
     """A progress line for the person at the terminal (stderr: stdout may carry results)."""
-    print(msg, file=sys.stderr, flush=True)
+    if not _quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def export_options(args: argparse.Namespace, pipeline: Pipeline, out_dir: Path) -> Any:
+    """What the run exports besides turns.jsonl and summary.json: ``turns.csv`` always,
+    OTLP with ``--otlp-endpoint`` (or the OTEL_EXPORTER_OTLP_* variables), Prometheus with
+    ``--metrics-port``."""
+    from voicelat.export import ExportOptions
+
+    return ExportOptions(
+        pipeline=pipeline.to_json(),
+        run_dir=out_dir,
+        otlp_endpoint=getattr(args, "otlp_endpoint", None),
+        metrics_port=getattr(args, "metrics_port", None),
+        csv=True,
+        wall_anchor_ns=(time.time_ns(), time.perf_counter_ns()),
+    )
 
 
 def resolve_inputs(args: argparse.Namespace) -> tuple[Pipeline, list[Fixture]]:
@@ -159,17 +187,28 @@ def execute_run(
         turns=getattr(args, "turns", None),
         warmup=getattr(args, "warmup", 1),
     )
+    from voicelat.export import ExportObserver, open_exports
+
     runner = Runner(
         with_stack_urls(pipeline), fixtures, out_dir, observer=observer, argv=list(argv)
     )
     runner.validate()
-    with stack_for(pipeline) as stack_info:
-        runner.stack_info = stack_info
-        try:
-            asyncio.run(runner.run(plan, load=load))
-        except KeyboardInterrupt:
-            outcome = getattr(runner, "outcome", None)
-            kept = len(outcome.turns) if outcome else 0
-            info(f"interrupted: {kept} finished turn(s) kept, summary written to {out_dir}")
-            raise
-        return runner.outcome
+    # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
+    # The exporters work on a thread of their own; the measuring loop only queues each turn.
+    out_dir.mkdir(parents=True, exist_ok=True)
+    exports = open_exports(export_options(args, pipeline, out_dir), warn=info)
+    runner.observer = ExportObserver(observer, exports)
+    try:
+        with stack_for(pipeline) as stack_info:
+            runner.stack_info = stack_info
+            try:
+                asyncio.run(runner.run(plan, load=load))
+            except KeyboardInterrupt:
+                outcome = getattr(runner, "outcome", None)
+                kept = len(outcome.turns) if outcome else 0
+                info(f"interrupted: {kept} finished turn(s) kept, summary written to {out_dir}")
+                raise
+            return runner.outcome
+    finally:
+        outcome = getattr(runner, "outcome", None)
+        exports.close(outcome.summary if outcome is not None else None)
