@@ -56,6 +56,25 @@ def _info(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _add_report_arguments(ci: argparse.ArgumentParser) -> None:
+    """Where ``ci`` writes its reports besides the run directory."""
+    ci.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
+    ci.add_argument("--markdown", type=Path, metavar="FILE", help="also write Markdown here")
+    ci.add_argument(
+        "--benchmark-json",
+        type=Path,
+        metavar="FILE",
+        help="also write the percentiles for a benchmark dashboard here (see --benchmark-format)",
+    )
+    ci.add_argument(
+        "--benchmark-format",
+        choices=("github", "bencher"),
+        default="github",
+        help="github: github-action-benchmark's customSmallerIsBetter list (default); "
+        "bencher: Bencher's metric format",
+    )
+
+
 def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     """Register ``ci`` and ``baseline save``; each sets ``func`` and returns an exit code."""
     from voicelat.cli.run import add_run_arguments
@@ -106,21 +125,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
         default=0.95,
         help="confidence level of the bootstrap intervals (default 0.95)",
     )
-    ci.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
-    ci.add_argument("--markdown", type=Path, metavar="FILE", help="also write Markdown here")
-    ci.add_argument(
-        "--benchmark-json",
-        type=Path,
-        metavar="FILE",
-        help="also write the percentiles for a benchmark dashboard here (see --benchmark-format)",
-    )
-    ci.add_argument(
-        "--benchmark-format",
-        choices=("github", "bencher"),
-        default="github",
-        help="github: github-action-benchmark's customSmallerIsBetter list (default); "
-        "bencher: Bencher's metric format",
-    )
+    _add_report_arguments(ci)
     ci.add_argument(
         "--results",
         type=Path,
