@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, AudioError, ConfigError, VoicelatError
 from voicelat.core.plan import PlannedTurn
+from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 from voicelat.engine.job import info as _info
 
@@ -409,7 +410,7 @@ def _after(outcome: Any, out_dir: Path) -> None:
             f"recorded {len(outcome.recorded)} turn(s) as fixtures in {out_dir / 'recorded'}: "
             f"replay them with `voicelat run --fixtures {out_dir / 'recorded'}`"
         )
-    if outcome.turns and outcome.summary["counts"]["headline"] == 0:
+    if outcome.turns and RunSummary.coerce(outcome.summary).counts.headline == 0:
         _info(
             "note: no turn in the headline (warm-up, cold, failed and interrupted turns are "
             "kept apart); talk a little longer"

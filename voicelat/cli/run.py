@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from voicelat.cli.args import non_negative_int, positive_int
 from voicelat.core.errors import EXIT_OK, ConfigError
 from voicelat.core.plan import PlannedTurn
+from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 from voicelat.engine.job import default_out_dir, execute_run, info, resolve_inputs, set_quiet
 from voicelat.report.text import summary_table, turn_line
@@ -246,6 +247,6 @@ def cmd_run(
         return EXIT_OK
     print()
     print(table(outcome.summary, str(out_dir)))
-    if outcome.summary["counts"]["headline"] == 0 and outcome.turns:
+    if RunSummary.coerce(outcome.summary).counts.headline == 0 and outcome.turns:
         info("note: no warm turn to report (cold and warm-up turns are kept apart); add turns")
     return EXIT_OK

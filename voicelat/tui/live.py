@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.run_summary import RunSummary
 from voicelat.tui.model import NS_PER_MS, RunEnded, RunEvent, RunModel, SetupLine
 from voicelat.tui.protocol import ARGV_ENV, EVENTS_FORMAT, SummaryWritten, decode
 
@@ -351,11 +352,11 @@ def run_with_tui(
     finally:
         # However the app ended (q, a crash), the child stops cleanly before this returns.
         child.stop_and_wait()
-    summary: dict[str, Any] | None = None
+    summary: RunSummary | None = None
     with contextlib.suppress(VoicelatError):
-        summary = load_run(out_dir).summary
+        summary = load_run(out_dir).run_summary
     # A run that failed before its first turn has only its error to show (as without the TUI).
-    if summary is not None and (summary.get("counts") or {}).get("turns", 1):
+    if summary is not None and summary.counts.turns:
         print(summary_table(summary, str(out_dir)))
     if child.status == "interrupted":
         print(
