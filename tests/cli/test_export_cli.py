@@ -4,14 +4,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +25,7 @@ import pytest
 from tests.export.otlp_sink import attributes, otlp_receiver
 from tests.helpers import ROOT, read_turns, voicelat
 from voicelat.export import SUMMARY_SCHEMA, TURN_SCHEMA, validate
+from voicelat.export.measures import bucket_width_s
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +175,89 @@ def _generous_budget(tmp_path: Path) -> Path:
     p = tmp_path / "budget.toml"
     p.write_text("[budget.e2e]\np50_ms = 100000\n")
     return p
+
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+@contextlib.contextmanager
+def _prometheus_scraping(target_port: int, tmp_path: Path) -> Iterator[str]:
+    """A real Prometheus (Debian's package) scraping 127.0.0.1:target_port twice a second."""
+    if PROMETHEUS is None:
+        pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    port = _free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n"
+        "scrape_configs:\n  - job_name: voicelat\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+    )
+    proc = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{base}/-/ready", timeout=1):
+                break
+            assert time.monotonic() < deadline and proc.poll() is None, "prometheus not ready"
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _instant(base: str, promql: str, at: float) -> float | None:
+    query = urllib.parse.urlencode({"query": promql, "time": f"{at:.3f}"})
+    with urllib.request.urlopen(f"{base}/api/v1/query?{query}", timeout=5) as r:
+        result = json.loads(r.read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_prometheus_scraping_a_load_run_agrees_with_its_summary(
+    emulated: dict[str, Any], tmp_path: Path
+) -> None:
+    metrics_port = _free_port()
+    out = tmp_path / "out"
+    with _prometheus_scraping(metrics_port, tmp_path) as base:
+        proc = voicelat(
+            "run", "-p", emulated["pipeline"], "--turns", "8", "--warmup", "1",
+            "--concurrency", "3", "--out", str(out), "--no-tui",
+            "--metrics-port", str(metrics_port), "--metrics-linger", "5",
+            env=emulated["env"], timeout=300,
+        )  # fmt: skip
+        # Queried as of the run's end, through last_over_time: once the target is gone, its
+        # series are marked stale, which an instant selector would honour.
+        ended = time.time()
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads((out / "summary.json").read_text())
+        # the lingering /metrics was scraped after the last turn: every turn is counted
+        assert (
+            _instant(base, "sum(last_over_time(voicelat_turns_total[1m]))", ended)
+            == summary["counts"]["turns"]
+        )
+        headline = summary["counts"]["headline"]
+        assert headline > 0
+        assert (
+            _instant(base, "sum(last_over_time(voicelat_turn_e2e_seconds_count[1m]))", ended)
+            == headline
+        )
+        checks = [("voicelat_turn_e2e_seconds_bucket", summary["e2e"])] + [
+            (f'voicelat_turn_segment_seconds_bucket{{segment="{name}"}}', summary["segments"][name])
+            for name in ("endpointing", "llm_ttft", "tts_ttfb")
+        ]
+        for series, dist in checks:
+            for q, key in ((0.5, "p50"), (0.9, "p90")):
+                promql = f"histogram_quantile({q}, sum by (le) (last_over_time({series}[1m])))"
+                got = _instant(base, promql, ended)
+                want = dist[key] / 1e9
+                assert got is not None, promql
+                assert abs(got - want) <= bucket_width_s(want), (promql, got, want)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from voicelat.cli.args import non_negative_int, positive_int
+from voicelat.cli.args import non_negative_float, non_negative_int, positive_int
 from voicelat.core.errors import EXIT_OK, ConfigError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
@@ -145,6 +145,14 @@ def _add_export_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="P",
         help="serve Prometheus /metrics on 127.0.0.1:P while the run goes (the prometheus extra)",
+    )
+    p.add_argument(
+        "--metrics-linger",
+        type=non_negative_float,
+        default=None,
+        metavar="S",
+        help="after the run, keep /metrics up until it is scraped once more, at most S seconds "
+        "(a run shorter than the scrape interval loses its last turns otherwise)",
     )
 
 

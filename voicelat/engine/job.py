@@ -65,6 +65,7 @@ def export_options(args: argparse.Namespace, pipeline: Pipeline, out_dir: Path) 
         run_dir=out_dir,
         otlp_endpoint=getattr(args, "otlp_endpoint", None),
         metrics_port=getattr(args, "metrics_port", None),
+        metrics_linger_s=getattr(args, "metrics_linger", None) or 0.0,
         csv=True,
         wall_anchor_ns=(time.time_ns(), time.perf_counter_ns()),
     )

@@ -89,6 +89,9 @@ class ExportOptions:
     otlp_endpoint: str | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: After the run, keep /metrics up until it is scraped once more, at most this long: a run
+    #: shorter than the scrape interval would otherwise end before its last turns are seen.
+    metrics_linger_s: float = 0.0
     csv: bool = False
     service_name: str = "voicelat"
     wall_anchor_ns: tuple[int, int] | None = None

@@ -15,7 +15,9 @@ The registry is the exporter's own: nothing else in the process leaks into the s
 from __future__ import annotations
 
 import errno
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -42,10 +44,16 @@ class PrometheusExporter:
     (exit 3) before any turn runs. ``port=0`` picks a free port (see :attr:`port`).
     """
 
-    def __init__(self, port: int, *, pipeline: str, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, port: int, *, pipeline: str, host: str = "127.0.0.1", linger_s: float = 0.0
+    ) -> None:
         self.pipeline = pipeline
+        self.linger_s = linger_s
         self.registry = CollectorRegistry(auto_describe=True)
         self._define_metrics()
+        self._scraped = threading.Condition()
+        self._scrapes = 0
+        self.registry.register(_ScrapeCounter(self._on_scrape))
         try:
             self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:
@@ -60,7 +68,30 @@ class PrometheusExporter:
         """The entry-point factory: enabled by ``metrics_port``."""
         if options.metrics_port is None:
             return None
-        return cls(options.metrics_port, pipeline=options.pipeline_name, host=options.metrics_host)
+        return cls(
+            options.metrics_port,
+            pipeline=options.pipeline_name,
+            host=options.metrics_host,
+            linger_s=options.metrics_linger_s,
+        )
+
+    def _on_scrape(self) -> None:
+        with self._scraped:
+            self._scrapes += 1
+            self._scraped.notify_all()
+
+    @property
+    def scrapes(self) -> int:
+        """How many times ``/metrics`` has been collected."""
+        return self._scrapes
+
+    def _linger(self) -> None:
+        """Wait for one scrape that starts after every turn was observed (``linger_s`` at most)."""
+        seen = self._scrapes
+        deadline = time.monotonic() + self.linger_s
+        with self._scraped:
+            while self._scrapes == seen and (left := deadline - time.monotonic()) > 0:
+                self._scraped.wait(left)
 
     def _define_metrics(self) -> None:
         reg, lat = self.registry, LATENCY_BUCKETS_S
@@ -129,7 +160,22 @@ class PrometheusExporter:
         self.loop_lag.labels(self.pipeline).observe(seconds(lag_ns))
 
     def close(self, summary: Mapping[str, Any] | None) -> None:
-        """Stop serving (the last scrape before this saw every turn)."""
+        """Stop serving, after one more scrape when ``linger_s`` asks for it (called once the
+        fan-out has handed over every turn, off the measuring loop)."""
+        if self.linger_s > 0:
+            self._linger()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+class _ScrapeCounter:
+    """A collector with no metrics: the registry calls ``collect`` once per scrape, which is
+    how the exporter knows a scrape happened (``prometheus_client`` has no hook for it)."""
+
+    def __init__(self, on_collect: Any) -> None:
+        self._on_collect = on_collect
+
+    def collect(self) -> Iterator[Any]:
+        self._on_collect()
+        return iter(())
