@@ -30,9 +30,12 @@ class Fixture:
     sha256: str
     voice: str | None = None
     annotated: bool = True
+    #: Annotated mid-utterance pauses, ``(start_ms, end_ms)`` half-open, in order; ``()`` for a
+    #: fixture annotated as having none (a control), ``None`` when the manifest says nothing.
+    pauses: tuple[tuple[int, int], ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "file": self.path.name,
             "text": self.text,
@@ -42,6 +45,9 @@ class Fixture:
             "voice": self.voice,
             "annotated": self.annotated,
         }
+        if self.pauses is not None:
+            out["pauses"] = [{"start_ms": a, "end_ms": b} for a, b in self.pauses]
+        return out
 
 
 def default_fixtures_dir() -> Path:
@@ -128,9 +134,42 @@ def load_fixtures(directory: Path) -> list[Fixture]:
                 sha256=digest,
                 voice=entry.get("voice") if isinstance(entry.get("voice"), str) else None,
                 annotated=start is not None and end is not None,
+                pauses=_pauses(entry.get("pauses"), start, end, f"{manifest}: fixtures[{i}]"),
             )
         )
     return out
+
+
+def _pauses(
+    raw: object, start: int | None, end: int | None, where: str
+) -> tuple[tuple[int, int], ...] | None:
+    """The optional ``pauses`` list: ``[{"start_ms": a, "end_ms": b}, ...]`` inside the speech."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise ConfigError(f'{where} "pauses" must be a list of {{"start_ms", "end_ms"}} objects')
+    out: list[tuple[int, int]] = []
+    for k, item in enumerate(raw):
+        a = _ms(item.get("start_ms")) if isinstance(item, dict) else None
+        b = _ms(item.get("end_ms")) if isinstance(item, dict) else None
+        if a is None or b is None or b <= a:
+            raise ConfigError(
+                f"{where} pauses[{k}] needs integer start_ms < end_ms (ms from the file start)"
+            )
+        lo = out[-1][1] if out else (start if start is not None else 0)
+        if a < lo or (end is not None and b > end):
+            raise ConfigError(
+                f"{where} pauses[{k}] must lie inside the speech, after the previous pause"
+            )
+        out.append((a, b))
+    return tuple(out)
+
+
+def _ms(value: object) -> int | None:
+    """``value`` when it is a non-negative integer, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 def fixture_set_hash(fixtures: list[Fixture]) -> str:
