@@ -43,6 +43,7 @@ _SUBCOMMANDS = (
     "voicelat.cli.compare",
     "voicelat.cli.view",
     "voicelat.cli.serve",
+    "voicelat.cli.endpointing",
 )
 
 
