@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from voicelat.audio.endpointers import FRAME_MS, RATE, SPECS, FrameVad, make_vad
 from voicelat.audio.frames import frames as split_frames
 from voicelat.audio.resample import load_for_stage
+from voicelat.audio.vad import Endpoint, Endpointer
 from voicelat.core.endpointing import (
     NS_PER_MS,
     Config,
@@ -147,3 +148,33 @@ def replay(fixtures: Sequence[Fixture], grid: Grid, progress: Progress | None = 
         audio_s=audio_s,
         wall_s=time.perf_counter() - t0,
     )
+
+
+def first_endpoints_ns(
+    fixtures: Sequence[Fixture],
+    *,
+    hangover_ms: int,
+    threshold_dbfs: float,
+    min_speech_ms: int,
+    rate: int = RATE,
+) -> dict[str, int | None]:
+    """Each fixture's first endpoint (ns from its first sample) under the pipeline's own VAD.
+
+    This is ``audio/vad.Endpointer`` fed exactly as ``engine/turn.py`` feeds it live (the
+    fixture resampled to ``rate``, 20 ms frames); None when the audio ends first.
+    """
+    out: dict[str, int | None] = {}
+    for fixture in fixtures:
+        ep = Endpointer(
+            threshold_dbfs=threshold_dbfs,
+            hangover_ms=hangover_ms,
+            min_speech_ms=min_speech_ms,
+            frame_ms=FRAME_MS,
+        )
+        frames = split_frames(load_for_stage(fixture.path, rate), FRAME_MS)
+        out[fixture.id] = None
+        for k, frame in enumerate(frames):
+            if any(isinstance(e, Endpoint) for e in ep.feed(frame, k)):
+                out[fixture.id] = (k + 1) * FRAME_MS * NS_PER_MS
+                break
+    return out

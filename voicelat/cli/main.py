@@ -44,6 +44,7 @@ _SUBCOMMANDS = (
     "voicelat.cli.view",
     "voicelat.cli.serve",
     "voicelat.cli.endpointing",
+    "voicelat.cli.whatif",
 )
 
 

@@ -1,0 +1,152 @@
+"""What-if on a recorded run: the e2e distribution a setting would give, from the milestones.
+
+Pure. A prediction moves each recorded turn's milestones by what the setting changes and keeps
+everything else as it was measured:
+
+* ``endpointing.hangover_ms`` / ``threshold_dbfs`` / ``min_speech_ms``: the endpoint moves by
+  ``shift`` (per fixture: the pipeline's own endpointer replayed offline on the fixture's audio
+  with the old and with the new setting, so a threshold change moves each fixture differently).
+  Every later milestone moves with it: the STT finishes, the LLM answers and the TTS speaks the
+  same time after the endpoint as they did. A turn whose new endpoint would come before the
+  true speech end is a cut-off: its transcript would change, so it is not predicted (named).
+* ``output.latency_ms``: the output device buffer; ``output_first_audible`` moves by the change.
+
+Keys whose effect is not in the recorded milestones are refused with the reason
+(:data:`UNPREDICTABLE`), as are unknown keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from voicelat.core.errors import ConfigError
+from voicelat.core.stats import percentile
+from voicelat.core.turn import Turn
+
+#: Keys a prediction can make, and the type of their value.
+ENDPOINTING_KEYS = {
+    "endpointing.hangover_ms": int,
+    "endpointing.threshold_dbfs": float,
+    "endpointing.min_speech_ms": int,
+}
+PREDICTABLE: dict[str, type] = {**ENDPOINTING_KEYS, "output.latency_ms": int}
+
+#: Keys (or tables) that cannot be predicted from recorded milestones, with why.
+UNPREDICTABLE = {
+    "chunker.mode": (
+        "turns.jsonl keeps the first speakable piece's time but not when each token arrived, "
+        "so where the first clause would have ended is not recorded; and the TTS's time to "
+        "first byte depends on the length of the text it is given"
+    ),
+    "chunker.min_chars": "the arrival time of each token is not recorded (see chunker.mode)",
+    "endpointing.mode": (
+        "a provider's end-of-turn is decided by the provider: no recorded milestone says when "
+        "it would have come"
+    ),
+    "stt": "another STT's latency is not in this run's milestones: measure it (voicelat compare)",
+    "llm": "another LLM's latency is not in this run's milestones: measure it (voicelat compare)",
+    "tts": "another TTS's latency is not in this run's milestones: measure it (voicelat compare)",
+}
+
+ASSUMPTIONS = (
+    "each stage takes as long after the endpoint as it did in the recorded run (same servers, "
+    "same load; the STT gets the same speech with more or less trailing silence)",
+    "the endpoint moves as the pipeline's energy VAD, replayed offline on the same fixture "
+    "audio at the live 20 ms frame timing, says it moves",
+    "warm turns only (the run's headline turns); failed, cold and warm-up turns are left out",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One ``KEY=VALUE`` of ``--set``."""
+
+    key: str
+    value: float
+
+    @property
+    def text(self) -> str:
+        return f"{self.key}={self.value:g}"
+
+
+def parse_setting(text: str) -> Setting:
+    """``endpointing.hangover_ms=300`` -> Setting; an unpredictable or bad key is one line."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set {text!r}: give KEY=VALUE, e.g. endpointing.hangover_ms=300")
+    why = UNPREDICTABLE.get(key) or UNPREDICTABLE.get(key.split(".")[0])
+    if why is not None:
+        raise ConfigError(f"--set {key} cannot be predicted from recorded milestones: {why}")
+    kind = PREDICTABLE.get(key)
+    if kind is None:
+        raise ConfigError(
+            f"--set {key}: not a setting a what-if knows; choose from {', '.join(PREDICTABLE)}"
+        )
+    try:
+        value = float(raw) if kind is float else int(raw)
+    except ValueError:
+        raise ConfigError(f"--set {key}={raw!r}: the value must be {kind.__name__}") from None
+    if kind is int and not 0 <= value <= 5000:
+        raise ConfigError(f"--set {key}={raw}: must be 0..5000 ms")
+    return Setting(key, value)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Recorded and predicted e2e of the same turns, with what was left out and why."""
+
+    settings: tuple[Setting, ...]
+    recorded_ns: tuple[int, ...]
+    predicted_ns: tuple[int, ...]
+    excluded: tuple[tuple[str, str], ...]  # (fixture, why) of turns that could not be predicted
+    assumptions: tuple[str, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.predicted_ns)
+
+    def recorded(self, p: float) -> int | None:
+        """A percentile of the recorded e2e of the predicted turns (ns)."""
+        return round(percentile(self.recorded_ns, p)) if self.recorded_ns else None
+
+    def predicted(self, p: float) -> int | None:
+        """A percentile of the predicted e2e (ns)."""
+        return round(percentile(self.predicted_ns, p)) if self.predicted_ns else None
+
+
+def predict(
+    turns: Sequence[Turn],
+    settings: Sequence[Setting],
+    *,
+    endpoint_shift_ns: Mapping[str, int | None],
+    new_endpoint_ns: Mapping[str, int | None] | None = None,
+    output_latency_delta_ns: int = 0,
+) -> Prediction:
+    """Move each headline turn's e2e by its fixture's endpoint shift plus the output change.
+
+    ``endpoint_shift_ns[fixture]`` is new minus old endpoint (0 when no endpointing key is set);
+    None, or a ``new_endpoint_ns`` (from the first sample) before the turn's speech end, leaves
+    the turn out. ``output_latency_delta_ns`` is the change of ``output.latency_ms`` in ns.
+    """
+    recorded: list[int] = []
+    predicted: list[int] = []
+    excluded: list[tuple[str, str]] = []
+    for t in turns:
+        if not t.headline or t.e2e_ns is None:
+            continue
+        shift = endpoint_shift_ns.get(t.fixture)
+        if shift is None:
+            excluded.append((t.fixture, "no endpoint with the new setting (end of audio first)"))
+            continue
+        new_ep = (new_endpoint_ns or {}).get(t.fixture)
+        end = t.milestones.get("speech_end")
+        if new_ep is not None and end is not None and new_ep < end:
+            excluded.append((t.fixture, "the new endpoint comes before the speech end (cut-off)"))
+            continue
+        recorded.append(t.e2e_ns)
+        predicted.append(t.e2e_ns + shift + output_latency_delta_ns)
+    return Prediction(
+        tuple(settings), tuple(recorded), tuple(predicted), tuple(excluded), ASSUMPTIONS
+    )
