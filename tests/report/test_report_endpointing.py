@@ -30,6 +30,8 @@ def test_markdown_rows_front_and_picks() -> None:
     assert "**energy thr=-40 hang=800ms**" in text
     assert '`[endpointing] mode = "vad", hangover_ms = 800, threshold_dbfs = -40`' in text
     assert "25x real time" in text
+    front = text.split("Pareto front")[1]
+    assert front.index("hang=300ms") < front.index("hang=800ms") and "silero" not in front
 
 
 def test_document_and_no_pick() -> None:

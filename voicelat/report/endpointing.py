@@ -81,6 +81,12 @@ def markdown(t: TradeOff) -> str:
             f"| {fmt_ms(s.p90_ns)} | {_pct(s)} | {s.cutoffs} ({s.cutoffs_in_pause}) "
             f"| {s.missed} | {'*' if id(s) in front else ''} |"
         )
+    lines += ["", "Pareto front (nothing is both faster and cuts off less), fastest first:", ""]
+    lines += ["| configuration | P50 ms | P90 ms | false cut-off rate |", "|---|---:|---:|---:|"]
+    lines += [
+        f"| {s.config.label} | {fmt_ms(s.p50_ns)} | {fmt_ms(s.p90_ns)} | {_pct(s)} |"
+        for s in t.front
+    ]
     lines += ["", _picks(t)]
     return "\n".join(lines) + "\n"
 
