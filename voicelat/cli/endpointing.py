@@ -20,7 +20,7 @@ from voicelat.audio.endpointers_replay import Grid, audio_seconds, estimate_seco
 from voicelat.cli.args import non_negative_float, positive_int
 from voicelat.core.errors import EXIT_OK, ConfigError
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
-from voicelat.report.endpointing import TradeOff, document, html, markdown
+from voicelat.report.endpointing import TradeOff, curve_text, document, html, markdown
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -66,6 +66,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=non_negative_float,
         default=300.0,
         help="refuse a grid estimated to take longer than this (default 300)",
+    )
+    p.add_argument(
+        "--tui",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the trade-off in the terminal UI at the end (default: when stdout is a terminal)",
     )
     p.set_defaults(func=cmd_endpointing)
     return p
@@ -166,4 +172,12 @@ def cmd_endpointing(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"cannot write the reports to {out_dir}: {exc.strerror}") from None
     print(f"reports: {out_dir}/endpointing.html (curve), .md, .json", file=sys.stderr)
+    from voicelat.tui.live import want_tui
+
+    if want_tui(args):
+        from voicelat.tui.endpointing import show_endpointing
+
+        show_endpointing(trade)
+    else:
+        print("\n" + curve_text(trade.scores))
     return EXIT_OK

@@ -258,3 +258,28 @@ def html(t: TradeOff) -> str:
         f"</ul><p>{picks}</p><h2>Every configuration</h2><table><tr>{head}</tr>{rows}</table>"
         "</body></html>\n"
     )
+
+
+def curve_text(scores: Sequence[ConfigScore], *, width: int = 60, height: int = 14) -> str:
+    """The curve in characters: ``e``/``s``/``w`` per endpointer, ``*`` on the Pareto front."""
+    pts = [s for s in scores if s.p50_ns is not None]
+    if not pts:
+        return "(no configuration found an endpoint)"
+    top = max(s.p50_ns or 0 for s in pts) / 1e6
+    grid = [[" "] * (width + 1) for _ in range(height + 1)]
+    front = {id(s) for s in pareto_front(scores)}
+    # Front points last, so they are not hidden under another configuration's mark.
+    for s in sorted(pts, key=lambda s: id(s) in front):
+        col = round(s.cutoff_rate * width)
+        row = height - round((s.p50_ns or 0) / 1e6 / top * height)
+        grid[row][col] = "*" if id(s) in front else s.config.endpointer[:1]
+    lines = []
+    for r, cells in enumerate(grid):
+        label = f"{top * (height - r) / height:5.0f} |" if r % 2 == 0 else "      |"
+        lines.append(label + "".join(cells))
+    lines.append("      +" + "-" * (width + 1))
+    lines.append("       0%" + " " * (width - 8) + "100%")
+    lines.append(
+        "P50 ms up, false cut-off rate across; * Pareto front, e/s/w: energy/silero/webrtc"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""The endpointing screen driven with Pilot: curve drawn, front and grid filled, q quits."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Static
+
+from voicelat.core.endpointing import Config, ConfigScore
+from voicelat.report.endpointing import TradeOff, curve_text
+from voicelat.tui.endpointing import EndpointingApp
+
+MS = 1_000_000
+
+
+def _s(name: str, hang: int, p50_ms: int, cut: int) -> ConfigScore:
+    return ConfigScore(Config(name, 0.5, hang), 10, p50_ms * MS, p50_ms * MS, cut, cut, cut, 0)
+
+
+TRADE = TradeOff(
+    (_s("energy", 300, 300, 6), _s("silero", 800, 860, 1), _s("webrtc", 500, 700, 8)),
+    0.1,
+    10,
+    8,
+    12,
+    50.0,
+    2.0,
+)
+
+
+def test_curve_text_marks_front_and_others() -> None:
+    text = curve_text(TRADE.scores, width=10, height=4)
+    rows = text.splitlines()
+    assert rows[0].startswith("  860 |") and rows[0][7 + 1] == "*"  # silero: 10%, top
+    assert "w" in text and "".join(rows[:5]).count("*") == 2
+    assert curve_text([]) == "(no configuration found an endpoint)"
+
+
+async def test_endpointing_screen() -> None:
+    app = EndpointingApp(TRADE)
+    async with app.run_test(size=(120, 50)) as pilot:
+        front = app.query_one("#front", DataTable)
+        grid = app.query_one("#grid", DataTable)
+        assert [front.get_row_at(i)[0] for i in range(front.row_count)] == [
+            "energy thr=0.5 hang=300ms",
+            "silero thr=0.5 hang=800ms",
+        ]
+        assert grid.row_count == 3
+        title = str(app.query_one("#title", Static).render())
+        assert "silero thr=0.5 hang=800ms" in title
+        await pilot.press("q")
+    assert app.return_code == 0

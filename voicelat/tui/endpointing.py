@@ -1,0 +1,75 @@
+"""The endpointing screen: the trade-off curve in characters, the Pareto front, every setting.
+
+Opened by ``voicelat endpointing`` after the grid has run (nothing is measured while it shows).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Footer, Static
+
+from voicelat.core.display import fmt_ms
+from voicelat.report.endpointing import TradeOff, curve_text
+
+
+class EndpointingApp(App[None]):
+    """Curve on top, then the front and the whole grid; ``q`` quits."""
+
+    TITLE = "voicelat endpointing"
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "quit")]
+    CSS = """
+    #front, #grid { height: auto; margin: 1 0; }
+    .note { color: $text-muted; }
+    """
+
+    def __init__(self, trade: TradeOff) -> None:
+        super().__init__()
+        self.trade = trade
+
+    def compose(self) -> ComposeResult:
+        t = self.trade
+        pick = t.pick
+        with VerticalScroll():
+            yield Static(
+                f"{t.fixtures} fixtures, {t.pauses} annotated pauses; budget "
+                f"{100 * t.budget:g}% -> "
+                + (pick.config.label if pick else "no configuration within the budget"),
+                id="title",
+            )
+            yield Static(curve_text(t.scores), id="curve")
+            yield Static("Pareto front, fastest first", classes="note")
+            yield DataTable(id="front", zebra_stripes=True, cursor_type="row")
+            yield Static("Every configuration", classes="note")
+            yield DataTable(id="grid", zebra_stripes=True, cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        head = (
+            "configuration",
+            "P50 ms",
+            "P90 ms",
+            "cut fixtures",
+            "cut-offs (in pause)",
+            "missed",
+        )
+        for table_id, scores in (("#front", self.trade.front), ("#grid", self.trade.scores)):
+            table = self.query_one(table_id, DataTable)
+            table.add_columns(*head)
+            for s in scores:
+                table.add_row(
+                    s.config.label,
+                    fmt_ms(s.p50_ns),
+                    fmt_ms(s.p90_ns),
+                    f"{s.cut_fixtures}/{s.n}",
+                    f"{s.cutoffs} ({s.cutoffs_in_pause})",
+                    str(s.missed),
+                )
+
+
+def show_endpointing(trade: TradeOff) -> None:
+    """Open the endpointing screen and block until the user quits."""
+    EndpointingApp(trade).run()
