@@ -99,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="settings", action="append", help="KEY=VALUE (repeatable)")
     ap.add_argument("--repeat", type=int, default=2, help="rounds over the 14 fixtures per run")
     ap.add_argument("--out", type=Path, help="where the runs go (default: a temporary dir)")
+    ap.add_argument("--report", type=Path, help="only print the table of a whatif_check.json")
     args = ap.parse_args(argv)
+    if args.report is not None:
+        _print(json.loads(args.report.read_text()))
+        return 0
     settings = args.settings or list(DEFAULT_SETTINGS)
     print(
         f"command: python bench/whatif_check.py {' '.join(sys.argv[1:] if argv is None else argv)}"
@@ -142,21 +146,24 @@ def _print(results: dict[str, Any]) -> None:
     base = results["baseline"]
     print(
         f"\nbaseline (pipelines/local.toml): n={base['n']}  e2e P50 {_ms(base['e2e_p50_ns'])}  "
-        f"P90 {_ms(base['e2e_p90_ns'])}  endpointing P50 {_ms(base['endpointing_p50_ns'])} ms"
+        f"P90 {_ms(base['e2e_p90_ns'])}  endpointing P50 {_ms(base['endpointing_p50_ns'])} ms  "
+        f"(load {base['load_before']})"
     )
     print(
-        "| setting | n | predicted P50 | measured P50 | diff | predicted P90 | measured P90 | diff "
-        "| load avg (1 min) before |"
+        "| setting | n | e2e P50 predicted | measured | diff | e2e P90 predicted | measured | diff "
+        "| endpointing P50 predicted | measured | load avg 1/5/15 min before |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in results["rows"]:
         p, m = row["predicted"], row["measured"]
         d50 = (p["predicted_p50_ns"] - m["e2e_p50_ns"]) / MS
         d90 = (p["predicted_p90_ns"] - m["e2e_p90_ns"]) / MS
+        ep = p.get("predicted_endpointing_p50_ns")
         print(
             f"| {row['setting']} | {m['n']} | {_ms(p['predicted_p50_ns'])} | "
             f"{_ms(m['e2e_p50_ns'])} | {d50:+.0f} | {_ms(p['predicted_p90_ns'])} | "
-            f"{_ms(m['e2e_p90_ns'])} | {d90:+.0f} | {m['load_before'].split()[0]} |"
+            f"{_ms(m['e2e_p90_ns'])} | {d90:+.0f} | {_ms(ep) if ep is not None else '-'} | "
+            f"{_ms(m['endpointing_p50_ns'])} | {m['load_before']} |"
         )
 
 

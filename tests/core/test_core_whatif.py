@@ -13,7 +13,8 @@ MS = 1_000_000
 
 def _turn(i: int, fixture: str, e2e_ms: int, **kw: object) -> Turn:
     ms = {"speech_end": 2000 * MS, "endpoint": 2500 * MS}
-    return Turn(i, fixture, 0, ms, {}, e2e_ms * MS, **kw)  # type: ignore[arg-type]
+    seg = {"endpointing": 500 * MS}
+    return Turn(i, fixture, 0, ms, seg, e2e_ms * MS, **kw)  # type: ignore[arg-type]
 
 
 def test_parse_predictable_settings() -> None:
@@ -52,6 +53,8 @@ def test_predict_moves_each_fixture_by_its_shift() -> None:
     assert pred.predicted_ns == (810 * MS, 1050 * MS, 1010 * MS, 910 * MS)
     assert (pred.recorded(50), pred.predicted(50)) == (1050 * MS, 960 * MS)
     assert pred.n == 4 and pred.excluded == () and len(pred.assumptions) == 3
+    assert pred.predicted_endpointing_ns == (300 * MS, 440 * MS, 300 * MS, 500 * MS)
+    assert pred.predicted_endpointing(50) == 370 * MS
 
 
 def test_predict_leaves_out_cutoffs_missing_and_non_headline_turns() -> None:

@@ -144,6 +144,7 @@ def prediction_text(pred: Prediction, gap_ns: int | None) -> str:
         f"what-if {', '.join(s.text for s in pred.settings)} on {pred.n} warm turn(s)",
         f"  recorded  e2e P50 {fmt_ms(pred.recorded(50))} ms  P90 {fmt_ms(pred.recorded(90))} ms",
         f"  predicted e2e P50 {fmt_ms(pred.predicted(50))} ms  P90 {fmt_ms(pred.predicted(90))} ms",
+        f"  predicted endpointing segment P50 {fmt_ms(pred.predicted_endpointing(50))} ms",
     ]
     if gap_ns is not None:
         lines.append(
@@ -172,6 +173,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             "recorded_p90_ns": pred.recorded(90),
             "predicted_p50_ns": pred.predicted(50),
             "predicted_p90_ns": pred.predicted(90),
+            "predicted_endpointing_p50_ns": pred.predicted_endpointing(50),
             "endpoint_replay_gap_ns": gap,
             "excluded": [list(e) for e in pred.excluded],
             "assumptions": list(pred.assumptions),

@@ -102,6 +102,10 @@ class Prediction:
     predicted_ns: tuple[int, ...]
     excluded: tuple[tuple[str, str], ...]  # (fixture, why) of turns that could not be predicted
     assumptions: tuple[str, ...]
+    #: The endpointing segment (speech end -> endpoint) of the same turns, recorded and
+    #: predicted: the part of e2e a setting moves; the rest is the stages' own variation.
+    recorded_endpointing_ns: tuple[int, ...] = ()
+    predicted_endpointing_ns: tuple[int, ...] = ()
 
     @property
     def n(self) -> int:
@@ -114,6 +118,11 @@ class Prediction:
     def predicted(self, p: float) -> int | None:
         """A percentile of the predicted e2e (ns)."""
         return round(percentile(self.predicted_ns, p)) if self.predicted_ns else None
+
+    def predicted_endpointing(self, p: float) -> int | None:
+        """A percentile of the predicted endpointing segment (ns)."""
+        values = self.predicted_endpointing_ns
+        return round(percentile(values, p)) if values else None
 
 
 def predict(
@@ -132,6 +141,7 @@ def predict(
     """
     recorded: list[int] = []
     predicted: list[int] = []
+    endpointing: list[tuple[int, int]] = []
     excluded: list[tuple[str, str]] = []
     for t in turns:
         if not t.headline or t.e2e_ns is None:
@@ -147,6 +157,14 @@ def predict(
             continue
         recorded.append(t.e2e_ns)
         predicted.append(t.e2e_ns + shift + output_latency_delta_ns)
+        seg = t.segments.get("endpointing", 0)
+        endpointing.append((seg, max(0, seg + shift)))
     return Prediction(
-        tuple(settings), tuple(recorded), tuple(predicted), tuple(excluded), ASSUMPTIONS
+        tuple(settings),
+        tuple(recorded),
+        tuple(predicted),
+        tuple(excluded),
+        ASSUMPTIONS,
+        tuple(a for a, _ in endpointing),
+        tuple(b for _, b in endpointing),
     )
