@@ -73,3 +73,13 @@ def test_bad_input_is_one_line_exit_2(
     assert main(["endpointing", "--out", str(tmp_path), *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1] and err[-1].startswith("voicelat: error: ")
+
+
+def test_unannotated_fixtures_are_refused_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.wav").write_bytes((ROOT / "fixtures" / "call_mom.wav").read_bytes())
+    assert main(["endpointing", "--fixtures", str(tmp_path / "in"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("voicelat: error: fixture a has no annotated speech_start_ms")

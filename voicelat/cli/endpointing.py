@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.audio.endpointers import SPECS
-from voicelat.audio.endpointers_replay import Grid, audio_seconds, estimate_seconds, replay
+from voicelat.audio.endpointers_replay import (
+    Grid,
+    audio_seconds,
+    estimate_seconds,
+    replay,
+    truth_of,
+)
 from voicelat.cli.args import non_negative_float, positive_int
 from voicelat.core.errors import EXIT_OK, ConfigError
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
@@ -129,6 +135,8 @@ def cmd_endpointing(args: argparse.Namespace) -> int:
     """Run the grid, print the table, write the reports."""
     directory = args.fixtures or default_fixtures_dir() / "pauses"
     fixtures = load_fixtures(directory)
+    for f in fixtures:
+        truth_of(f)  # every fixture must be annotated: say so before any work
     grid = grid_from(args)
     audio_s = audio_seconds(fixtures)
     estimate = estimate_seconds(grid, audio_s)
