@@ -1,0 +1,52 @@
+"""bench/whatif_check.py's pieces that need no stack: editing a pipeline file, pooling runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+from voicelat.core.turn import Turn
+from voicelat.files.results import TurnsWriter, write_summary
+
+ROOT = Path(__file__).resolve().parents[2]
+MS = 1_000_000
+
+
+def _bench() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(
+        "whatif_check", ROOT / "bench" / "whatif_check.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_with_setting_replaces_or_adds_a_key() -> None:
+    bench = _bench()
+    text = (ROOT / "pipelines" / "local.toml").read_text()
+    a = tomllib.loads(bench.with_setting(text, "endpointing.threshold_dbfs", "-30"))
+    assert a["endpointing"]["threshold_dbfs"] == -30 and a["endpointing"]["hangover_ms"] == 500
+    b = tomllib.loads(bench.with_setting(text, "endpointing.min_speech_ms", "60"))
+    assert b["endpointing"]["min_speech_ms"] == 60 and b["stt"] == a["stt"]
+    c = tomllib.loads(bench.with_setting("[pipeline]\nname = 'x'\n", "output.latency_ms", "40"))
+    assert c["output"]["latency_ms"] == 40
+
+
+def test_pool_merges_runs_and_splits_at_the_endpoint(tmp_path: Path) -> None:
+    bench = _bench()
+    dirs = []
+    for r, e2e in enumerate((1000, 1200)):
+        d = tmp_path / f"r{r}"
+        w = TurnsWriter(d)
+        w.write(Turn(0, "a", 0, {}, {"endpointing": 500 * MS}, e2e * MS))
+        w.close()
+        write_summary(d, {"schema_version": 1})
+        dirs.append(d)
+    out = bench.pool(dirs, tmp_path / "pooled")
+    assert out["n"] == 2 and out["e2e_p50_ns"] == 1100 * MS
+    assert out["after_endpoint_p50_ns"] == 600 * MS and out["endpointing_p50_ns"] == 500 * MS
