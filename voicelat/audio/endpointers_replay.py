@@ -10,6 +10,7 @@ hangover on the decisions, which is why a grid is much cheaper than configs x au
 from __future__ import annotations
 
 import time
+import wave
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -103,12 +104,15 @@ def estimate_seconds(grid: Grid, audio_s: float) -> float:
 
 
 def audio_seconds(fixtures: Sequence[Fixture]) -> float:
-    """Total length of the fixtures (from their WAV headers' data size)."""
+    """Total length of the fixtures, from their WAV headers (nothing is decoded)."""
     total = 0.0
     for f in fixtures:
-        # 16-bit mono at the file's own rate; the header is small next to the data.
-        size = f.path.stat().st_size
-        total += max(0, size - 44) / 2 / RATE
+        try:
+            with wave.open(str(f.path), "rb") as w:
+                total += w.getnframes() / w.getframerate()
+        except (OSError, wave.Error, EOFError):
+            # Not a plain PCM header (float WAV, extensible): guess 16-bit mono at 16 kHz.
+            total += max(0, f.path.stat().st_size - 44) / 2 / RATE
     return total
 
 

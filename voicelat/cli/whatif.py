@@ -115,9 +115,10 @@ def run_prediction(
             a, b = before.get(fid), new_ep.get(fid)
             shift[fid] = None if a is None or b is None else b - a
         gaps = [
-            abs(t.milestones["endpoint"] - before[t.fixture])  # type: ignore[operator]
+            abs(recorded - offline)
             for t in turns
-            if "endpoint" in t.milestones and before.get(t.fixture) is not None
+            if (recorded := t.milestones.get("endpoint")) is not None
+            and (offline := before.get(t.fixture)) is not None
         ]
         gap = max(gaps) if gaps else None
     pred = predict(
