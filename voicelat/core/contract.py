@@ -69,3 +69,62 @@ STRICT_ORDER: tuple[tuple[str, str], ...] = (
 
 #: Everything a per-turn figure or a budget may name besides segments.
 E2E = "e2e"
+
+# -- speech-to-speech turns (issue #12, docs/S2S.md) -----------------------------------------
+#: Milestones of a turn through one realtime speech-to-speech model (OpenAI Realtime, Gemini
+#: Live). ``speech_start``, ``speech_end``, ``endpoint`` and ``output_first_audible`` mean what
+#: they mean for the cascade; the rest replace the STT, LLM and TTS milestones.
+S2S_MILESTONES: tuple[str, ...] = (
+    "speech_start",
+    "speech_end",
+    "server_speech_start",
+    "endpoint",
+    "response_start",
+    "first_text",
+    "first_audio",
+    "first_audible",
+    "response_done",
+    "output_first_audible",
+)
+
+#: The critical path of an S2S turn. Its segments sum exactly to the same
+#: ``e2e = output_first_audible - speech_end`` as the cascade's.
+S2S_CRITICAL_PATH: tuple[str, ...] = (
+    "speech_end",
+    "endpoint",
+    "first_audio",
+    "first_audible",
+    "output_first_audible",
+)
+
+#: ``model`` (endpoint -> first audio) stands for the cascade's stt ... tts_ttfb; the other
+#: three are shared with the cascade, so one comparison ranks both kinds of turn.
+S2S_SEGMENTS: tuple[str, ...] = ("endpointing", "model", "leading_silence", "playout")
+
+S2S_SEGMENT_BOUNDS: dict[str, tuple[str, str]] = {
+    name: (S2S_CRITICAL_PATH[i], S2S_CRITICAL_PATH[i + 1]) for i, name in enumerate(S2S_SEGMENTS)
+}
+
+#: Segments both kinds of turn have, with the same bounds' meaning.
+SHARED_SEGMENTS: tuple[str, ...] = ("endpointing", "leading_silence", "playout")
+
+#: Every segment name of either kind, in display order (the cascade's, ``model`` before the
+#: leading silence).
+ALL_SEGMENTS: tuple[str, ...] = (*SEGMENTS[:-2], "model", *SEGMENTS[-2:])
+
+S2S_STRICT_ORDER: tuple[tuple[str, str], ...] = (
+    ("speech_start", "speech_end"),
+    ("response_start", "first_audio"),
+    ("first_audio", "first_audible"),
+    ("first_audible", "output_first_audible"),
+    ("first_audio", "response_done"),
+)
+
+#: ``Turn.extra["kind"]`` of an S2S turn (a cascade turn has no ``kind``).
+S2S_KIND = "s2s"
+
+
+def segment_names(seen: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """The segments a summary of turns with segments ``seen`` lists: always the cascade's (so
+    a cascade summary is unchanged), plus ``model`` when an S2S turn has it."""
+    return tuple(s for s in ALL_SEGMENTS if s in SEGMENTS or s in seen)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-StageName = Literal["stt", "llm", "tts"]
+#: ``s2s`` is a realtime speech-to-speech model (one stage for the whole turn); the cascade
+#: is :data:`STAGES`.
+StageName = Literal["stt", "llm", "tts", "s2s"]
 STAGES: tuple[StageName, ...] = ("stt", "llm", "tts")
 
 
@@ -117,6 +119,34 @@ class ServerTiming:
     values: dict[str, float]
 
 
+@dataclass(frozen=True, slots=True)
+class ServerSpeech:
+    """A speech-to-speech server's own VAD saw the user's speech start (``started``) or stop.
+
+    ``audio_ms`` is the server's offset of that point in the audio it was sent this session
+    (OpenAI ``audio_start_ms`` / ``audio_end_ms``), when it says.
+    """
+
+    t_ns: int
+    started: bool
+    audio_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseStarted:
+    """A speech-to-speech server opened its response (OpenAI ``response.created``)."""
+
+    t_ns: int
+    response_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The server dropped its reply because the user talked over it (barge-in)."""
+
+    t_ns: int
+
+
 StageEvent = (
     Connected
     | Span
@@ -130,4 +160,7 @@ StageEvent = (
     | Done
     | Failed
     | ServerTiming
+    | ServerSpeech
+    | ResponseStarted
+    | Interrupted
 )

@@ -13,6 +13,8 @@ NS_PER_S = 1_000_000_000
 
 def critical_segments(
     milestones: Mapping[str, int],
+    path: Sequence[str] = CRITICAL_PATH,
+    names: Sequence[str] = SEGMENTS,
 ) -> tuple[dict[str, int], int | None, list[str]]:
     """The contiguous segments of the critical path, their total (e2e) and any flags.
 
@@ -20,19 +22,20 @@ def critical_segments(
     raw segment is negative. It is clamped to zero by walking the path with a running maximum,
     so the clamped segments still telescope to exactly ``output_first_audible - speech_end``;
     the raw milestones stay untouched and the turn is flagged ``clamped:<segment>``.
-    Returns empty segments and no e2e when a milestone of the path is missing.
+    Returns empty segments and no e2e when a milestone of the path is missing. ``path`` and
+    ``names`` are the cascade's by default; an S2S turn passes its own (contract.S2S_*).
     """
-    if any(m not in milestones for m in CRITICAL_PATH):
+    if any(m not in milestones for m in path):
         return {}, None, []
     flags: list[str] = []
-    start = milestones[CRITICAL_PATH[0]]
-    end = milestones[CRITICAL_PATH[-1]]
+    start = milestones[path[0]]
+    end = milestones[path[-1]]
     if end < start:
         return {}, None, ["order:output_first_audible<speech_end"]
     segments: dict[str, int] = {}
     prev = start
     raw_prev = start
-    for name, milestone in zip(SEGMENTS, CRITICAL_PATH[1:], strict=True):
+    for name, milestone in zip(names, path[1:], strict=True):
         raw = milestones[milestone]
         # The last boundary is the true total; later boundaries cannot exceed it.
         effective = min(max(prev, raw), end)

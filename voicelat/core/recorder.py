@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from voicelat.core.contract import CRITICAL_PATH, MILESTONES, STRICT_ORDER
+from voicelat.core.contract import CRITICAL_PATH, MILESTONES, SEGMENTS, STRICT_ORDER
 from voicelat.core.events import (
     Audio,
     Connected,
@@ -50,6 +50,12 @@ RUNNER_MILESTONES = frozenset(
 class TurnRecorder:
     """Collects one turn's events; :meth:`finish` builds the immutable :class:`Turn`."""
 
+    #: The critical path and its segments (a speech-to-speech recorder has its own).
+    path: tuple[str, ...] = CRITICAL_PATH
+    segment_names: tuple[str, ...] = SEGMENTS
+    strict_order: tuple[tuple[str, str], ...] = STRICT_ORDER
+    runner_milestones: frozenset[str] = RUNNER_MILESTONES
+
     def __init__(
         self,
         *,
@@ -69,7 +75,7 @@ class TurnRecorder:
         self.expected = expected
         self.wall_time_ns = wall_time_ns
         self._marks: dict[str, int] = {}
-        self._events: dict[str, list[StageEvent]] = {"stt": [], "llm": [], "tts": []}
+        self._events: dict[str, list[StageEvent]] = {"stt": [], "llm": [], "tts": [], "s2s": []}
         self._failure: tuple[str, str] | None = None
         self._flags: list[str] = []
         self._extra: dict[str, Any] = {}
@@ -79,7 +85,7 @@ class TurnRecorder:
     # -- input -----------------------------------------------------------------------------
     def mark(self, milestone: str, t_ns: int) -> None:
         """A milestone the runner observed (speech_end, endpoint, first speakable, output...)."""
-        if milestone not in RUNNER_MILESTONES:
+        if milestone not in self.runner_milestones:
             raise ValueError(f"{milestone!r} is not a runner milestone; stages report it as events")
         # The first observation wins: a milestone is a "first" by definition.
         self._marks.setdefault(milestone, t_ns)
@@ -167,12 +173,12 @@ class TurnRecorder:
     def finish(self) -> Turn:
         """Build the turn. Times are stored relative to ``t0_ns``."""
         absolute = self.milestones()
-        segments, e2e, seg_flags = critical_segments(absolute)
-        flags = [*self._flags, *seg_flags, *order_violations(absolute, STRICT_ORDER)]
+        segments, e2e, seg_flags = critical_segments(absolute, self.path, self.segment_names)
+        flags = [*self._flags, *seg_flags, *order_violations(absolute, self.strict_order)]
         failure = self._failure
         if failure is None and e2e is None:
             # The first gap on the critical path is where the turn stopped (and groups failures).
-            missing = [m for m in CRITICAL_PATH if m not in absolute]
+            missing = [m for m in self.path if m not in absolute]
             if missing:
                 failure = ("turn", f"incomplete turn: no {missing[0]}")
             else:

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from voicelat.core.contract import SEGMENTS
+from voicelat.core.contract import segment_names
 from voicelat.core.diagnostics import assess_trust
 from voicelat.core.display import round_to_total
 from voicelat.core.run_summary import (
@@ -71,9 +71,14 @@ def counts(turns: Sequence[Turn]) -> dict[str, int]:
 def segment_distributions(turns: Sequence[Turn]) -> dict[str, Distribution]:
     """e2e and every segment of the critical path, as distributions over ``turns``."""
     out = {"e2e": Distribution.of([t.e2e_ns for t in turns if t.e2e_ns is not None])}
-    for s in SEGMENTS:
+    for s in _segment_names(turns):
         out[s] = Distribution.of([t.segments[s] for t in turns if s in t.segments])
     return out
+
+
+def _segment_names(turns: Sequence[Turn]) -> tuple[str, ...]:
+    """The cascade's segments, plus the S2S ``model`` segment when a turn has it."""
+    return segment_names(frozenset(s for t in turns for s in t.segments))
 
 
 def e2e_from_intended(turns: Sequence[Turn]) -> Distribution:
@@ -101,7 +106,7 @@ def span_distributions(turns: Sequence[Turn]) -> dict[str, dict[str, Distributio
     """Per stage, the network sub-spans of ``turns`` (connect, TTFB, ...) as distributions."""
     per: dict[str, dict[str, list[float]]] = {}
     for t in turns:
-        for stage in ("stt", "llm", "tts"):
+        for stage in ("stt", "llm", "tts", "s2s"):
             for name, dur in t.spans_of(stage).items():
                 per.setdefault(stage, {}).setdefault(name, []).append(float(dur))
     return {st: {n: Distribution.of(v) for n, v in spans.items()} for st, spans in per.items()}
@@ -112,7 +117,7 @@ def waterfall(turns: Sequence[Turn], percentiles: Sequence[int] = PERCENTILES) -
     rows = [(t.index, float(t.e2e_ns), t.segments) for t in turns if t.e2e_ns is not None]
     out: dict[int, Band] = {}
     for p in percentiles:
-        band = percentile_band(rows, p, SEGMENTS)
+        band = percentile_band(rows, p, _segment_names(turns))
         if band is not None:
             out[p] = band
     return out
@@ -166,7 +171,7 @@ def summarize(
         fixtures=tuple(dict(f) for f in fixtures),
         counts=Counts.from_json(counts(turns)),
         e2e=_saved(segs["e2e"]),
-        segments={s: _saved(segs[s]) for s in SEGMENTS},
+        segments={s: _saved(segs[s]) for s in _segment_names(head)},
         figures={
             k: _saved(v, integer=k.endswith("_ns")) for k, v in figure_distributions(head).items()
         },

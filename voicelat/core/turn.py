@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from voicelat.core.contract import CRITICAL_PATH, MILESTONES, SEGMENTS
+from voicelat.core.contract import ALL_SEGMENTS, CRITICAL_PATH, MILESTONES, SEGMENTS
 
 #: Flag of a live turn the user talked over (barge-in): its reply was cut short, so it is kept
 #: apart from the headline statistics even when its e2e was measured.
@@ -79,7 +79,7 @@ class Turn:
     def largest_segment(self) -> tuple[str, int] | None:
         if not self.segments:
             return None
-        name = max(SEGMENTS, key=lambda s: self.segments.get(s, -1))
+        name = max(ALL_SEGMENTS, key=lambda s: self.segments.get(s, -1))
         return name, self.segments[name]
 
     def spans_of(self, stage: str) -> dict[str, int]:
