@@ -38,6 +38,7 @@ from voicelat.core.version import __version__
 from voicelat.engine.load import Session, SessionPool, closed_loop, open_loop
 from voicelat.engine.probes import LoopLagProbe, freeze_gc, unfreeze_gc
 from voicelat.engine.progress import NullObserver, Observer
+from voicelat.engine.s2s_turn import S2STurnEngine
 from voicelat.engine.stageset import StageSet
 from voicelat.engine.turn import FRAME_MS, FrameSource, Sink, TurnEngine, TurnInput
 from voicelat.engine.writer import TurnsWriterThread
@@ -107,8 +108,10 @@ class Runner:
             self.inputs[fx.id] = TurnInput.from_fixture(fx, rate)
 
     def turn_engine(self) -> TurnEngine:
-        """The engine that runs this runner's turns (its clock, observer, probe, out_dir)."""
-        return TurnEngine(
+        """The engine that runs this runner's turns (its clock, observer, probe, out_dir); an
+        S2S engine for a pipeline with an ``[s2s]`` table."""
+        engine = S2STurnEngine if self.pipeline.s2s is not None else TurnEngine
+        return engine(
             self.pipeline,
             clock=self.clock,
             observer=self.observer,

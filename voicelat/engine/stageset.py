@@ -5,11 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from voicelat.core.clock import Clock
 from voicelat.files.pipeline import Pipeline
-from voicelat.stages.base import LLMStage, STTStage, TTSStage, load_stage_class, use_clock
+from voicelat.stages.base import (
+    LLMStage,
+    S2SStage,
+    STTStage,
+    TTSStage,
+    load_stage_class,
+    use_clock,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,6 +36,8 @@ class StageSet:
     def from_pipeline(cls, pipeline: Pipeline) -> StageSet:
         """Construct (but do not connect) ``pipeline``'s stages; config errors surface here."""
         p = pipeline
+        if p.s2s is not None:
+            return S2SStageSet.single(load_stage_class(p.s2s["stage"], "s2s")(p.s2s))
         return cls(
             load_stage_class(p.stt["stage"], "stt")(p.stt),
             load_stage_class(p.llm["stage"], "llm")(p.llm),
@@ -84,4 +93,32 @@ class StageSet:
         await self._exit.aclose()
 
 
-__all__ = ["StageSet"]
+@dataclass(frozen=True, eq=False)
+class S2SStageSet(StageSet):
+    """A speech-to-speech pipeline's one stage, where the engine and the runner expect a
+    :class:`StageSet`.
+
+    ``stt``, ``llm`` and ``tts`` all hold the S2S stage, so what is written for the triple
+    (``prepare()``, ``input_rate``) reaches it; :meth:`items` lists it once, as ``s2s``, so it
+    is entered, clocked and described once.
+    """
+
+    s2s: S2SStage = field(kw_only=True)
+
+    @classmethod
+    def single(cls, stage: S2SStage) -> S2SStageSet:
+        """The set of one S2S stage (not connected yet)."""
+        same = cast(Any, stage)
+        return cls(same, same, same, s2s=stage)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """``[("s2s", stage)]``."""
+        return [("s2s", self.s2s)]
+
+    @property
+    def input_rate(self) -> int:
+        """The sample rate the S2S stage takes the user's audio at."""
+        return int(self.s2s.input_rate)
+
+
+__all__ = ["S2SStageSet", "StageSet"]

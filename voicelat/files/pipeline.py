@@ -15,7 +15,9 @@ from typing import Any
 
 from voicelat.core.errors import ConfigError
 
-_TOP_LEVEL = {"pipeline", "stt", "llm", "tts", "endpointing", "chunker", "output", "turn", "budget"}
+_TOP_LEVEL = {
+    "pipeline", "stt", "llm", "tts", "s2s", "endpointing", "chunker", "output", "turn", "budget"
+}  # fmt: skip
 _SECRET_LOOKING = re.compile(r"^(sk-|xi-|Bearer |Token )|^[A-Za-z0-9_\-]{32,}$")
 #: Stage keys that name a credential (``api_key``, ``xi_api_key``, ``token``...). Provider options
 #: that merely contain "key" (Deepgram's ``keywords``/``keyterm``) are not credentials.
@@ -109,8 +111,15 @@ class Pipeline:
     turn: TurnConfig = TurnConfig()
     budget: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    #: A speech-to-speech pipeline's one stage (``[s2s]``); then stt, llm and tts are empty.
+    s2s: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
+        if self.s2s is not None:
+            return {**self._common_json(), "s2s": self.s2s}
+        return self._common_json()
+
+    def _common_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "path": str(self.path) if self.path else None,
@@ -180,7 +189,8 @@ def parse_pipeline(
         raise ConfigError(
             f"{loc}: unknown table(s) {', '.join(unknown)}; valid tables: {', '.join(sorted(_TOP_LEVEL))}"
         )
-    for stage in ("stt", "llm", "tts"):
+    kinds = _stage_kinds(data, err)
+    for stage in kinds:
         _check_stage_table(data.get(stage), stage, err)
     meta = _table(data, "pipeline", err)
     name = meta.get("name", path.stem if path else "pipeline")
@@ -194,7 +204,9 @@ def parse_pipeline(
     desc = meta.get("description", "")
     stages = {
         kind: StageTable.located(dict(data[kind]), table=kind, text=text, source=path)
-        for kind in ("stt", "llm", "tts")
+        if kind in kinds
+        else StageTable()
+        for kind in ("stt", "llm", "tts", "s2s")
     }
     return Pipeline(
         name=name,
@@ -210,13 +222,33 @@ def parse_pipeline(
         turn=_turn(_table(data, "turn", err), err),
         budget=_table(data, "budget", err),
         description=desc if isinstance(desc, str) else "",
+        s2s=stages["s2s"] if "s2s" in kinds else None,
     )
+
+
+def _stage_kinds(data: dict[str, Any], err: Any) -> tuple[str, ...]:
+    """``("s2s",)`` for a speech-to-speech pipeline, else the cascade's three tables."""
+    if "s2s" not in data:
+        return ("stt", "llm", "tts")
+    both = [k for k in ("stt", "llm", "tts") if k in data]
+    if both:
+        raise err(
+            both[0],
+            None,
+            "cannot be combined with [s2s]: a pipeline is either one speech-to-speech stage "
+            "or an [stt], [llm] and [tts] cascade",
+        )
+    return ("s2s",)
 
 
 def _check_stage_table(table: Any, stage: str, err: Any) -> None:
     """Present, names its stage, and holds no secret (the rest is the stage's to check)."""
     if not isinstance(table, dict):
-        raise err(stage, None, "is missing: every pipeline needs [stt], [llm] and [tts] tables")
+        raise err(
+            stage,
+            None,
+            "is missing: every pipeline needs [stt], [llm] and [tts] tables (or one [s2s] table)",
+        )
     if not isinstance(table.get("stage"), str):
         raise err(stage, "stage", 'is missing: name the stage to use (e.g. stage = "openai")')
     for key, value in table.items():

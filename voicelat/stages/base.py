@@ -66,6 +66,25 @@ class TTSStage(Stage, Protocol):
     def synthesize(self, text: AsyncIterable[str]) -> AsyncIterator[StageEvent]: ...
 
 
+class S2SStage(Stage, Protocol):
+    """A realtime speech-to-speech model: the user's audio in, the reply's events out.
+
+    ``converse`` gets the turn's audio at ``input_rate`` (the pacer's 20 ms frames, then
+    silence, in real time) and yields stamped events: the server's VAD (``ServerSpeech``),
+    ``EndOfTurn`` or the ``RequestSent("commit")`` of a client-side endpoint, the response
+    opening (``ResponseStarted``), the reply's transcript (``Delta``), its audio (``Audio`` at
+    ``output_rate``) and ``Done`` (with usage) or ``Failed``. ``endpoint_by_server`` says who
+    ends the user's turn: True, the server's VAD (the engine keeps sending silence until it
+    does); False, voicelat (the engine's endpointer ends the audio and the stage commits).
+    """
+
+    input_rate: int
+    output_rate: int
+    endpoint_by_server: bool
+
+    def converse(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]: ...
+
+
 def use_clock(stage: object, clock: Clock) -> bool:
     """Hand ``stage`` the clock to stamp on (before ``__aenter__``); False for a stage that
     has no ``clock`` attribute (a third-party stage stamping on its own), which is left as
