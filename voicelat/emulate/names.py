@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "elevenlabs": "voicelat.emulate.providers.elevenlabs:ElevenLabsEmulator",
     "cartesia": "voicelat.emulate.providers.cartesia:CartesiaEmulator",
     "assemblyai": "voicelat.emulate.providers.assemblyai:AssemblyAIEmulator",
+    "openai-realtime": "voicelat.emulate.providers.openai_realtime:OpenAIRealtimeEmulator",
 }
 
 

@@ -1,0 +1,136 @@
+"""OpenAI Realtime (GA) as a speech-to-speech stage: ``openai-realtime`` (PROTOCOLS-AGENTS §1).
+
+``wss://<base_url>/realtime?model=<model>`` with ``Authorization: Bearer``; any
+OpenAI-compatible realtime server works by ``base_url`` (``ws://`` for a plain one). Each turn
+gets its own session, opened and configured *before* the turn (``__aenter__`` for the first,
+``prepare()`` for the next): the ``session.update`` and its ``session.updated`` never count in
+a turn, and no turn hears an earlier turn's conversation. A session the server refuses (an
+unknown voice or model, a bad field) fails the turn with the server's message; the run goes on.
+
+``turn_detection``: ``server_vad`` (default) or ``semantic_vad``: the server ends the user's
+turn and answers; ``none``: voicelat's endpointer ends it and the stage sends
+``input_audio_buffer.commit`` + ``response.create``. Audio is pcm16 at 24 kHz both ways.
+The messages are built and parsed by :mod:`voicelat.stages.protocols.openai_realtime`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+from urllib.parse import urlencode
+
+from voicelat.core.events import StageEvent, StageName
+from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
+from voicelat.stages.options import OptionProblem, parse_options
+from voicelat.stages.protocols.base import json_object, json_text
+from voicelat.stages.protocols.openai_realtime import (
+    RATE,
+    TURN_DETECTION,
+    OpenAIRealtimeProtocol,
+    session_update,
+)
+
+__all__ = ["OpenAIRealtime", "OpenAIRealtimeOptions", "SessionRefused"]
+
+
+class SessionRefused(Exception):
+    """The server answered ``session.update`` with an error (its message is the reason)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenAIRealtimeOptions(WsOptions):
+    """``[s2s]`` of ``openai-realtime``."""
+
+    base_url: str = "wss://api.openai.com/v1"
+    model: str = "gpt-realtime"
+    voice: str = "marin"
+    instructions: str | None = None
+    turn_detection: str = "server_vad"
+    #: server_vad: threshold, prefix_padding_ms, silence_duration_ms...; semantic_vad: eagerness
+    vad: Mapping[str, Any] = field(
+        default_factory=dict, metadata={"expect": "a table of turn_detection settings"}
+    )
+    transcription_model: str | None = None
+    rate: int = RATE
+
+    def check(self) -> None:
+        if self.turn_detection not in TURN_DETECTION:
+            raise OptionProblem(
+                "turn_detection",
+                f"turn_detection must be one of {', '.join(TURN_DETECTION)}",
+            )
+        if self.rate != RATE:
+            raise OptionProblem("rate", f"rate must be {RATE}: audio/pcm is 24 kHz only")
+
+
+class OpenAIRealtime(WsStage):
+    """A realtime speech-to-speech model over the OpenAI Realtime websocket."""
+
+    kind: ClassVar[StageName] = "s2s"
+    stage_name: ClassVar[str] = "openai-realtime"
+    persistent: ClassVar[bool] = False
+    input_rate: int = RATE
+    output_rate: int = RATE
+
+    def __init__(self, options: Mapping[str, Any], *, table: str = "s2s") -> None:
+        o = self.options = parse_options(OpenAIRealtimeOptions, table, options)
+        super().__init__(table, o)
+        self.endpoint_by_server = o.turn_detection != "none"
+        self._update = json_text(
+            session_update(
+                turn_detection=o.turn_detection,
+                voice=o.voice,
+                instructions=o.instructions,
+                vad=o.vad,
+                transcription_model=o.transcription_model,
+            )
+        )
+
+    def _url(self) -> str:
+        return f"{self.base_url}/realtime?{urlencode({'model': self.options.model})}"
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._key}"}
+
+    async def _on_open(self, conn: WsConn) -> None:
+        """Configure the session and wait for ``session.updated`` (outside any turn)."""
+        await conn.send(self._update)
+        async with asyncio.timeout(self.timeout_s):
+            while True:
+                message, _ = await conn.recv()
+                data = json_object(message) or {}
+                kind = data.get("type")
+                if kind == "session.updated":
+                    return
+                if kind == "error":
+                    error = _obj(data.get("error"))
+                    text = error.get("message") or "error"
+                    code = error.get("code") or error.get("type")
+                    suffix = f" ({code})" if code else ""
+                    raise SessionRefused(f"the server refused the session: {text}{suffix}")
+
+    def describe(self) -> dict[str, Any]:
+        o = self.options
+        return {
+            "stage": self.stage_name,
+            "url": plain_url(self._url()),
+            "model": o.model,
+            "voice": o.voice,
+            "turn_detection": o.turn_detection,
+            "rate": RATE,
+            "server": self._server,
+        }
+
+    async def converse(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
+        async for event in self._request(audio, self._protocol):
+            yield event
+
+    def _protocol(self, conn: WsConn) -> OpenAIRealtimeProtocol:
+        return OpenAIRealtimeProtocol(conn.url, manual=not self.endpoint_by_server)
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
