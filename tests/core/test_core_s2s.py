@@ -209,3 +209,16 @@ def test_cascade_summary_is_unchanged_and_mixed_rows_rank_on_shared_names() -> N
     assert len(rows) == 6
     for row in rows:
         assert {"e2e", *SHARED_SEGMENTS} <= set(row), row
+
+
+def test_an_unobserved_endpoint_merges_into_model_and_is_flagged() -> None:
+    rec = S2SRecorder(index=0, fixture="hello", t0_ns=T0)
+    rec.mark("speech_end", at(2000))
+    rec.on_event("s2s", Audio(at(2700), loud(100), RATE))
+    rec.on_event("s2s", Done(at(3000), "turnComplete"))
+    rec.set_onset(0)
+    rec.mark("output_first_audible", at(2700))
+    turn = rec.finish()
+    assert turn.ok
+    assert turn.segments["endpointing"] == 0 and turn.segments["model"] == 700 * MS
+    assert "endpoint_unobserved" in turn.flags

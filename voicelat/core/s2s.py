@@ -7,6 +7,9 @@ engine marks, stages report events under ``"s2s"``). It derives the S2S mileston
 * ``endpoint``: the engine's own mark (voicelat endpointed and committed) or else the first of
   the server's end of speech (``ServerSpeech(started=False)``, OpenAI ``speech_stopped``), the
   provider's end of turn (``EndOfTurn``) or our ``commit`` send (``RequestSent("commit")``).
+  With none of them (Gemini's automatic activity detection on the Developer API) it is
+  ``speech_end``: the endpointing segment is 0, ``model`` holds speech_end -> first audio,
+  and the turn is flagged ``endpoint_unobserved``.
 * ``response_start``: ``ResponseStarted``; ``first_text``: the first non-empty ``Delta``
   (the reply's transcript or text); ``first_audio``: the first non-empty ``Audio``;
   ``first_audible``: first audio + leading silence, from the onset the engine found;
@@ -89,6 +92,11 @@ class S2SRecorder(TurnRecorder):
             t = _first(ev, pred)
             if t is not None:
                 found[name] = t
+        if "endpoint" not in found and "speech_end" in found and "first_audio" in found:
+            # No observable endpoint (Gemini's automatic activity detection): endpointing
+            # and model merge into speech_end -> first_audio, all of it in ``model``.
+            found["endpoint"] = found["speech_end"]
+            self.flag("endpoint_unobserved")
         if "first_audible" not in found and self._onset_sample is not None:
             audible = first_audible_ns([e for e in ev if isinstance(e, Audio)], self._onset_sample)
             if audible is not None:

@@ -28,6 +28,7 @@ BUILTIN: dict[str, str] = {
     "cartesia": "voicelat.emulate.providers.cartesia:CartesiaEmulator",
     "assemblyai": "voicelat.emulate.providers.assemblyai:AssemblyAIEmulator",
     "openai-realtime": "voicelat.emulate.providers.openai_realtime:OpenAIRealtimeEmulator",
+    "gemini-live": "voicelat.emulate.providers.gemini_live:GeminiLiveEmulator",
 }
 
 

@@ -9,7 +9,9 @@ S2S turns exactly as they run cascade turns. One turn:
    delivering after the user stops), up to :data:`TAIL_MS`.
 2. Who ends the user's turn is the stage's ``endpoint_by_server``. True (server VAD): frames
    keep flowing until the server says the speech stopped (``ServerSpeech(started=False)`` or
-   ``EndOfTurn``); that event is ``endpoint``. False: the pipeline's endpointer (the same one
+   ``EndOfTurn``); that event is ``endpoint``. A server that never says (Gemini's automatic
+   activity detection) hears silence until its reply's first audio; the turn's endpoint is
+   then unobserved (see :class:`~voicelat.core.s2s.S2SRecorder`). False: the pipeline's endpointer (the same one
    as the cascade's ``[endpointing] mode = "vad"``) decides, the audio ends and the stage
    commits (and asks for the response); the endpointer's decision is ``endpoint``.
 3. The reply's audio goes into the sink as it arrives (onset found as for TTS audio); the sink
@@ -126,6 +128,9 @@ class S2STurnEngine(TurnEngine):
                     if first_audio:
                         first_audio = False
                         self.milestone(rec, "first_audio", ev.t_ns)
+                        # A server that ends the turn without saying so (Gemini's automatic
+                        # activity detection) has ended it by now: the audio stops here.
+                        listener.provider_eot.set()
                     out.feed(ev.pcm, ev.rate, ev.t_ns)
                     found = reply.onset.feed(ev.pcm, ev.rate)
                     if found is not None:
