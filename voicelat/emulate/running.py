@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
+from ssl import SSLContext
 from typing import Any, Self
 
 from voicelat.core.errors import ConfigError
@@ -65,6 +66,7 @@ class Emulators:
         port: int | None = 0,
         thread: bool = False,
         log: Callable[[str], None] = _stderr,
+        ssl: SSLContext | None = None,
     ) -> None:
         if not names:
             raise ConfigError("name at least one emulator")
@@ -81,7 +83,13 @@ class Emulators:
             config = self.profile.resolve(cls)
             chosen = cls.default_port if port is None else (port + i if port else 0)
             self.servers[name] = EmulatorServer(
-                cls(config), self.truth, host=host, port=chosen, seed=self.profile.seed, log=log
+                cls(config),
+                self.truth,
+                host=host,
+                port=chosen,
+                seed=self.profile.seed,
+                log=log,
+                ssl=ssl,
             )
         self.thread = thread
         self._loop: asyncio.AbstractEventLoop | None = None

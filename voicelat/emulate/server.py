@@ -19,6 +19,7 @@ import random
 import socket
 import sys
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import Any
 
 from websockets.datastructures import Headers
@@ -62,8 +63,12 @@ class EmulatorServer:
         port: int = 0,
         seed: int | None = None,
         log: Callable[[str], None] = _stderr,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.emulator = emulator
+        #: Serve TLS (https/wss) with this context: for SDKs that never speak plain websockets
+        #: (google-genai's live client).
+        self.ssl = ssl
         self.truth = truth
         self.host = host
         self.port = port
@@ -84,11 +89,11 @@ class EmulatorServer:
     # -- lifecycle --------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}{self.emulator.base_path}"
+        return f"{self.root_url}{self.emulator.base_path}"
 
     @property
     def root_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.ssl else 'http'}://{self.host}:{self.port}"
 
     async def start(self) -> None:
         await self.emulator.startup()
@@ -98,7 +103,12 @@ class EmulatorServer:
 
     async def _listen(self, port: int) -> asyncio.Server:
         return await asyncio.start_server(
-            self._on_connection, self.host, port, limit=_HEAD_LIMIT, reuse_address=True
+            self._on_connection,
+            self.host,
+            port,
+            limit=_HEAD_LIMIT,
+            reuse_address=True,
+            ssl=self.ssl,
         )
 
     async def stop(self) -> None:

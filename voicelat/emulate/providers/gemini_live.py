@@ -230,8 +230,10 @@ class GeminiLiveEmulator(Emulator):
         mime = str(_get(audio, "mimeType") or "")
         if mime.replace(" ", "") not in (f"audio/pcm;rate={IN_RATE}", "audio/pcm"):
             raise _Closed(1007, f"Unsupported audio mime type {mime!r}: send audio/pcm;rate=16000.")
+        # proto3 JSON bytes: standard or URL-safe base64 (the SDK sends the URL-safe alphabet).
+        data = str(_get(audio, "data") or "").replace("-", "+").replace("_", "/")
         try:
-            pcm = base64.b64decode(str(_get(audio, "data") or ""), validate=True)
+            pcm = base64.b64decode(data + "=" * (-len(data) % 4), validate=True)
         except (binascii.Error, ValueError):
             raise _Closed(
                 1007, "Invalid value at 'realtime_input.audio.data': not base64."

@@ -155,8 +155,10 @@ class GeminiLiveProtocol(WsProtocol[bytes]):
                 continue
             inline = part.get("inlineData")
             if isinstance(inline, dict) and isinstance(inline.get("data"), str):
+                # proto3 JSON bytes may use the URL-safe alphabet.
+                data = inline["data"].replace("-", "+").replace("_", "/")
                 try:
-                    pcm = base64.b64decode(inline["data"], validate=True)
+                    pcm = base64.b64decode(data + "=" * (-len(data) % 4), validate=True)
                 except (binascii.Error, ValueError):
                     return [self._failed(t_ns, "inlineData.data is not valid base64")]
                 if pcm:
