@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from voicelat.core.budget import METRICS, NS_PER_MS, Check
+from voicelat.core.contract import ALL_SEGMENTS
 from voicelat.core.display import fmt_ms
 from voicelat.core.errors import ConfigError
 from voicelat.core.run_summary import SCHEMA_VERSION, RunSummary, SummaryLike
@@ -122,13 +123,18 @@ def _pct_sorted(ordered: Sequence[float], p: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
 
 
+_ROW_KEYS = frozenset(METRICS) | frozenset(ALL_SEGMENTS)
+
+
 def metric_rows(turns: Sequence[Turn]) -> list[dict[str, int]]:
     """Per headline turn, its e2e and segments (ns): the unit the bootstrap resamples."""
     rows = []
     for t in turns:
         if not t.headline or t.e2e_ns is None:
             continue
-        rows.append({"e2e": t.e2e_ns, **{k: v for k, v in t.segments.items() if k in METRICS}})
+        # Every segment of either kind (an S2S turn's ``model`` too): rankings put both kinds
+        # side by side; comparisons only look at the metrics they are asked for.
+        rows.append({"e2e": t.e2e_ns, **{k: v for k, v in t.segments.items() if k in _ROW_KEYS}})
     return rows
 
 

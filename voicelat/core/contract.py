@@ -128,3 +128,13 @@ def segment_names(seen: set[str] | frozenset[str]) -> tuple[str, ...]:
     """The segments a summary of turns with segments ``seen`` lists: always the cascade's (so
     a cascade summary is unchanged), plus ``model`` when an S2S turn has it."""
     return tuple(s for s in ALL_SEGMENTS if s in SEGMENTS or s in seen)
+
+
+def display_segments(with_data: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """The segments a report shows, given those that hold data: the cascade's, the S2S path's,
+    or both kinds' (a comparison or a mixed run) in :data:`ALL_SEGMENTS` order."""
+    if "model" not in with_data:
+        return SEGMENTS
+    if with_data - set(S2S_SEGMENTS):
+        return ALL_SEGMENTS
+    return S2S_SEGMENTS

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicelat.core.compare import MIN_COMPARE_TURNS
-from voicelat.core.contract import E2E, SEGMENTS
+from voicelat.core.contract import ALL_SEGMENTS, E2E
 from voicelat.core.display import NS_PER_MS as NS_PER_MS
 from voicelat.core.display import fmt_ms
 from voicelat.core.errors import ConfigError
@@ -198,7 +198,7 @@ def _ranked(
         estimates[p] = Estimate(percentile(e2e, p), low, high)
     segments = {
         seg: {p: percentile(vals, p) for p in percentiles}
-        for seg in SEGMENTS
+        for seg in ALL_SEGMENTS
         if (vals := _values(s.rows, seg))
     }
     vs: dict[int, VsBest] = {}

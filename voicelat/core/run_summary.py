@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from voicelat.core.contract import E2E
+from voicelat.core.contract import E2E, display_segments
 
 #: Version of the results schema (turns.jsonl lines and summary.json). Bump on breaking change.
 SCHEMA_VERSION = 1
@@ -328,6 +328,11 @@ class RunSummary:
         if name == E2E:
             return self.e2e
         return self.segments.get(name) or DistSummary()
+
+    @property
+    def shown_segments(self) -> tuple[str, ...]:
+        """The segments to show: the cascade's, an S2S run's, or both (contract)."""
+        return display_segments(frozenset(k for k, d in self.segments.items() if d.n))
 
     def band(self, p: int) -> WaterfallBand | None:
         """The waterfall band at percentile ``p``, if the run had turns to make one."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from voicelat.core.contract import SEGMENTS
+from voicelat.core.contract import display_segments
 from voicelat.core.display import NS_PER_MS as NS_PER_MS
 from voicelat.core.display import fmt_ms
 
@@ -22,6 +22,7 @@ SEGMENT_SHORT: dict[str, str] = {
     "llm_ttft": "llm_ttft",
     "aggregation": "aggregate",
     "tts_ttfb": "tts_ttfb",
+    "model": "model",
     "leading_silence": "silence",
     "playout": "playout",
 }
@@ -107,13 +108,17 @@ def ranking_rows(doc: Mapping[str, Any]) -> list[list[str]]:
 
 def segment_rows(doc: Mapping[str, Any]) -> list[list[str]]:
     """Per-segment ``P50 / P90`` ms per combination (header first)."""
-    rows = [["combination", *(SEGMENT_SHORT[s] for s in SEGMENTS)]]
-    for c in doc.get("combinations", []):
+    combos = doc.get("combinations", [])
+    shown = display_segments(
+        frozenset(s for c in combos for s, d in (c.get("segments") or {}).items() if d)
+    )
+    rows = [["combination", *(SEGMENT_SHORT[s] for s in shown)]]
+    for c in combos:
         if c.get("status") != "ok":
             continue
         segs = c.get("segments") or {}
         cells = []
-        for s in SEGMENTS:
+        for s in shown:
             d = segs.get(s)
             cells.append("-" if not d else f"{fmt_ms(d.get('p50'))} / {fmt_ms(d.get('p90'))}")
         rows.append([str(c["name"]), *cells])

@@ -12,11 +12,11 @@ bar lengths compare across combinations.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from voicelat.core.contract import SEGMENTS
+from voicelat.core.contract import display_segments
 from voicelat.core.display import NS_PER_MS as NS_PER_MS
 from voicelat.core.display import fmt_ms
 from voicelat.report.comparison import (
@@ -33,6 +33,7 @@ SEGMENT_COLOURS: dict[str, str] = {
     "llm_ttft": "#009E73",
     "aggregation": "#F0E442",
     "tts_ttfb": "#0072B2",
+    "model": "#882255",
     "leading_silence": "#D55E00",
     "playout": "#CC79A7",
 }
@@ -65,7 +66,10 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
     mean = int(band["mean_e2e_ns"])
     exact = int(band["e2e_percentile_ns"])
     scale = max(float(scale_ns), float(mean), float(exact), 1.0)
-    rows = len(SEGMENTS) + 1
+    # A speech-to-speech band has the S2S path's segments (``model``), a cascade band the
+    # cascade's: each waterfall shows the bars that sum to its e2e.
+    shown = display_segments(frozenset(segs))
+    rows = len(shown) + 1
     height = _TOP + rows * _ROW_H + 26
     width = LABEL_W + CHART_W + _VALUE_W
 
@@ -84,7 +88,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
         f"turn(s) of {escape(str(band.get('n', '?')))} around P{p}</text>",
     ]
     start = 0
-    for i, s in enumerate(SEGMENTS):
+    for i, s in enumerate(shown):
         dur = int(segs.get(s, 0))
         y = _TOP + i * _ROW_H
         w = max(dur, 0) / scale * CHART_W
@@ -97,7 +101,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
             f"{fmt_ms(dur)} ms</text>"
         )
         start += max(dur, 0)
-    y = _TOP + len(SEGMENTS) * _ROW_H
+    y = _TOP + len(shown) * _ROW_H
     parts.append(
         f'<text x="4" y="{y + 13:.1f}" class="lbl total-lbl">e2e (mean)</text>'
         f'<rect class="total" data-ns="{mean}" x="{x(0):.2f}" y="{y + 3:.1f}" '
@@ -187,7 +191,8 @@ def comparison_html(doc: Mapping[str, Any]) -> str:
     ]
     scale = shared_scale_ns(doc)
     legend = "".join(
-        f'<span><i style="background:{SEGMENT_COLOURS[s]}"></i>{escape(s)}</span>' for s in SEGMENTS
+        f'<span><i style="background:{SEGMENT_COLOURS[s]}"></i>{escape(s)}</span>'
+        for s in _segments_of(combos)
     )
     sections = []
     for c in combos:
@@ -241,3 +246,10 @@ def comparison_html(doc: Mapping[str, Any]) -> str:
 
 
 __all__ = ["SEGMENT_COLOURS", "comparison_html", "shared_scale_ns", "waterfall_svg"]
+
+
+def _segments_of(combos: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The segments the combinations' summaries hold data for (cascade, S2S or both)."""
+    return display_segments(
+        frozenset(s for c in combos for s, d in (c.get("segments") or {}).items() if d)
+    )

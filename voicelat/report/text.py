@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from voicelat.core.contract import SEGMENTS
 from voicelat.core.display import fmt_ms
 from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 from voicelat.core.turn import Turn
@@ -49,7 +48,7 @@ def _segment_table(s: RunSummary) -> list[str]:
         f"Per-segment percentiles (each column on its own: percentiles do not add), n={s.e2e.n}",
         f"  {'segment':<16}{'P50 ms':>8}{'P90 ms':>8}{'P99 ms':>8}{'max ms':>8}",
     ]
-    lines.extend(_row(seg, s.metric(seg)) for seg in SEGMENTS)
+    lines.extend(_row(seg, s.metric(seg)) for seg in s.shown_segments)
     lines.append(_row("e2e", s.e2e))
     return lines
 
@@ -60,7 +59,8 @@ def _band_lines(s: RunSummary) -> list[str]:
         band = s.band(p)
         if band is None:
             continue
-        parts = " + ".join(f"{seg} {fmt_ms(band.segments_ns.get(seg, 0))}" for seg in SEGMENTS)
+        shown = s.shown_segments
+        parts = " + ".join(f"{seg} {fmt_ms(band.segments_ns.get(seg, 0))}" for seg in shown)
         lines.append(
             f"Waterfall at P{p} (mean of {band.band_n} turn(s) around it, sums to "
             f"{fmt_ms(band.mean_e2e_ns)} ms; exact P{p} e2e {fmt_ms(band.e2e_percentile_ns)} ms):"
