@@ -157,6 +157,8 @@ def run(turns: int, work: Path) -> dict[str, Any]:
         "wall_s": round(wall, 1),
         "loadavg_1min": round(os.getloadavg()[0], 2),
         "trust": "ok" if outcome.summary["trust"]["trustworthy"] else "flagged",
+        "trust_reasons": [r.get("message", r) for r in outcome.summary["trust"]["reasons"]],
+        "loop_lag_ms": dist_ms([float(x) for x in runner.loop_lag.lags]),
         "e2e_ms": dist_ms([float(x) for x in e2e]),
         "errors": {k: dist_ms([float(x) for x in v]) for k, v in errs.items()},
     }
@@ -174,6 +176,9 @@ def main() -> None:
         f"1 session, {r['turns']} turns ({r['failed']} failed) in {r['wall_s']} s; "
         f"load average {r['loadavg_1min']}; trust {r['trust']}; e2e {fmt(r['e2e_ms'])} ms"
     )
+    for reason in r["trust_reasons"]:
+        print(f"  trust: {reason}")
+    print(f"  event-loop lag P50 / P99 / max {fmt(r['loop_lag_ms'])} ms")
     print(f"  {'metric':<18} {'n':>4}  P50 / P99 / max (ms)")
     for name, d in r["errors"].items():
         print(f"  {name:<18} {d['n']:>4}  {fmt(d)}")
