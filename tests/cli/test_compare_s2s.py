@@ -55,7 +55,12 @@ def test_compare_ranks_cascade_and_s2s_together(tmp_path: Path) -> None:
     doc = json.loads((out / "comparison.json").read_text())
     ranked = {c["name"]: c for c in doc["combinations"]}
     assert ranked["realtime"]["rank"] == 1 and ranked["cascade"]["rank"] == 2
-    assert set(ranked["realtime"]["segments"]) == {"endpointing", "model", "leading_silence", "playout"}
+    assert set(ranked["realtime"]["segments"]) == {
+        "endpointing",
+        "model",
+        "leading_silence",
+        "playout",
+    }
     assert "model" not in ranked["cascade"]["segments"]
     assert "stt" in ranked["cascade"]["segments"]
     md = (out / "comparison.md").read_text()
