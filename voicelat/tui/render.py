@@ -16,7 +16,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from voicelat.core.contract import MILESTONES, SEGMENTS
+from voicelat.core.contract import MILESTONES, SEGMENTS, display_segments
 from voicelat.core.display import fmt_ms as core_fmt_ms
 from voicelat.core.stats import Band, Distribution
 from voicelat.core.turn import Turn
@@ -42,6 +42,7 @@ SEGMENT_STYLES: dict[str, str] = {
     "llm_ttft": "magenta",
     "aggregation": "orchid",
     "tts_ttfb": "green",
+    "model": "deep_pink3",
     "leading_silence": "dark_sea_green",
     "playout": "yellow",
 }
@@ -216,7 +217,9 @@ class Waterfall:
 def turn_waterfall(turn: Turn, budget: Mapping[str, object], p: int) -> Waterfall:
     """The settled waterfall of one finished turn, against the e2e budget at ``p``."""
     limit = e2e_budget_ns(dict(budget), p)
-    segments = {s: float(turn.segments.get(s, 0)) for s in SEGMENTS}
+    # A speech-to-speech turn's bars are the S2S path's (endpointing, model, ...).
+    order = display_segments(frozenset(turn.segments))
+    segments = {s: float(turn.segments.get(s, 0)) for s in order}
     total = float(turn.e2e_ns if turn.e2e_ns is not None else sum(segments.values()))
     verdict = judge(p, total, segments, dict(budget))
     return Waterfall(
@@ -226,6 +229,7 @@ def turn_waterfall(turn: Turn, budget: Mapping[str, object], p: int) -> Waterfal
         budget_ns=limit,
         budget_label=f"P{p} budget {core_fmt_ms(limit)}" if limit else "budget",
         crossing=verdict.crossing if verdict.over else None,
+        order=order,
     )
 
 
@@ -233,6 +237,7 @@ def band_waterfall(band: Band, verdict: BudgetVerdict) -> Waterfall:
     """The waterfall at a percentile: the band's mean composition, its exact percentile marked."""
     return Waterfall(
         segments=band.segments,
+        order=display_segments(frozenset(k for k, v in band.segments.items() if v)),
         total_ns=band.mean_e2e,
         total_label="band mean e2e",
         marker=(f"P{band.p} e2e", band.e2e_percentile),
@@ -447,7 +452,8 @@ def segment_table(dists: Mapping[str, Distribution]) -> Table:
     table.add_column("segment")
     for col in ("P50", "P90", "P99", "max", "n"):
         table.add_column(col, justify="right")
-    for name in (*SEGMENTS, "e2e"):
+    shown = display_segments(frozenset(k for k, d in dists.items() if d.n and k != "e2e"))
+    for name in (*shown, "e2e"):
         d = dists.get(name) or Distribution(n=0)
         style = "bold" if name == "e2e" else SEGMENT_STYLES.get(name, "")
         table.add_row(
@@ -457,7 +463,7 @@ def segment_table(dists: Mapping[str, Distribution]) -> Table:
             fmt_ms(d.p99),
             fmt_ms(d.max),
             str(d.n),
-            end_section=name == SEGMENTS[-1],
+            end_section=name == shown[-1],
         )
     return table
 
