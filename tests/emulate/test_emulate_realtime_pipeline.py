@@ -132,3 +132,29 @@ async def test_error_event_mid_reply_is_a_failed_turn_and_the_run_goes_on(
         assert turn.failed
         assert "Rate limit reached" in (turn.failure_reason or ""), turn.failure_reason
         assert "rate_limit_exceeded" in (turn.failure_reason or "")
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ({"close_1011": {"p": 1.0, "after": 2}}, "closed the websocket before response.done: 1011"),
+        (
+            {"stall": {"p": 1.0, "after": 1, "seconds": 4.0}},
+            "after the input ended (read timeout; last event: response.output_audio_transcript.delta)",
+        ),
+    ],
+)
+async def test_a_close_or_a_stall_mid_reply_is_one_line_on_the_failed_turn(
+    fault: dict[str, Any], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "k")
+    fixture = _fixture()
+    profile = {"openai-realtime": {**PROFILE["openai-realtime"], "faults": fault}}
+    async with Emulators(["openai-realtime"], profile=profile, seed=1) as em:
+        runner = Runner(realtime_pipeline(em, timeout_s=2.0), [fixture], tmp_path)
+        with pytest.raises(Exception, match="every turn failed"):
+            await runner.run(plan_turns([fixture.id], warmup=0))
+    (turn,) = runner.turns
+    assert turn.failed and turn.failure_stage == "s2s"
+    assert expected in (turn.failure_reason or ""), turn.failure_reason
+    assert "first_audio" in turn.milestones  # it failed mid-reply, after audio started
