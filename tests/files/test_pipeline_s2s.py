@@ -51,3 +51,21 @@ def test_s2s_without_a_stage_or_with_a_secret_is_refused(tmp_path: Path) -> None
         load_pipeline(_write(tmp_path, '[s2s]\nmodel = "m"\n'))
     with pytest.raises(ConfigError, match=r"\[s2s\] api_key looks like a secret"):
         load_pipeline(_write(tmp_path, '[s2s]\nstage = "x"\napi_key = "sk-abc"\n'))
+
+
+def test_compare_combinations_take_s2s_pipelines_beside_cascades(tmp_path: Path) -> None:
+    from voicelat.files.matrix import check_stages, combinations_from_files
+
+    s2s = _write(tmp_path, S2S)
+    cascade = tmp_path / "c.toml"
+    cascade.write_text('[pipeline]\nname = "c"\n' + "".join(
+        f'[{k}]\nstage = "x-{k}"\n' for k in ("stt", "llm", "tts")
+    ))  # fmt: skip
+    combos = combinations_from_files([s2s, cascade])
+    assert [c.labels for c in combos] == [
+        {"s2s": "openai-realtime"},
+        {"stt": "x-stt", "llm": "x-llm", "tts": "x-tts"},
+    ]
+    looked: list[tuple[str, str]] = []
+    check_stages(combos, lambda name, kind: looked.append((name, kind)), "files")
+    assert ("openai-realtime", "s2s") in looked and ("x-llm", "llm") in looked

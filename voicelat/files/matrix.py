@@ -226,7 +226,7 @@ def check_stages(
     """Resolve every stage name with ``lookup(name, kind)`` (raises ConfigError listing the known
     ones); the error is prefixed with where the name came from."""
     for combo in combos:
-        for kind in STAGES:
+        for kind in _kinds(combo.pipeline):
             table = getattr(combo.pipeline, kind)
             try:
                 lookup(str(table["stage"]), kind)
@@ -245,7 +245,9 @@ def combinations_from_files(paths: Sequence[Path]) -> list[Combination]:
     for path, pipeline in zip(paths, pipelines, strict=True):
         name = pipeline.name if names.count(pipeline.name) == 1 else path.stem
         combos.append(
-            Combination(name, {k: str(getattr(pipeline, k)["stage"]) for k in STAGES}, pipeline)
+            Combination(
+                name, {k: str(getattr(pipeline, k)["stage"]) for k in _kinds(pipeline)}, pipeline
+            )
         )
     taken = [c.name for c in combos]
     dupes = sorted({n for n in taken if taken.count(n) > 1})
@@ -254,6 +256,11 @@ def combinations_from_files(paths: Sequence[Path]) -> list[Combination]:
             f"two pipelines are both named {dupes[0]!r}: give each a distinct [pipeline] name"
         )
     return combos
+
+
+def _kinds(pipeline: Pipeline) -> tuple[StageName, ...]:
+    """The stage tables a pipeline has: ``("s2s",)`` for a speech-to-speech one."""
+    return ("s2s",) if pipeline.s2s is not None else STAGES
 
 
 # -- the fair schedule ---------------------------------------------------------------------------
