@@ -196,6 +196,8 @@ def test_summary_of_s2s_turns_has_the_model_segment_and_bands_sum() -> None:
     assert set(summary.segments) == set(ALL_SEGMENTS)
     assert summary.segments["model"].n == 5
     assert summary.segments["stt"].n == 0
+    assert summary.figures["s2s_usage_output_tokens"].n == 5
+    assert summary.figures["s2s_audio_ns"].p50 == 240 * MS
     for band in summary.waterfall.values():
         assert sum(band.segments_ns.values()) == band.mean_e2e_ns
 

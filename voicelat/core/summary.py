@@ -38,6 +38,13 @@ FIGURES: tuple[str, ...] = (
     "tts_audio_ns",
     "tts_stalls",
     "tts_stall_total_ns",
+    # Speech-to-speech turns (a cascade summary never has them: only figures turns have show).
+    "s2s_rtf",
+    "s2s_audio_ns",
+    "s2s_stalls",
+    "s2s_stall_total_ns",
+    "s2s_usage_input_tokens",
+    "s2s_usage_output_tokens",
     "pacer_lag_max_ns",
     "loop_lag_max_ns",
     "sink_underruns",
