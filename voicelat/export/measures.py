@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from voicelat.core.contract import SEGMENTS
+from voicelat.core.contract import ALL_SEGMENTS
 from voicelat.core.turn import Turn
 
 NS_PER_S = 1_000_000_000
@@ -77,7 +77,7 @@ def measures(turn: Turn) -> TurnMeasures:
     first_token, first_audio = ttft_ns(turn), ttfa_ns(turn)
     return TurnMeasures(
         e2e_s=seconds(turn.e2e_ns),
-        segments_s={s: seconds(turn.segments[s]) for s in SEGMENTS if s in turn.segments},
+        segments_s={s: seconds(turn.segments[s]) for s in ALL_SEGMENTS if s in turn.segments},
         ttft_s=None if first_token is None else seconds(first_token),
         ttfa_s=None if first_audio is None else seconds(first_audio),
         loop_lag_max_s=lag_s,

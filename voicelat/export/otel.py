@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
-from voicelat.core.contract import SEGMENTS
+from voicelat.core.contract import ALL_SEGMENTS
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
 from voicelat.export.base import ExportOptions, Warn, warn_stderr
@@ -314,7 +314,7 @@ def turn_attributes(turn: Turn, pipeline: Mapping[str, Any]) -> dict[str, Any]:
     if turn.failed:
         attrs["voicelat.failure.stage"] = turn.failure_stage or ""
         attrs["voicelat.failure.reason"] = turn.failure_reason or ""
-    for name in SEGMENTS:
+    for name in ALL_SEGMENTS:
         if name in turn.segments:
             attrs[f"voicelat.segment.{name}_ns"] = turn.segments[name]
     for name, t in turn.milestones.items():
