@@ -18,6 +18,9 @@ engine marks, stages report events under ``"s2s"``). It derives the S2S mileston
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from voicelat.core.contract import (
     S2S_CRITICAL_PATH,
     S2S_KIND,
@@ -132,8 +135,9 @@ class S2SRecorder(TurnRecorder):
         return out
 
 
-def _first(events: list[StageEvent], pred: object) -> int | None:
+def _first(events: list[StageEvent], pred: Callable[[Any], bool]) -> int | None:
+    """The stamp of the first event ``pred`` accepts (every accepted event has a ``t_ns``)."""
     for e in events:
-        if pred(e):  # type: ignore[operator]
+        if pred(e):
             return int(e.t_ns)  # type: ignore[union-attr]
     return None

@@ -25,10 +25,10 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from typing import Any
 
 from voicelat.core.events import Audio, Done, EndOfTurn, Failed, ServerSpeech
 from voicelat.core.plan import PlannedTurn
+from voicelat.core.recorder import TurnRecorder
 from voicelat.core.s2s import S2SRecorder
 from voicelat.engine.stageset import S2SStageSet, StageSet
 from voicelat.engine.turn import (
@@ -73,7 +73,7 @@ class S2STurnEngine(TurnEngine):
         self,
         planned: PlannedTurn,
         inp: TurnInput,
-        rec: Any,
+        rec: TurnRecorder,
         stages: StageSet,
         *,
         source: FrameSource | None = None,
