@@ -132,3 +132,36 @@ async def test_google_genai_sees_the_close_reason_of_an_unknown_model(
             async with client.aio.live.connect(model="no-such-model", config={}) as session:
                 await _turn(session)
     assert info.value.code == 1008
+
+
+async def test_google_genai_sees_interrupted_when_the_user_talks_over_the_reply(
+    tls: tuple[ssl.SSLContext, ssl.SSLContext],
+) -> None:
+    from google.genai import types
+
+    server_ctx, client_ctx = tls
+    slow = {"latency": {"first_audio": 20, "audio_chunk": 40}}
+    async with Emulators(["gemini-live"], profile={"gemini-live": slow}, ssl=server_ctx) as em:
+        client = _client(em, client_ctx)
+        config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+        async with client.aio.live.connect(
+            model="gemini-live-2.5-flash-preview", config=config
+        ) as session:
+            for chunk in _pcm_chunks(silence_ms=700):
+                await session.send_realtime_input(
+                    audio=types.Blob(data=chunk, mime_type="audio/pcm;rate=16000")
+                )
+            stream = session.receive()
+            async for message in stream:
+                if message.server_content and message.server_content.model_turn:
+                    break  # the reply started
+            for chunk in _pcm_chunks(silence_ms=0)[:60]:  # talk over it
+                await session.send_realtime_input(
+                    audio=types.Blob(data=chunk, mime_type="audio/pcm;rate=16000")
+                )
+            messages = await _turn(session)
+        truth = em.truth.last("gemini-live", "live")
+    flags = [m.server_content.interrupted for m in messages if m.server_content]
+    assert True in flags
+    assert messages[-1].server_content.turn_complete
+    assert "interrupted_written" in truth.marks

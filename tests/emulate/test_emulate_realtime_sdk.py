@@ -134,3 +134,37 @@ async def test_openai_sdk_sees_errors_as_events_and_a_refused_key(
         with pytest.raises(Exception, match="401"):
             async with _client(em, key="sk-wrong").realtime.connect(model="gpt-realtime") as conn:
                 await conn.recv()
+
+
+async def test_openai_sdk_barge_in_cancels_the_response_and_truncates() -> None:
+    """Speech during a response (interrupt_response): the rest is dropped, response.done says
+    cancelled/turn_detected; the client truncates the item at what it played."""
+    slow = {"latency": {"response_created": 5, "first_audio": 20, "audio_chunk": 40}}
+    async with Emulators(["openai-realtime"], profile={"openai-realtime": slow}) as em:
+        async with _client(em).realtime.connect(model="gpt-realtime") as conn:
+            await conn.recv()  # session.created
+            for audio in _audio_frames(silence_ms=700):
+                await conn.input_audio_buffer.append(audio=audio)
+            item_id = None
+            while True:
+                event = await conn.recv()
+                if event.type == "response.output_audio.delta":
+                    item_id = event.item_id
+                    break
+            for audio in _audio_frames(silence_ms=0)[:60]:  # talk over the reply
+                await conn.input_audio_buffer.append(audio=audio)
+            seen = []
+            while True:
+                event = await conn.recv()
+                seen.append(event)
+                if event.type == "response.done":
+                    break
+            await conn.conversation.item.truncate(item_id=item_id, content_index=0, audio_end_ms=40)
+            truncated = await conn.recv()
+        truth = em.truth.last("openai-realtime", "realtime")
+    done = seen[-1]
+    assert done.response.status == "cancelled"
+    assert done.response.status_details.reason == "turn_detected"
+    assert any(e.type == "input_audio_buffer.speech_started" for e in seen)
+    assert truncated.type == "conversation.item.truncated" and truncated.audio_end_ms == 40
+    assert "cancelled_written" in truth.marks

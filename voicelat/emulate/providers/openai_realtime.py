@@ -340,17 +340,17 @@ class OpenAIRealtimeEmulator(Emulator):
             return
         if not s.started and vad.heard_speech and vad.speech_start_ms is not None:
             s.started = True
-            if (
-                d.get("interrupt_response", True)
-                and s.response_id is not None
-                and t < s.response_end_ns
-            ):
-                self._cancel(s, out, t, "turn_detected")
+            active = s.response_id is not None and t < s.response_end_ns
+            barge_in = bool(d.get("interrupt_response", True)) and active
+            if barge_in and s.response_id is not None:
+                out.drop(s.response_id)  # first: what is queued must not delay speech_started
             start_ms = max(0, round(vad.speech_start_ms - float(d.get("prefix_padding_ms", 300))))
             out.at(t, {
                 "type": "input_audio_buffer.speech_started", "event_id": s.next_id("event"),
                 "audio_start_ms": start_ms, "item_id": s.next_id("item"),
             }, ["speech_started_written"])  # fmt: skip
+            if barge_in:
+                self._cancel(s, out, t, "turn_detected")
         elif s.started and vad.silence_ms >= s.silence_ms:
             s.started = False
             t_stop = t + round(x.sample("vad_stop") * 1e6)
