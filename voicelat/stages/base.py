@@ -12,7 +12,6 @@ Its options are a frozen dataclass parsed by :func:`voicelat.stages.options.pars
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterable, AsyncIterator
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
@@ -104,28 +103,9 @@ def available_stages() -> dict[str, Any]:
     return found
 
 
-#: Stages found without their entry point (an editable install whose metadata predates them):
-#: name -> "module:Class". The entry point wins when both exist.
-_FALLBACK: dict[str, str] = {
-    "openai-realtime": "voicelat.stages.openai_realtime:OpenAIRealtime",
-    "gemini-live": "voicelat.stages.gemini_live:GeminiLive",
-}
-
-
-def _fallback_class(name: str) -> type[Any]:
-    module, _, attr = _FALLBACK[name].partition(":")
-    cls: type[Any] = getattr(importlib.import_module(module), attr)
-    return cls
-
-
 def load_stage_class(name: str, kind: StageName) -> type[Any]:
     """The class registered as ``name``; a clear error lists the known ones of this kind."""
     eps = available_stages()
-    if name not in eps and name in _FALLBACK:
-        cls = _fallback_class(name)
-        if getattr(cls, "kind", None) != kind:
-            raise ConfigError(f"stage {name!r} is a {cls.kind} stage, not a {kind} stage")
-        return cls
     if name not in eps:
         known = sorted(n for n, ep in eps.items() if _kind_of(ep) in (kind, None))
         raise ConfigError(
