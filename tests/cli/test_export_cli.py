@@ -155,7 +155,8 @@ def test_a_bad_metrics_port_is_a_usage_error(flags: list[str], tmp_path: Path) -
 
 @pytest.mark.parametrize("fmt", ["github", "bencher"])
 def test_ci_benchmark_json_from_a_saved_run(fmt: str, tmp_path: Path) -> None:
-    run = ROOT / "tests" / "tui" / "data" / "run"
+    run = tmp_path / "run"  # a copy: `ci --results` writes its reports into the run directory
+    shutil.copytree(ROOT / "tests" / "tui" / "data" / "run", run)
     bench = tmp_path / "bench.json"
     proc = voicelat(
         "ci", "--results", str(run), "--benchmark-json", str(bench), "--benchmark-format", fmt,
