@@ -183,7 +183,9 @@ def run_once(
         )
         t0 = time.monotonic()
         waits = (runqueue_wait_ms(os.getpid()), runqueue_wait_ms(served.proc.pid))
+        cpu0 = time.process_time()
         outcome = asyncio.run(runner.run(plan, load=Load(concurrency=sessions)))
+        cpu_s = time.process_time() - cpu0
         wall = time.monotonic() - t0
         waits = (
             runqueue_wait_ms(os.getpid()) - waits[0],
@@ -198,6 +200,9 @@ def run_once(
         "turns": len(measured),
         "failed": sum(t.failed for t in measured),
         "wall_s": round(wall, 1),
+        # This process's CPU (every thread) over the whole run, session set-up and warm-up
+        # turns included, per turn run (warm-ups included).
+        "cpu_ms_per_turn": round(cpu_s * 1000 / max(1, len(outcome.turns)), 1),
         "errors_ms": {m: {k: dist_ms(v) for k, v in e.items()} for m, e in errs.items()},
         "loop_lag_ms": {
             k: s["loop_lag"].get(k) and s["loop_lag"][k] / MS for k in ("p50", "p99", "max")
@@ -224,7 +229,8 @@ def _print_run(label: str, r: dict[str, Any]) -> None:
         f"\n{label}: {r['turns']} measured turns ({r['failed']} failed) in {r['wall_s']} s; "
         f"loop lag P99 {lag['p99'] or 0:.2f} ms, max {lag['max'] or 0:.1f} ms; "
         f"pacer lag max P99 {r['pacer_lag_max_ms']['p99'] or 0:.2f} ms; "
-        f"load average {r['loadavg_1min']}; waited for a CPU: voicelat "
+        f"load average {r['loadavg_1min']}; CPU per turn {r['cpu_ms_per_turn']} ms "
+        f"(set-up included); waited for a CPU: voicelat "
         f"{r['runqueue_wait_ms']['voicelat']:.0f} ms, emulator "
         f"{r['runqueue_wait_ms']['emulator']:.0f} ms; trust: {trust}"
     )
