@@ -45,7 +45,7 @@ def _pipeline(em: Emulators) -> Pipeline:
     pipeline = load_pipeline(ROOT / "pipelines" / "emulated-openai.toml")
     server = em.servers["openai"]
     default = f"127.0.0.1:{server.emulator.default_port}"
-    tables = {
+    tables: dict[str, Any] = {
         k: dict(getattr(pipeline, k))
         | {"base_url": getattr(pipeline, k)["base_url"].replace(default, f"127.0.0.1:{server.port}")}
         for k in ("stt", "llm", "tts")
