@@ -52,7 +52,7 @@ from voicelat.core.schedule import Load, arrival_offsets_ns
 from voicelat.core.turn import Turn
 from voicelat.engine.probes import loop_kind, run_measuring_loop
 from voicelat.engine.progress import NullObserver, Observer
-from voicelat.engine.runner import Runner, RunOutcome
+from voicelat.engine.runner import Runner, RunOutcome, StageFactory
 from voicelat.engine.stageset import StageSet
 from voicelat.engine.writer import TurnsWriterThread
 from voicelat.files.fixtures import Fixture
@@ -79,6 +79,9 @@ class WorkerJob:
     out_dir: Path
     #: Open loop: this worker's arrivals, offsets from the shared epoch (None: closed loop).
     schedule_ns: Sequence[int] | None = None
+    #: Builds a session's stages from its GLOBAL id (a picklable callable; None: the
+    #: pipeline's stages), as ``Runner.session_stages`` does (benches: a model per session).
+    session_stages: StageFactory | None = None
 
 
 @dataclass
@@ -201,6 +204,9 @@ def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
         stagger_offset=job.index / job.workers,
         schedule_ns=job.schedule_ns,
     )
+    if job.session_stages is not None:
+        factory = job.session_stages
+        runner.session_stages = lambda local: factory(local * job.workers + job.index)
     error = None
     try:
         run_measuring_loop(runner.run(job.plan, load=job.load))
@@ -223,6 +229,8 @@ class WorkerPool:
     observer: Observer = field(default_factory=NullObserver)
     argv: Sequence[str] = ()
     stack_info: dict[str, Any] = field(default_factory=dict)
+    #: Passed to every worker (see :attr:`WorkerJob.session_stages`).
+    session_stages: StageFactory | None = None
 
     def __post_init__(self) -> None:
         self.turns: list[Turn] = []
@@ -245,6 +253,7 @@ class WorkerPool:
                 shard_load(load, self.workers, k),
                 self.out_dir / "workers" / f"w{k}",
                 schedules[k],
+                self.session_stages,
             )
             for k in range(self.workers)
         ]
