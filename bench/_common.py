@@ -209,21 +209,29 @@ def pipeline(base_url: str, *, hangover_ms: int = 500, save_audio: bool = False)
     return p
 
 
-def session_models(p: Pipeline) -> Any:
+class SessionModels:
     """A ``Runner.session_stages`` factory that gives session N its own model names
     (``<model>-sN``): the emulator records the model of every request, so each exchange in the
-    ground truth can be tied to its session (and, sessions being sequential, to its turn)."""
-    from voicelat.stages.base import load_stage_class
+    ground truth can be tied to its session (and, sessions being sequential, to its turn).
+    A class, not a closure, so that it pickles into ``--workers`` processes."""
 
-    def build(session: int) -> tuple[Any, Any, Any]:
+    def __init__(self, p: Pipeline) -> None:
+        self.p = p
+
+    def __call__(self, session: int) -> tuple[Any, Any, Any]:
+        from voicelat.stages.base import load_stage_class
+
         out = []
         for kind in ("stt", "llm", "tts"):
-            table = dict(getattr(p, kind))
+            table = dict(getattr(self.p, kind))
             table["model"] = f"{table['model']}-s{session}"
             out.append(load_stage_class(table["stage"], kind)(table))
         return out[0], out[1], out[2]
 
-    return build
+
+def session_models(p: Pipeline) -> Any:
+    """:class:`SessionModels` for ``p``."""
+    return SessionModels(p)
 
 
 def runqueue_wait_ms(pid: int) -> float:

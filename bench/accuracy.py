@@ -2,6 +2,7 @@
 
     python bench/accuracy.py --sessions 1,10                 # the quick form (~2.5 min)
     python bench/accuracy.py --sessions 1,10,100,500 --wire  # everything in docs/BENCHMARKS.md (~9 min)
+    python bench/accuracy.py --sessions 100,500 --workers 1,2  # voicelat run --workers 2
 
 The OpenAI emulator runs in its own process (`voicelat serve openai --truth FILE`) with exact,
 fixed delays (TTFT 120 ms, token 20 ms, STT final 150 ms, TTS first audio 100 ms, 60 ms of
@@ -42,6 +43,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -56,6 +58,7 @@ from _common import (
     KEY_ENV,
     MS,
     Profile,
+    SessionModels,
     dist_ms,
     fmt,
     machine,
@@ -74,6 +77,7 @@ from voicelat.core.schedule import Load
 from voicelat.core.turn import Turn
 from voicelat.emulate.content import tone_speech
 from voicelat.engine.runner import Runner
+from voicelat.engine.workers import WorkerPool
 from voicelat.files.fixtures import load_fixtures
 
 METRICS = ("ttft", "ttfa", "stt_final", "e2e")
@@ -170,7 +174,12 @@ def errors_of(
 
 
 def run_once(
-    sessions: int, turns_per_session: int, profile: Profile, work: Path, fixtures: Path
+    sessions: int,
+    turns_per_session: int,
+    profile: Profile,
+    work: Path,
+    fixtures: Path,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """One closed-loop run against a fresh emulator process; the errors and the run's health."""
     with serve(profile, work / f"serve-{sessions}") as served:
@@ -183,7 +192,13 @@ def run_once(
         )
         t0 = time.monotonic()
         waits = (runqueue_wait_ms(os.getpid()), runqueue_wait_ms(served.proc.pid))
-        outcome = asyncio.run(runner.run(plan, load=Load(concurrency=sessions)))
+        cpu0 = time.process_time(), _children_cpu_s()
+        if workers > 1:  # the same runs in N worker processes (voicelat run --workers N)
+            pool = WorkerPool(p, fx, runner.out_dir, workers, session_stages=SessionModels(p))
+            outcome = pool.run(plan, Load(concurrency=sessions))
+        else:
+            outcome = asyncio.run(runner.run(plan, load=Load(concurrency=sessions)))
+        cpu_s = time.process_time() - cpu0[0] + _children_cpu_s() - cpu0[1]
         wall = time.monotonic() - t0
         waits = (
             runqueue_wait_ms(os.getpid()) - waits[0],
@@ -195,9 +210,13 @@ def run_once(
     measured = [t for t in outcome.turns if not t.warmup]
     return {
         "sessions": sessions,
+        "workers": workers,
         "turns": len(measured),
         "failed": sum(t.failed for t in measured),
         "wall_s": round(wall, 1),
+        # This process's CPU (every thread) over the whole run, session set-up and warm-up
+        # turns included, per turn run (warm-ups included).
+        "cpu_ms_per_turn": round(cpu_s * 1000 / max(1, len(outcome.turns)), 1),
         "errors_ms": {m: {k: dist_ms(v) for k, v in e.items()} for m, e in errs.items()},
         "loop_lag_ms": {
             k: s["loop_lag"].get(k) and s["loop_lag"][k] / MS for k in ("p50", "p99", "max")
@@ -213,6 +232,12 @@ def run_once(
     }
 
 
+def _children_cpu_s() -> float:
+    """CPU of this process's finished and waited-for children (the worker processes)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _print_run(label: str, r: dict[str, Any]) -> None:
     lag = r["loop_lag_ms"]
     trust = (
@@ -224,7 +249,8 @@ def _print_run(label: str, r: dict[str, Any]) -> None:
         f"\n{label}: {r['turns']} measured turns ({r['failed']} failed) in {r['wall_s']} s; "
         f"loop lag P99 {lag['p99'] or 0:.2f} ms, max {lag['max'] or 0:.1f} ms; "
         f"pacer lag max P99 {r['pacer_lag_max_ms']['p99'] or 0:.2f} ms; "
-        f"load average {r['loadavg_1min']}; waited for a CPU: voicelat "
+        f"load average {r['loadavg_1min']}; CPU per turn {r['cpu_ms_per_turn']} ms "
+        f"(set-up included); waited for a CPU: voicelat "
         f"{r['runqueue_wait_ms']['voicelat']:.0f} ms, emulator "
         f"{r['runqueue_wait_ms']['emulator']:.0f} ms; trust: {trust}"
     )
@@ -413,6 +439,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wire", action="store_true", help="also the TCP segment / NODELAY cases")
     ap.add_argument("--timer", choices=("sleep", "spin"), default="sleep", help="emulator timer")
     ap.add_argument("--json", type=Path, help="write every figure here as JSON")
+    ap.add_argument(
+        "--workers",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[1],
+        help="worker processes, comma-separated (1); each session count runs with each",
+    )
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.sessions.split(",") if x.strip()]
 
@@ -430,11 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="voicelat-accuracy-") as tmp:
         work = Path(tmp)
         fixtures = write_fixture(work / "fixtures")
-        for n in counts:
+        for n, w in ((n, w) for n in counts for w in args.workers):
             k = args.turns or (20 if n == 1 else 3 if n <= 10 else 2)
-            r = run_once(n, k, base, work, fixtures)
+            r = run_once(n, k, base, work, fixtures, workers=w)
             results["runs"].append(r)
-            _print_run(f"{n} session(s), closed loop", r)
+            _print_run(f"{n} session(s), closed loop, {w} worker(s)", r)
             for m in METRICS:
                 worst = max(worst, r["errors_ms"][m]["truth"]["p99"] or 0)
                 worst_inj = max(worst_inj, r["errors_ms"][m]["injected"]["p99"] or 0)

@@ -1,16 +1,24 @@
 """A simulated speaker that plays in real time and stamps when the first audible sample plays.
 
 Model: playback starts when the first audio arrives (its ``arrival_ns``) plus
-``output_latency_ms`` (a device buffer), or when :meth:`SimulatedSink.play` gets to run if
-that is later. Frames of ``frame_ms`` then start back to back on a schedule computed from the
-samples played (no drift; a short tail plays as a short frame). Each frame's start is stamped
-on the clock; ``first_audible_ns`` is the stamp of the frame holding the onset sample plus the
-onset's offset inside it.
+``output_latency_ms`` (a device buffer), or when :meth:`SimulatedSink.play` was called if that
+is later. Samples then play back to back on a timeline computed from the samples fed (no
+drift), as a device's own clock would play them: sample ``i`` of a stretch of playback that
+started at ``anchor`` with sample ``s`` plays at ``anchor + (i - s) / rate``.
+``first_audible_ns`` is the time of the onset sample on that timeline. ``frame_ms`` is the
+device's period: a cancel lets the frame that already started finish counting as played.
 
-Underrun: a frame is due, nothing is buffered and the stream is not finished. The sink waits
-for audio and restarts playback when it comes (plus the output latency, as a device whose
+The timeline is computed, not waited for: the sink does not wake once per frame (that cost a
+wake-up per 20 ms per session and a copy of every frame, and each stamp carried the timer's
+~1 ms lateness). :meth:`play` sleeps only until the end of the audio buffered so far, until the
+first audible sample plays (to set :attr:`audible` at that moment) and, after
+:meth:`finish`, until the last sample has played; a feed, finish or cancel wakes it early only
+when it is waiting for audio or must stop.
+
+Underrun: the buffered audio has played, the stream is not finished, and the next audio
+arrives later. Playback restarts at that arrival plus the output latency (as a device whose
 buffer ran dry would). ``underruns`` counts such gaps; ``underrun_total_ns`` sums the audible
-silence, from the due time to the stamp of the frame that resumed.
+silence, from when the buffer ran dry to the restart.
 
 The onset comes from the sink's own :class:`~voicelat.audio.onset.OnsetDetector`, run on the
 audio as it is fed (the same samples it then plays), unless :meth:`SimulatedSink.set_onset`
@@ -21,10 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import deque
 
 from voicelat.audio.onset import OnsetDetector
-from voicelat.audio.pacer import SPIN_NS, SleepFn, sleep_until
+from voicelat.audio.pacer import SleepFn, sleep_until
 from voicelat.audio.wav import PCM, write_wav
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.errors import AudioError
@@ -34,7 +41,13 @@ NS_PER_MS = 1_000_000
 
 
 class SimulatedSink:
-    """Plays fed audio in real time (simulated), records first-audible time and underruns."""
+    """Plays fed audio in real time (simulated), records first-audible time and underruns.
+
+    ``spin_ns``: how close to the first audible sample :meth:`play` busy-waits before setting
+    :attr:`audible` (0 by default: the stamp is computed, so spinning only makes the event's
+    wake-up punctual, for a caller that reacts to it, e.g. a barge-in test).
+    ``spin_after_audible`` is accepted for compatibility and has no effect (no frame timer).
+    """
 
     def __init__(
         self,
@@ -51,16 +64,14 @@ class SimulatedSink:
     ) -> None:
         if frame_ms <= 0 or output_latency_ms < 0:
             raise ValueError("frame_ms must be positive and output_latency_ms not negative")
+        del spin_after_audible  # no per-frame timer left to spin on
         self.frame_ms = frame_ms
         self.output_latency_ns = round(output_latency_ms * NS_PER_MS)
         self.record_path = record_path
         self._clock: Clock = clock if clock is not None else MonotonicClock()
-        self._sleep: SleepFn = sleep if sleep is not None else asyncio.sleep
-        self._spin = spin_ns if spin_ns is not None else (SPIN_NS if sleep is None else 0)
-        # Only the frame holding the first audible sample is a measurement; later frames can
-        # wake on the plain timer (~1 ms late) and save the busy-wait's CPU when many sinks
-        # share one loop (``spin_after_audible=False``, as the runner's multi-session runs do).
-        self._spin_after_audible = spin_after_audible
+        # A caller's sleep (a fake clock's) is not interruptible: waits then use the event only.
+        self._fake_sleep = sleep
+        self._spin = spin_ns or 0
         self._detector = OnsetDetector(threshold_dbfs, window_ms)
         self._onset_override: int | None = None
 
@@ -71,21 +82,21 @@ class SimulatedSink:
         self.first_audible_ns: int | None = None
         self.underruns = 0
         self.underrun_total_ns = 0
-        self.played_samples = 0
         self.fed_samples = 0
         self.audible = asyncio.Event()
-        """Set once ``first_audible_ns`` is known (never, if the audio stays silent)."""
+        """Set once ``first_audible_ns`` has played (never, if the audio stays silent)."""
 
-        self._buf = bytearray()
         self._odd = b""  # half a sample split across feeds
         self._finished = False
         self._cancelled = False
         self._playing = False
+        self._play_called_ns: int | None = None
         self._wake = asyncio.Event()
-        self._last_arrival_ns = 0
-        # (first sample, n samples, stamp) of recent frames: the onset can be decided a little
-        # after its frame played (a window straddling frames, a final partial window).
-        self._history: deque[tuple[int, int, int]] = deque(maxlen=32)
+        self._waiting = False  # play() waits for audio: a feed must wake it
+        # Stretches of playback, (first sample, anchor ns): a new one after each underrun.
+        self._segments: list[tuple[int, int]] = []
+        self._dry_since_ns: int | None = None  # the buffer ran dry at this time (an underrun)
+        self._played_final: int | None = None
         self._recorded: list[bytes] = []
 
     @property
@@ -105,6 +116,13 @@ class SimulatedSink:
             return self._onset_override
         return self._detector.onset
 
+    @property
+    def played_samples(self) -> int:
+        """Samples whose frame has started playing by now (all of them once played)."""
+        if self._played_final is not None:
+            return self._played_final
+        return self._played_by(self._clock.now_ns())
+
     def feed(self, pcm_bytes: bytes, rate: int, arrival_ns: int) -> None:
         """Queue int16 mono audio that arrived at ``arrival_ns``; ignored after :meth:`cancel`."""
         if self._cancelled or not pcm_bytes:
@@ -118,20 +136,27 @@ class SimulatedSink:
                 f"the sink got {rate} Hz audio after {self.rate} Hz audio in the same stream; "
                 "resample it to one rate before playing"
             )
-        data = self._odd + pcm_bytes
+        data = self._odd + pcm_bytes if self._odd else pcm_bytes
         cut = len(data) - len(data) % 2
-        self._odd = data[cut:]
         if cut == 0:
+            self._odd = data
             return
+        self._odd = data[cut:]
+        if cut != len(data):
+            data = data[:cut]
         if self.first_arrival_ns is None:
             self.first_arrival_ns = arrival_ns
-        self._last_arrival_ns = arrival_ns
-        self._buf += data[:cut]
+        if self._segments:
+            self._resume_if_dry(arrival_ns)
         self.fed_samples += cut // 2
+        if self.record_path is not None:
+            self._recorded.append(data)
         if self._onset_override is None and self._detector.onset is None:
-            self._detector.feed(data[:cut], rate)
+            self._detector.feed(data, rate)
+        if self.first_audible_ns is None:
             self._check_audible()
-        self._wake.set()
+        if self._waiting:
+            self._wake.set()
 
     def set_onset(self, sample_index: int) -> None:
         """Use this onset (sample index in the fed stream) instead of the sink's own detector."""
@@ -150,10 +175,17 @@ class SimulatedSink:
 
     def cancel(self) -> None:
         """Stop now (barge-in): no further frame starts and :meth:`play` returns."""
+        if self._cancelled:
+            return
+        now = self._clock.now_ns()
+        self._played_final = self._played_by(now)
         self._cancelled = True
+        if self.started_ns is not None and self.started_ns > now:
+            self.started_ns = None  # cancelled before the device started
         if self.started_ns is not None and self.ended_ns is None:
-            self.ended_ns = self._clock.now_ns()
-        self._buf.clear()
+            self.ended_ns = now
+        if self.first_audible_ns is not None and self.first_audible_ns > now:
+            self.first_audible_ns = None  # it would have played after the cancel: it never did
         self._wake.set()
 
     async def play(self) -> None:
@@ -161,6 +193,7 @@ class SimulatedSink:
         if self._playing:
             raise RuntimeError("SimulatedSink.play() is already running")
         self._playing = True
+        self._play_called_ns = self._clock.now_ns()
         try:
             await self._play()
         finally:
@@ -169,70 +202,119 @@ class SimulatedSink:
 
     async def _play(self) -> None:
         await self._wait_for_audio()
-        if self._cancelled or not self._buf or self.rate is None or self.first_arrival_ns is None:
+        if self._cancelled or not self.fed_samples or self.first_arrival_ns is None:
             return
-        rate = self.rate
-        frame = max(1, rate * self.frame_ms // 1000)
-        anchor_ns = max(self.first_arrival_ns + self.output_latency_ns, self._clock.now_ns())
-        anchor_sample = 0
-        while True:
-            due = anchor_ns + (self.played_samples - anchor_sample) * NS_PER_S // rate
-            now = await sleep_until(due, self._clock, self._sleep, self._spin_ns())
+        assert self._play_called_ns is not None
+        anchor = max(self.first_arrival_ns + self.output_latency_ns, self._play_called_ns)
+        self._segments.append((0, anchor))
+        self.started_ns = anchor
+        self._check_audible()
+        while not self._cancelled:
+            end = self._end_of_buffer_ns()
+            target = end
+            if self.first_audible_ns is not None and not self.audible.is_set():
+                target = min(target, self.first_audible_ns)
+            now = await self._nap_until(target)
             if self._cancelled:
                 return
-            if not self._buf:
-                if self._finished:
-                    break
-                self.underruns += 1
-                await self._wait_for_audio()
-                if self._cancelled:
-                    return
-                if not self._buf:
-                    break
-                anchor_ns = (
-                    max(self._last_arrival_ns, self._clock.now_ns()) + self.output_latency_ns
-                )
-                anchor_sample = self.played_samples
-                now = await sleep_until(anchor_ns, self._clock, self._sleep, self._spin_ns())
-                if self._cancelled:
-                    return
-                self.underrun_total_ns += now - due
-                if self.record_path is not None:
-                    self._recorded.append(bytes(2 * ((now - due) * rate // NS_PER_S)))
-            n = min(frame, len(self._buf) // 2)
-            chunk = bytes(self._buf[: 2 * n])
-            del self._buf[: 2 * n]
-            if self.started_ns is None:
-                self.started_ns = now
-            self._history.append((self.played_samples, n, now))
-            self.played_samples += n
-            if self.record_path is not None:
-                self._recorded.append(chunk)
-            self._check_audible()
-        end = anchor_ns + (self.played_samples - anchor_sample) * NS_PER_S // rate
-        self.ended_ns = await sleep_until(end, self._clock, self._sleep, self._spin_ns())
+            self._announce_audible(now)
+            if now < self._end_of_buffer_ns():
+                continue  # more audio came, or the audible moment: keep playing
+            if self._finished:
+                break
+            # Ran dry with the stream still open: an underrun (playback resumes on the next feed).
+            self.underruns += 1
+            self._dry_since_ns = end
+            await self._wait_for_audio(dry=True)
+        self._played_final = self.fed_samples
+        self.ended_ns = self._end_of_buffer_ns()
 
-    def _spin_ns(self) -> int:
-        if self.first_audible_ns is not None and not self._spin_after_audible:
+    def _end_of_buffer_ns(self) -> int:
+        """When the last sample fed so far finishes playing."""
+        assert self.rate is not None
+        first, anchor = self._segments[-1]
+        return anchor + (self.fed_samples - first) * NS_PER_S // self.rate
+
+    def _resume_if_dry(self, arrival_ns: int) -> None:
+        """Audio arrives: if the buffer has run dry (counted by play() or seen only now), the
+        device restarts at its arrival plus the output latency."""
+        due = self._dry_since_ns
+        if due is None:
+            end = self._end_of_buffer_ns()
+            if arrival_ns <= end:
+                return
+            self.underruns += 1  # play() has not woken to see it yet
+            due = end
+        restart = max(arrival_ns, due) + self.output_latency_ns
+        self._segments.append((self.fed_samples, restart))
+        self.underrun_total_ns += restart - due
+        self._dry_since_ns = None
+        if self.record_path is not None and self.rate is not None:
+            self._recorded.append(bytes(2 * ((restart - due) * self.rate // NS_PER_S)))
+
+    def _played_by(self, t_ns: int) -> int:
+        """Samples whose frame started at or before ``t_ns`` (a frame: ``frame_ms`` of audio)."""
+        if not self._segments or self.rate is None:
             return 0
-        return self._spin
+        frame = max(1, self.rate * self.frame_ms // 1000)
+        for first, anchor in reversed(self._segments):
+            if t_ns >= anchor:
+                frames_started = (t_ns - anchor) * self.rate // NS_PER_S // frame + 1
+                return min(self.fed_samples, first + frames_started * frame)
+        return 0
 
-    async def _wait_for_audio(self) -> None:
-        while not (self._buf or self._finished or self._cancelled):
-            self._wake.clear()
-            await self._wake.wait()
+    async def _nap_until(self, target_ns: int) -> int:
+        """Sleep until ``target_ns`` or until woken (finish, cancel); returns the clock then."""
+        now = self._clock.now_ns()
+        if now >= target_ns:
+            return now
+        if self._fake_sleep is not None:
+            return await sleep_until(target_ns, self._clock, self._fake_sleep, 0)
+        self._wake.clear()
+        delay = (target_ns - now - self._spin) / NS_PER_S
+        if delay > 0:
+            try:
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+        if self._spin and not self._cancelled:
+            return await sleep_until(target_ns, self._clock, asyncio.sleep, self._spin)
+        return self._clock.now_ns()
+
+    def _announce_audible(self, now: int) -> None:
+        if self.first_audible_ns is not None and now >= self.first_audible_ns:
+            self.audible.set()
+
+    async def _wait_for_audio(self, dry: bool = False) -> None:
+        seen = self.fed_samples
+        self._waiting = True
+        try:
+            while not (self._finished or self._cancelled) and (
+                self.fed_samples == seen if dry else not self.fed_samples
+            ):
+                self._wake.clear()
+                await self._wake.wait()
+        finally:
+            self._waiting = False
 
     def _check_audible(self) -> None:
         onset = self.onset_sample
         if onset is None or self.first_audible_ns is not None or self.rate is None:
             return
-        for first, n, stamp in self._history:
-            if first <= onset < first + n:
-                self.first_audible_ns = stamp + (onset - first) * NS_PER_S // self.rate
-                self.audible.set()
+        if onset >= self.fed_samples or not self._segments:
+            return  # not fed yet (an override ahead of the audio) or not playing yet
+        for first, anchor in reversed(self._segments):
+            if first <= onset:
+                self.first_audible_ns = anchor + (onset - first) * NS_PER_S // self.rate
                 return
 
     def _write_record(self) -> None:
         if self.record_path is None or self.rate is None:
             return
-        write_wav(self.record_path, PCM(b"".join(self._recorded), self.rate))
+        data = b"".join(self._recorded)
+        if self._played_final is not None:
+            # Cut at what played (a cancel); silence gaps count as played time.
+            gaps = sum(len(b) for b in self._recorded) - 2 * self.fed_samples
+            data = data[: 2 * self._played_final + max(0, gaps)]
+        write_wav(self.record_path, PCM(data, self.rate))

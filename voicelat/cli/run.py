@@ -116,6 +116,14 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
         "are done; latency is reported from the actual and from the intended start",
     )
     p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="shard the sessions over N worker processes, one event loop each (default 1); "
+        "one turns.jsonl and one summary",
+    )
+    p.add_argument(
         "--arrival",
         choices=("poisson", "constant"),
         default=None,

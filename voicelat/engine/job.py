@@ -11,7 +11,6 @@ default, so a caller that builds its own (the pytest plugin) names only what it 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 from voicelat.core.errors import ConfigError
 from voicelat.core.plan import plan_turns
 from voicelat.core.schedule import Load
+from voicelat.engine.probes import run_measuring_loop
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.files.pipeline import Pipeline, default_pipeline_path, load_pipeline
 
@@ -199,11 +199,14 @@ def execute_run(
     out_dir.mkdir(parents=True, exist_ok=True)
     exports = open_exports(export_options(args, pipeline, out_dir), warn=info)
     runner.observer = ExportObserver(observer, exports)
+    workers = getattr(args, "workers", None) or 1
     try:
+        if workers > 1:
+            return _execute_on_workers(runner, plan, load, workers, runner.observer, argv)
         with stack_for(pipeline) as stack_info:
             runner.stack_info = stack_info
             try:
-                asyncio.run(runner.run(plan, load=load))
+                run_measuring_loop(runner.run(plan, load=load))
             except KeyboardInterrupt:
                 outcome = getattr(runner, "outcome", None)
                 kept = len(outcome.turns) if outcome else 0
@@ -213,3 +216,35 @@ def execute_run(
     finally:
         outcome = getattr(runner, "outcome", None)
         exports.close(outcome.summary if outcome is not None else None)
+
+
+def _execute_on_workers(
+    runner: Any, plan: Any, load: Load, workers: int, observer: Any, argv: Sequence[str]
+) -> Any:
+    """``--workers N``: the plan over N worker processes (voicelat.engine.workers); the
+    outcome is kept as ``runner.outcome`` (the exports' summary)."""
+    from voicelat.engine.workers import WorkerPool, effective_workers
+
+    workers, warning = effective_workers(load, workers)
+    if warning:
+        info(f"warning: {warning}")
+    with stack_for(runner.pipeline) as stack_info:
+        pool = WorkerPool(
+            runner.pipeline,
+            runner.fixtures,
+            runner.out_dir,
+            workers,
+            observer=observer,
+            argv=list(argv),
+            stack_info=stack_info,
+        )
+        try:
+            runner.outcome = pool.run(plan, load)
+            return runner.outcome
+        except KeyboardInterrupt:
+            kept = len(pool.turns)
+            info(f"interrupted: {kept} turn(s) kept, summary written to {runner.out_dir}")
+            raise
+        finally:
+            if getattr(runner, "outcome", None) is None:
+                runner.outcome = getattr(pool, "outcome", None)

@@ -35,6 +35,10 @@ OPEN_PARALLEL = 32
 RunTurn = Callable[[PlannedTurn, "Session", int | None], Awaitable[Turn]]
 #: Receives every finished turn (written, kept, reported).
 TurnDone = Callable[[Turn], None]
+#: Awaited once the warm-up turns are done, before the first measured turn: returns the
+#: measured phase's origin on the run's clock (None: now). Worker processes wait there for the
+#: parent's shared epoch (:mod:`voicelat.engine.workers`).
+Barrier = Callable[[], Awaitable[int | None]]
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,14 @@ async def closed_loop(
     observer: Observer,
     clock: Clock,
     input_length_ns: int = 0,
+    barrier: Barrier | None = None,
+    stagger_offset: float = 0.0,
 ) -> None:
     """Each session takes the next planned turn as soon as it is free. Warm-up turns first,
-    all of them finished before the first measured turn starts (a steady load).
+    all of them finished before the first measured turn starts (a steady load); then
+    ``barrier`` (if any) is awaited and the measured turns start at the origin it returns.
+    ``stagger_offset`` (0 to 1) shifts this loop's sessions by that fraction of one stagger
+    step: worker ``k`` of ``n`` passes ``k / n`` so that all workers' sessions interleave.
 
     With several sessions, session i starts its first measured turn ``i / N`` of a turn
     later (a turn's length: the warm-up turns' median, else ``input_length_ns``): N sessions
@@ -117,9 +126,15 @@ async def closed_loop(
     for phase in (warm, [p for p in plan if not p.warmup]):
         pending = list(reversed(phase))
         stagger_ns = 0
-        if phase is not warm and len(sessions) > 1:
+        origin = None
+        if phase is not warm and barrier is not None:
+            origin = await barrier()
+        if phase is not warm and (len(sessions) > 1 or stagger_offset):
             turn_ns = int(statistics.median(durations)) if durations else input_length_ns
             stagger_ns = turn_ns // len(sessions)
+        lead_ns = round(stagger_offset * stagger_ns)
+        if origin is not None:
+            lead_ns += max(0, origin - clock.now_ns())
 
         async def worker(
             s: Session, pending: list[PlannedTurn] = pending, delay_ns: int = 0
@@ -134,11 +149,11 @@ async def closed_loop(
                 durations.append(clock.now_ns() - t)
 
         if len(sessions) == 1:
-            await worker(sessions[0])  # no task: the plain sequential run, as before
+            await worker(sessions[0], delay_ns=lead_ns)  # no task: the plain sequential run
             continue
         async with asyncio.TaskGroup() as tg:
             for i, s in enumerate(sessions):
-                tg.create_task(worker(s, delay_ns=i * stagger_ns))
+                tg.create_task(worker(s, delay_ns=lead_ns + i * stagger_ns))
 
 
 async def open_loop(
@@ -152,8 +167,14 @@ async def open_loop(
     observer: Observer,
     clock: Clock,
     start_probe: Callable[[], None],
+    barrier: Barrier | None = None,
+    schedule_ns: Sequence[int] | None = None,
 ) -> None:
     """Measured turns start at their scheduled times whether or not earlier ones are done.
+
+    The schedule is drawn here from ``load`` (offsets from the measured phase's origin: now,
+    or what ``barrier`` returns), unless ``schedule_ns`` gives each measured turn's offset
+    from that origin (worker processes get their share of one schedule drawn by the parent).
 
     Warm-up turns run first, back to back on session 0; their duration sizes the pool of
     sessions opened before the schedule starts (Little's law). A turn that finds no free
@@ -185,8 +206,12 @@ async def open_loop(
         finally:
             await free.give_back(s)
 
-    offsets = arrival_offsets_ns(len(measured), load.rate_per_s, load.arrival, load.seed)
-    origin = clock.now_ns()
+    if schedule_ns is not None:
+        offsets = list(schedule_ns)
+    else:
+        offsets = arrival_offsets_ns(len(measured), load.rate_per_s, load.arrival, load.seed)
+    given = await barrier() if barrier is not None else None
+    origin = clock.now_ns() if given is None else given
     async with asyncio.TaskGroup() as tg:
         for planned, offset in zip(measured, offsets, strict=True):
             await sleep_until(origin + offset, clock)
@@ -221,6 +246,7 @@ class _FreeSessions:
 
 __all__ = [
     "OPEN_PARALLEL",
+    "Barrier",
     "RunTurn",
     "Session",
     "SessionPool",

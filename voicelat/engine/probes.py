@@ -6,13 +6,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib.util
+import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.schedule import max_in_window, wake_lag_ns
 
 NS_PER_MS = 1_000_000
+T = TypeVar("T")
+
+#: The probe's period: one wake-up every 20 ms (the input frame's length). At 10 ms the probe
+#: alone cost ~5.5 ms of CPU per second on this machine, more than a whole idle session.
+PERIOD_MS = 20.0
+
+#: Environment variable choosing the measuring process's event loop: ``uvloop``, ``asyncio``
+#: or ``auto`` (the default: uvloop when it is installed, the ``uvloop`` extra).
+LOOP_ENV = "VOICELAT_LOOP"
 
 
 class LoopLagProbe:
@@ -22,7 +34,7 @@ class LoopLagProbe:
     same clock) finds its samples with :meth:`max_between`.
     """
 
-    def __init__(self, period_ms: float = 10.0, clock: Clock | None = None) -> None:
+    def __init__(self, period_ms: float = PERIOD_MS, clock: Clock | None = None) -> None:
         self.period_ns = int(period_ms * NS_PER_MS)
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         # Two flat arrays of int64, in time order: a turn's maximum is found by bisection (a
@@ -85,4 +97,44 @@ def frozen_gc() -> Iterator[None]:
         unfreeze_gc()
 
 
-__all__ = ["LoopLagProbe", "freeze_gc", "frozen_gc", "unfreeze_gc"]
+def loop_kind() -> str:
+    """The event loop a run uses: ``uvloop`` or ``asyncio`` (see :data:`LOOP_ENV`)."""
+    want = os.environ.get(LOOP_ENV, "auto").strip().lower() or "auto"
+    if want not in ("auto", "uvloop", "asyncio"):
+        raise ValueError(f"{LOOP_ENV}={want!r}: use auto, uvloop or asyncio")
+    if want == "asyncio":
+        return "asyncio"
+    if importlib.util.find_spec("uvloop") is None:
+        if want == "uvloop":
+            raise ValueError(f"{LOOP_ENV}=uvloop but uvloop is not installed: pip install uvloop")
+        return "asyncio"
+    return "uvloop"
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """A new-loop factory for :class:`asyncio.Runner` (None: asyncio's default loop)."""
+    if loop_kind() != "uvloop":
+        return None
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
+def run_measuring_loop(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` on the loop :func:`loop_kind` picks (uvloop: less CPU per turn
+    on the loop that stamps events; bench/overhead.py measures both)."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(main)
+
+
+__all__ = [
+    "LOOP_ENV",
+    "PERIOD_MS",
+    "LoopLagProbe",
+    "freeze_gc",
+    "frozen_gc",
+    "loop_factory",
+    "loop_kind",
+    "run_measuring_loop",
+    "unfreeze_gc",
+]

@@ -35,7 +35,7 @@ from voicelat.core.schedule import Load
 from voicelat.core.summary import build_summary
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
-from voicelat.engine.load import Session, SessionPool, closed_loop, open_loop
+from voicelat.engine.load import Barrier, Session, SessionPool, closed_loop, open_loop
 from voicelat.engine.probes import LoopLagProbe, freeze_gc, unfreeze_gc
 from voicelat.engine.progress import NullObserver, Observer
 from voicelat.engine.s2s_turn import S2STurnEngine
@@ -78,6 +78,12 @@ class Runner:
     session_stages: StageFactory | None = None
     #: The clock every stamp of the run is taken on (the stages' too, where they have one).
     clock: Clock = field(default_factory=MonotonicClock)
+    #: Worker processes (:mod:`voicelat.engine.workers`): awaited after the warm-up turns, it
+    #: returns the shared epoch the measured turns start from; this worker's stagger share;
+    #: its part of the open-loop schedule (offsets from the epoch).
+    barrier: Barrier | None = None
+    stagger_offset: float = 0.0
+    schedule_ns: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         #: Each fixture's prepared input, by fixture id (:meth:`load_inputs`).
@@ -125,13 +131,11 @@ class Runner:
         """Run ``plan``: one session back to back (the default), or as ``load`` says. Warm-up
         turns run first (spread over the sessions), then the measured turns."""
         self._load = load = load if load is not None else Load()
-        # The pacer and the sink yield-spin the last 1 ms before each 20 ms frame for sub-ms
-        # timing. One session can afford it; with many, the spinning alone cost ~23 ms of CPU
-        # per turn (bench, 10 sessions), more than everything else the turn does, and it starves
-        # the loop the sessions share. Then the pacer does not spin (a frame goes out up to ~1 ms
-        # late, which shows in the pacer lag) and the sink spins only until the first audible
-        # frame, the one output_first_audible (and so e2e) is stamped on.
-        self._spin_ns = None if load.mode == "closed" and load.concurrency == 1 else 0
+        # Busy-waiting (the pacer yield-spins the last 1 ms before each 20 ms frame: sub-ms
+        # send times) is the pipeline's ``[turn] busy_wait``, off by default: it cost ~50 ms of
+        # CPU per turn at one session and starves a loop shared by many (docs/BENCHMARKS.md).
+        # The simulated sink computes its timeline and never spins.
+        self._spin_ns = None if self.pipeline.turn.busy_wait else 0
         stages0 = self._make_stages(0)
         if not self.inputs:
             self.load_inputs(stages0.input_rate)
@@ -202,6 +206,8 @@ class Runner:
                         observer=self.observer,
                         clock=self.clock,
                         input_length_ns=self._input_length_ns(),
+                        barrier=self.barrier,
+                        stagger_offset=self.stagger_offset,
                     )
                 else:
                     await open_loop(
@@ -214,6 +220,8 @@ class Runner:
                         observer=self.observer,
                         clock=self.clock,
                         start_probe=probe.start,
+                        barrier=self.barrier,
+                        schedule_ns=self.schedule_ns,
                     )
         finally:
             self.sessions_opened += pool.opened
@@ -256,6 +264,7 @@ class Runner:
                 "load": self._load.to_json()
                 | {"sessions_opened": self.sessions_opened, "spin": self._spin_ns is None},
                 "argv": list(self.argv),
+                "event_loop": _loop_name(),
                 "python": sys.version.split()[0],
                 "platform": platform.platform(),
                 "stack": self.stack_info,
@@ -275,6 +284,14 @@ class Runner:
     async def probe_loop_lag(self) -> None:
         """Run the loop-lag probe until cancelled (:meth:`run` starts its own)."""
         await self.loop_lag.run()
+
+
+def _loop_name() -> str:
+    """The running event loop's module (``uvloop`` or ``asyncio``), for the summary."""
+    try:
+        return type(asyncio.get_running_loop()).__module__.split(".")[0]
+    except RuntimeError:
+        return "none"
 
 
 class _Probe:

@@ -138,8 +138,8 @@ class TurnEngine:
 
     ``pipeline`` gives the turn settings (endpointing, chunker, output, timeouts); ``out_dir``
     is where ``output.save_audio`` records replies; ``spin_ns`` is how close to a frame's due
-    time the default pacer and sink busy-wait (None: their default, 1 ms; 0: a run with
-    several sessions, where the spinning would starve the shared loop).
+    time the default pacer busy-waits (None: its default, 1 ms; 0: no busy-wait, the runner's
+    default unless the pipeline sets ``[turn] busy_wait``).
     """
 
     pipeline: Pipeline
@@ -293,8 +293,6 @@ class TurnEngine:
             output_latency_ms=self.pipeline.output.latency_ms,
             record_path=record_path,
             clock=self.clock,
-            # Several sessions: busy-wait only up to the first audible frame (the e2e stamp).
-            spin_after_audible=self.spin_ns is None,
         )
 
 

@@ -92,6 +92,9 @@ class OutputConfig:
 class TurnConfig:
     timeout_s: float = 60.0
     pacer_lag_limit_ms: float = 10.0
+    #: Busy-wait the last millisecond before each input frame (sub-ms send times, ~5 % of a
+    #: core per session: docs/BENCHMARKS.md). Off by default.
+    busy_wait: bool = False
 
 
 @dataclass(frozen=True)
@@ -294,11 +297,15 @@ def _output(out: dict[str, Any], err: Any) -> OutputConfig:
 
 
 def _turn(tu: dict[str, Any], err: Any) -> TurnConfig:
+    busy = tu.get("busy_wait", False)
+    if not isinstance(busy, bool):
+        raise err("turn", "busy_wait", "must be true or false")
     turn = TurnConfig(
         timeout_s=_num(tu, "timeout_s", 60.0, "turn", err, lo=1, hi=3600),
         pacer_lag_limit_ms=_num(tu, "pacer_lag_limit_ms", 10.0, "turn", err, lo=0, hi=10000),
+        busy_wait=busy,
     )
-    _only(tu, {"timeout_s", "pacer_lag_limit_ms"}, "turn", err)
+    _only(tu, {"timeout_s", "pacer_lag_limit_ms", "busy_wait"}, "turn", err)
     return turn
 
 

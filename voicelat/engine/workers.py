@@ -1,0 +1,416 @@
+"""``--workers N``: a run's sessions sharded over N worker processes, one event loop each.
+
+One process's loop keeps its stamps within ~1-2 ms only up to a point (docs/BENCHMARKS.md:
+about 20 turns/s on this 2-core machine); past it every stamp is late by the loop's lag. Here
+each worker is a process of its own (``multiprocessing``, *spawn*: no inherited loop, threads
+or sockets) with its own event loop, loop-lag probe and stages, running an ordinary
+:class:`~voicelat.engine.runner.Runner` on its share of the plan and of the load:
+
+* **the plan**: warm-up and measured turns dealt round-robin (each turn runs exactly once,
+  under its own index);
+* **a closed loop** of C sessions: C / N sessions each; worker ``k`` shifts its sessions by
+  ``k / N`` of a stagger step so that all the workers' sessions interleave;
+* **an open loop** at R turns/s: ONE schedule is drawn here (the run's seed) and worker ``k``
+  gets the arrivals ``k, k + N, ...``, as offsets from a shared epoch.
+
+Every worker does its set-up and warm-up turns, then reports ready; once all are, the parent
+sends them one epoch, a CLOCK_MONOTONIC time shortly ahead (one clock for every process on one
+machine), and the measured turns start from it. Each finished turn streams back to the parent
+(a ``multiprocessing`` queue: pickled on the queue's feeder thread, not on the measuring loop),
+which writes ONE ``turns.jsonl`` and ONE summary; every worker's loop-lag samples are merged
+into the summary's ``loop_lag`` (so its trust section judges the worst loop of all), and the
+turns carry their own pacer lag. A turn records its worker (``extra.worker``) and a global
+session id (``extra.session`` = local session x N + worker).
+
+A worker that dies (a crash, a kill, an exception the runner does not catch) is reported: every
+turn of its share that did not come back is recorded as failed with the reason (stage
+``worker``), the run goes on with the others, and the summary's ``workers`` section says how
+each ended. Each worker's own runner files (its turns and summary) are kept under
+``workers/w<k>/`` of the results directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import multiprocessing as mp
+import os
+import queue
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from voicelat.core.clock import MonotonicClock
+from voicelat.core.errors import InfraError
+from voicelat.core.plan import PlannedTurn
+from voicelat.core.recorder import TurnRecorder
+from voicelat.core.schedule import Load, arrival_offsets_ns
+from voicelat.core.turn import Turn
+from voicelat.engine.probes import loop_kind, run_measuring_loop
+from voicelat.engine.progress import NullObserver, Observer
+from voicelat.engine.runner import Runner, RunOutcome, StageFactory
+from voicelat.engine.stageset import StageSet
+from voicelat.engine.writer import TurnsWriterThread
+from voicelat.files.fixtures import Fixture
+from voicelat.files.pipeline import Pipeline
+from voicelat.files.results import TurnsWriter, write_summary
+
+#: How far ahead of "all workers ready" the shared epoch is set: the go message must reach
+#: every worker (a queue hop and a thread wake-up each) before it.
+EPOCH_LEAD_NS = 200_000_000
+#: How often the parent checks whether a worker died while waiting for messages.
+POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """What worker ``index`` of ``workers`` runs (picklable: it crosses to a spawned process)."""
+
+    index: int
+    workers: int
+    pipeline: Pipeline
+    fixtures: Sequence[Fixture]
+    plan: Sequence[PlannedTurn]
+    load: Load
+    out_dir: Path
+    #: Open loop: this worker's arrivals, offsets from the shared epoch (None: closed loop).
+    schedule_ns: Sequence[int] | None = None
+    #: Builds a session's stages from its GLOBAL id (a picklable callable; None: the
+    #: pipeline's stages), as ``Runner.session_stages`` does (benches: a model per session).
+    session_stages: StageFactory | None = None
+
+
+@dataclass
+class WorkerReport:
+    """How one worker ended, as the summary's ``workers`` section shows it."""
+
+    index: int
+    planned: int
+    pid: int | None = None
+    turns: int = 0
+    exitcode: int | None = None
+    error: str | None = None
+    lost: int = 0
+    sessions_opened: int = 0
+    loop_lag_ns: list[int] = field(default_factory=list)
+    ready: bool = False
+    done: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON (loop-lag P99 instead of the samples)."""
+        lags = sorted(self.loop_lag_ns)
+        p99 = lags[min(len(lags) - 1, len(lags) * 99 // 100)] if lags else None
+        return {
+            "worker": self.index,
+            "pid": self.pid,
+            "planned_turns": self.planned,
+            "turns_returned": self.turns,
+            "turns_lost": self.lost,
+            "exitcode": self.exitcode,
+            "error": self.error,
+            "sessions_opened": self.sessions_opened,
+            "loop_lag_p99_ns": p99,
+        }
+
+
+# -- sharding (pure) ---------------------------------------------------------------------------
+def shard_plan(plan: Sequence[PlannedTurn], workers: int) -> list[list[PlannedTurn]]:
+    """Deal warm-up turns, then measured turns, round-robin over ``workers`` shares."""
+    shares: list[list[PlannedTurn]] = [[] for _ in range(workers)]
+    for phase in ([p for p in plan if p.warmup], [p for p in plan if not p.warmup]):
+        for j, planned in enumerate(phase):
+            shares[j % workers].append(planned)
+    return shares
+
+
+def shard_load(load: Load, workers: int, index: int) -> Load:
+    """Worker ``index``'s share of ``load``: its sessions (closed) or its rate (open)."""
+    if load.mode == "closed":
+        share = load.concurrency // workers + (1 if index < load.concurrency % workers else 0)
+        return dataclasses.replace(load, concurrency=max(1, share))
+    assert load.rate_per_s is not None
+    return dataclasses.replace(
+        load,
+        rate_per_s=load.rate_per_s / workers,
+        max_sessions=max(1, load.max_sessions // workers),
+    )
+
+
+def shard_schedule(plan: Sequence[PlannedTurn], load: Load, workers: int) -> list[list[int]]:
+    """ONE open-loop schedule (the run's seed) for the measured turns, dealt as
+    :func:`shard_plan` deals them: worker ``k`` gets arrivals ``k, k + N, ...``."""
+    assert load.rate_per_s is not None
+    measured = [p for p in plan if not p.warmup]
+    offsets = arrival_offsets_ns(len(measured), load.rate_per_s, load.arrival, load.seed)
+    shares: list[list[int]] = [[] for _ in range(workers)]
+    for j, offset in enumerate(offsets):
+        shares[j % workers].append(offset)
+    return shares
+
+
+def effective_workers(load: Load, workers: int) -> tuple[int, str | None]:
+    """How many workers make sense for ``load`` on this machine, and a warning if fewer (or
+    more than the cores) were asked for."""
+    cores = os.cpu_count() or 1
+    if load.mode == "closed" and workers > load.concurrency:
+        return load.concurrency, (
+            f"--workers {workers} is more than the {load.concurrency} session(s): "
+            f"using {load.concurrency} worker(s) (one session each)"
+        )
+    if workers > cores:
+        return workers, (
+            f"--workers {workers} is more than this machine's {cores} cores: the workers "
+            "will share cores and their loop lag will show it (the trust section checks it)"
+        )
+    return workers, None
+
+
+# -- the worker process ------------------------------------------------------------------------
+class _StreamingObserver:
+    """Sends every finished turn to the parent (a queue put: the feeder thread pickles it)."""
+
+    def __init__(self, out: Any, index: int) -> None:
+        self._out, self._index = out, index
+
+    def turn_started(self, planned: PlannedTurn, total: int) -> None:
+        return None
+
+    def milestone(self, index: int, name: str, t_rel_ns: int) -> None:
+        return None
+
+    def turn_finished(self, turn: Turn, total: int) -> None:
+        self._out.put(("turn", self._index, turn))
+
+
+def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
+    """A worker process: its runner on its own loop; reports ready, waits for the epoch."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+
+    async def barrier() -> int:
+        out.put(("ready", job.index, os.getpid()))
+        message = await asyncio.to_thread(inbox.get)
+        return int(message[1])
+
+    runner = Runner(
+        job.pipeline,
+        job.fixtures,
+        job.out_dir,
+        observer=_StreamingObserver(out, job.index),
+        barrier=barrier,
+        stagger_offset=job.index / job.workers,
+        schedule_ns=job.schedule_ns,
+    )
+    if job.session_stages is not None:
+        factory = job.session_stages
+        runner.session_stages = lambda local: factory(local * job.workers + job.index)
+    error = None
+    try:
+        run_measuring_loop(runner.run(job.plan, load=job.load))
+    except InfraError:
+        pass  # every turn failed: they came back as failed turns already
+    except BaseException as exc:  # reported to the parent, which fails the missing turns
+        error = f"{type(exc).__name__}: {exc}"
+    out.put(("done", job.index, list(runner.loop_lag.lags), runner.sessions_opened, error))
+
+
+# -- the parent --------------------------------------------------------------------------------
+@dataclass
+class WorkerPool:
+    """Runs a plan over worker processes and collects one result (see the module docstring)."""
+
+    pipeline: Pipeline
+    fixtures: Sequence[Fixture]
+    out_dir: Path
+    workers: int
+    observer: Observer = field(default_factory=NullObserver)
+    argv: Sequence[str] = ()
+    stack_info: dict[str, Any] = field(default_factory=dict)
+    #: Passed to every worker (see :attr:`WorkerJob.session_stages`).
+    session_stages: StageFactory | None = None
+
+    def __post_init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.reports: list[WorkerReport] = []
+        self._clock = MonotonicClock()
+
+    def jobs(self, plan: Sequence[PlannedTurn], load: Load) -> list[WorkerJob]:
+        """Each worker's share of ``plan`` and ``load``."""
+        shares = shard_plan(plan, self.workers)
+        schedules: list[list[int]] | list[None] = [None] * self.workers
+        if load.mode == "open":
+            schedules = shard_schedule(plan, load, self.workers)
+        return [
+            WorkerJob(
+                k,
+                self.workers,
+                self.pipeline,
+                list(self.fixtures),
+                shares[k],
+                shard_load(load, self.workers, k),
+                self.out_dir / "workers" / f"w{k}",
+                schedules[k],
+                self.session_stages,
+            )
+            for k in range(self.workers)
+        ]
+
+    def run(self, plan: Sequence[PlannedTurn], load: Load) -> RunOutcome:
+        """Start the workers, stream their turns into one ``turns.jsonl``, write one summary."""
+        ctx = mp.get_context("spawn")
+        out: Any = ctx.Queue()
+        jobs = self.jobs(plan, load)
+        inboxes: list[Any] = [ctx.Queue() for _ in jobs]
+        self.reports = [WorkerReport(j.index, len(j.plan)) for j in jobs]
+        procs = [
+            ctx.Process(
+                target=worker_main, args=(j, out, inboxes[j.index]), name=f"voicelat-w{j.index}"
+            )
+            for j in jobs
+        ]
+        started_wall = time.time()
+        writer = TurnsWriterThread(TurnsWriter(self.out_dir))
+        status = "complete"
+        try:
+            for p in procs:
+                p.start()
+            for p, r in zip(procs, self.reports, strict=True):
+                r.pid = p.pid
+            self._collect(out, inboxes, procs, writer, len(plan))
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            for p in procs:
+                if status == "complete" and p.pid is not None:
+                    p.join(10)  # done: let it flush its queue and exit on its own
+                if p.is_alive():
+                    p.terminate()
+                if p.pid is not None:
+                    p.join(5)
+            self._fail_lost(jobs, procs, writer, len(plan))
+            writer.close()
+            summary = self._summary(plan, load, status, started_wall)
+            write_summary(self.out_dir, summary)
+            self.outcome = RunOutcome(
+                self.out_dir, list(self.turns), summary, status == "interrupted", len(plan)
+            )
+        if self.turns and all(t.failed for t in self.turns):
+            first = self.turns[0]
+            raise InfraError(
+                f"every turn failed ({len(self.turns)}); the first: "
+                f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
+            )
+        return self.outcome
+
+    def _collect(
+        self, out: Any, inboxes: list[Any], procs: list[Any], writer: TurnsWriterThread, total: int
+    ) -> None:
+        """Take the workers' messages until every worker is done or dead."""
+        go_sent = False
+        while True:
+            try:
+                message = out.get(timeout=POLL_S)
+            except queue.Empty:
+                message = None
+            if message is not None:
+                self._handle(message, writer, total)
+            for p, r in zip(procs, self.reports, strict=True):
+                if not r.done and not p.is_alive() and message is None:
+                    r.exitcode = p.exitcode
+                    r.done = True  # died without saying so (nothing left in the queue)
+            if not go_sent and all(r.ready or r.done for r in self.reports):
+                epoch = self._clock.now_ns() + EPOCH_LEAD_NS
+                for r, inbox in zip(self.reports, inboxes, strict=True):
+                    if not r.done:
+                        inbox.put(("go", epoch))
+                go_sent = True
+            if all(r.done for r in self.reports):
+                return
+
+    def _handle(self, message: tuple[Any, ...], writer: TurnsWriterThread, total: int) -> None:
+        kind, k = message[0], message[1]
+        report = self.reports[k]
+        if kind == "ready":
+            report.ready, report.pid = True, message[2]
+        elif kind == "turn":
+            turn = self._tag(message[2], k)
+            report.turns += 1
+            writer.write(turn)
+            self.turns.append(turn)
+            self.observer.turn_finished(turn, total)
+        elif kind == "done":
+            report.loop_lag_ns, report.sessions_opened, report.error = message[2:5]
+            report.done = True
+
+    def _tag(self, turn: Turn, k: int) -> Turn:
+        extra = dict(turn.extra)
+        extra["worker"] = k
+        if isinstance(extra.get("session"), int):
+            extra["session"] = extra["session"] * self.workers + k
+        return dataclasses.replace(turn, extra=extra)
+
+    def _fail_lost(
+        self, jobs: list[WorkerJob], procs: list[Any], writer: TurnsWriterThread, total: int
+    ) -> None:
+        """Record every planned turn that did not come back as failed, with the reason."""
+        returned = {t.index for t in self.turns}
+        for job, p, report in zip(jobs, procs, self.reports, strict=True):
+            if report.exitcode is None:
+                report.exitcode = p.exitcode
+            lost = [planned for planned in job.plan if planned.index not in returned]
+            report.lost = len(lost)
+            if not lost:
+                continue
+            why = report.error or f"exit code {report.exitcode}"
+            reason = f"worker {job.index} (pid {report.pid}) ended before this turn: {why}"
+            for planned in lost:
+                rec = TurnRecorder(
+                    index=planned.index,
+                    fixture=planned.fixture,
+                    t0_ns=0,
+                    repeat=planned.repeat,
+                    warmup=planned.warmup,
+                    wall_time_ns=time.time_ns(),
+                )
+                rec.fail("worker", reason)
+                rec.extra("worker", job.index)
+                turn = rec.finish()
+                writer.write(turn)
+                self.turns.append(turn)
+                self.observer.turn_finished(turn, total)
+
+    def _summary(
+        self, plan: Sequence[PlannedTurn], load: Load, status: str, started_wall: float
+    ) -> dict[str, Any]:
+        # The parent's runner only builds the document: the turns, every worker's loop lag.
+        runner = Runner(
+            self.pipeline, self.fixtures, self.out_dir, argv=self.argv, stack_info=self.stack_info
+        )
+        runner.turns = list(self.turns)
+        for r in self.reports:
+            runner.loop_lag.lags.extend(r.loop_lag_ns)
+        runner.sessions_opened = sum(r.sessions_opened for r in self.reports)
+        runner._load = load  # same layer: the summary's load section
+        with contextlib.suppress(Exception):  # describing stages builds them; never fatal here
+            runner.stages = StageSet.of(runner.build_stages())
+        summary = runner.summary(plan, status, started_wall)
+        summary["run"]["workers"] = [r.to_json() for r in self.reports]
+        summary["run"]["event_loop"] = loop_kind()  # the workers' (the parent runs none)
+        return summary
+
+
+__all__ = [
+    "EPOCH_LEAD_NS",
+    "WorkerJob",
+    "WorkerPool",
+    "WorkerReport",
+    "effective_workers",
+    "shard_load",
+    "shard_plan",
+    "shard_schedule",
+    "worker_main",
+]
