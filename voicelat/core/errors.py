@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from voicelat.core.secrets import scrub_secrets
+
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_USAGE = 2
@@ -15,7 +17,8 @@ class VoicelatError(Exception):
     exit_code = EXIT_USAGE
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
-        super().__init__(message)
+        # Every startup error passes here: a key a server echoed never reaches stderr.
+        super().__init__(scrub_secrets(message))
         if exit_code is not None:
             self.exit_code = exit_code
 
@@ -42,6 +45,7 @@ class StageFailure(Exception):
     """A stage failed in the middle of a turn; the turn is recorded as failed and the run goes on."""
 
     def __init__(self, stage: str, reason: str) -> None:
+        reason = scrub_secrets(reason)
         super().__init__(f"{stage}: {reason}")
         self.stage = stage
         self.reason = reason

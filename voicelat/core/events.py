@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from voicelat.core.secrets import scrub_secrets
+
 #: ``s2s`` is a realtime speech-to-speech model (one stage for the whole turn); the cascade
 #: is :data:`STAGES`.
 StageName = Literal["stt", "llm", "tts", "s2s"]
@@ -109,6 +111,10 @@ class Failed:
 
     t_ns: int
     reason: str
+
+    def __post_init__(self) -> None:
+        # Every failure reason passes here: a key a server echoed never reaches a report.
+        object.__setattr__(self, "reason", scrub_secrets(self.reason))
 
 
 @dataclass(frozen=True, slots=True)

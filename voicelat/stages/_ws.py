@@ -55,6 +55,7 @@ from websockets.protocol import State
 from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
 from voicelat.core.events import Connected, Failed, Span, StageEvent
+from voicelat.core.secrets import scrub_secrets
 from voicelat.core.version import __version__
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.http import describe_exception, error_message
@@ -90,7 +91,7 @@ def plain_url(url: str) -> str:
 
 def scrub(text: str, secret: str | None) -> str:
     """``text`` on one line, with ``secret`` (a key) blanked if a server ever echoed it."""
-    line = " ".join(text.split())
+    line = scrub_secrets(" ".join(text.split()))
     if secret and len(secret) >= 4:
         line = line.replace(secret, "***")
     return line

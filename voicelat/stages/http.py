@@ -16,6 +16,7 @@ import httpx
 from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
 from voicelat.core.events import Connected, Failed, Span, StageEvent
+from voicelat.core.secrets import scrub_secrets
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.options import read_secret
 
@@ -89,15 +90,17 @@ def error_message(body: bytes) -> str:
 
 
 def _rawerror_message(body: bytes) -> str:
+    # Scrubbed before any truncation: a key cut in half would no longer match.
     try:
         data = json.loads(body)
     except ValueError:
-        return body[:200].decode("utf-8", errors="replace").strip() or "(empty body)"
+        text = scrub_secrets(body[:4096].decode("utf-8", errors="replace"))
+        return text[:200].strip() or "(empty body)"
     if isinstance(data, dict):
         msg = stream_error(data) or data.get("detail") or data.get("message")
         if msg:
-            return str(msg)[:300]
-    return str(data)[:300]
+            return scrub_secrets(str(msg))[:300]
+    return scrub_secrets(str(data))[:300]
 
 
 def describe_exception(exc: BaseException) -> str:

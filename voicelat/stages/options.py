@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from voicelat.core.errors import ConfigError, StageError
+from voicelat.core.secrets import check_secret, register_secret
 from voicelat.files.pipeline import StageTable
 
 __all__ = [
@@ -105,6 +106,13 @@ def read_secret(table: str, var: str | None) -> str | None:
         raise StageError(
             f"[{table}] reads its API key from ${var}, which is not set: export {var}=..."
         )
+    problem = check_secret(value)
+    if problem is not None:
+        # Checked here, before any request: httpx would fail with the key in its message.
+        raise StageError(
+            f"[{table}] the API key in ${var} {problem}: export it again without it"
+        )
+    register_secret(value)
     return value
 
 

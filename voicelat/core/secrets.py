@@ -1,0 +1,68 @@
+"""The one scrubbing path for secrets: every key read is registered, every text that can reach a
+user (a failure reason, an error message) is scrubbed of every registered key.
+
+Stages read keys from environment variables only (:func:`voicelat.stages.options.read_secret`),
+which calls :func:`register_secret`. A server may echo the ``Authorization`` header in an error
+body; the key must then never reach turns.jsonl, summary.json, stdout or stderr. Rather than
+trusting every stage to scrub its own texts, the two places every such text passes through do it:
+:class:`~voicelat.core.events.Failed` (a turn's failure reason) and
+:class:`~voicelat.core.errors.VoicelatError` (a startup error).
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+__all__ = ["MASK", "check_secret", "register_secret", "registered_secrets", "scrub_secrets"]
+
+MASK = "***"
+
+#: Keys shorter than this are not scrubbed: blanking "a" everywhere would garble every message
+#: (and a key that short protects nothing anyway).
+_MIN_LEN = 4
+
+_SECRETS: set[str] = set()
+
+
+def register_secret(value: str) -> None:
+    """Remember ``value`` so that :func:`scrub_secrets` blanks it from now on."""
+    if len(value) >= _MIN_LEN:
+        _SECRETS.add(value)
+        # A header value is sent stripped: a server echoes the stripped form.
+        stripped = value.strip()
+        # ... and a JSON error body or a URL may carry it escaped.
+        for form in (stripped, json.dumps(stripped)[1:-1], quote(stripped, safe="")):
+            if len(form) >= _MIN_LEN:
+                _SECRETS.add(form)
+
+
+def registered_secrets() -> frozenset[str]:
+    """The keys registered so far (for tests)."""
+    return frozenset(_SECRETS)
+
+
+def scrub_secrets(text: str) -> str:
+    """``text`` with every registered key replaced by ``***`` (longest first, so a key that
+    contains another is blanked whole)."""
+    if not _SECRETS or not text:
+        return text
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def check_secret(value: str) -> str | None:
+    """What is wrong with ``value`` as an HTTP header or query value, or None when it is fine.
+
+    The message never contains the value itself.
+    """
+    if value != value.strip():
+        return "has leading or trailing whitespace (a stray newline?)"
+    for i, ch in enumerate(value):
+        if ch in "\r\n\t" or not ch.isprintable():
+            return f"contains a control character at position {i + 1} (a stray newline?)"
+        if not ch.isascii():
+            return f"contains a non-ASCII character at position {i + 1}"
+    return None
