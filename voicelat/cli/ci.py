@@ -17,6 +17,7 @@ the verdict and exits with:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -228,6 +229,9 @@ def cmd_ci(args: argparse.Namespace) -> int:
         if exc.exit_code == EXIT_INFRA:
             _write_error_reports(args, out_dir, str(exc))
         raise
+    except KeyboardInterrupt:
+        _write_interrupted_reports(args, out_dir)
+        raise
     print()
     print(summary_table(outcome.summary, str(out_dir)))
     print()
@@ -374,6 +378,16 @@ def _write_error_reports(
     except ConfigError as exc:
         _info(f"warning: {exc}")  # the infrastructure error is the one to report
     _step_summary(md)
+
+
+def _write_interrupted_reports(args: argparse.Namespace, run_dir: Path) -> None:
+    """A stopped gate (Ctrl-C, SIGTERM from a cancelled CI job) still leaves its JUnit and
+    Markdown reports, saying it was interrupted and how many turns finished."""
+    summary: RunSummary | None = None
+    with contextlib.suppress(VoicelatError, OSError):
+        summary = load_run(run_dir).run_summary
+    done = "" if summary is None else f" after {summary.counts.turns} finished turn(s)"
+    _write_error_reports(args, run_dir, f"interrupted{done}: the gate did not run", summary)
 
 
 # -- baselines -------------------------------------------------------------------------------

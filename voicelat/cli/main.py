@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 a latency budget broken or a significant regression (``ci``);
 2 usage or configuration error; 3 infrastructure failure (a server down, every turn failed);
-130 interrupted (finished turns are kept and the summary is written).
+128 + N stopped by signal N: 130 SIGINT (Ctrl-C), 143 SIGTERM, 129 SIGHUP (finished turns are
+kept and the summary is written; see cli/signals.py).
 
 ``voicelat run`` lives in :mod:`voicelat.cli.run`, the steps of a run (stack, runner, event
 loop) in :mod:`voicelat.engine.job`.
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from voicelat.cli import run as _run
+from voicelat.cli import signals as _signals
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, VoicelatError
 from voicelat.core.version import __version__
 
@@ -60,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _signals.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
@@ -69,10 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
     except VoicelatError as exc:
         _err(str(exc))
-        return exc.exit_code
+        code = exc.exit_code
     except KeyboardInterrupt:
-        _err("interrupted")
-        return EXIT_INTERRUPTED
+        sig = _signals.received()
+        _err("interrupted" if sig is None else f"interrupted by {signal.Signals(sig).name}")
+        code = EXIT_INTERRUPTED
+    # One signal policy (cli/signals.py): a command stopped by SIGTERM exits 143, not 130.
+    return _signals.exit_status(code) if code == EXIT_INTERRUPTED else code
