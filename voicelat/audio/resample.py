@@ -30,11 +30,23 @@ ZERO_CROSSINGS = 32
 KAISER_BETA = 8.6
 
 
+#: The longest input a turn is read from (one utterance; a fixture is seconds long). Checked
+#: before resampling, which allocates the output and its float copy at once.
+MAX_INPUT_S = 600
+
+
 def load_for_stage(path: str | os.PathLike[str], rate: int) -> PCM:
     """Read a WAV file and resample it to the ``rate`` a stage expects (before timing starts)."""
     # Here rather than in wav.py: reading is below resampling, so wav.py needs nothing of this
     # module (the two used to import each other).
-    return resample(read_wav(path), rate)
+    pcm = read_wav(path)
+    seconds = pcm.n_samples / pcm.rate
+    if seconds > MAX_INPUT_S:
+        raise AudioError(
+            f"{os.fspath(path)} is {seconds:.0f} s long, more than the {MAX_INPUT_S} s one turn "
+            "may take: cut it to the utterance (or check its header's sample rate)"
+        )
+    return resample(pcm, rate)
 
 
 def resample(pcm: PCM, rate: int) -> PCM:

@@ -24,6 +24,16 @@ NS_PER_S = 1_000_000_000
 
 _CONVERT_HINT = "convert it with e.g. `ffmpeg -i INPUT -ac 1 -ar 16000 -c:a pcm_s16le OUTPUT.wav`"
 
+#: Bounds checked on the header before anything is allocated from it: a damaged header with
+#: rate=1 once made resampling to 16 kHz allocate ~883M samples. Real audio lies well inside.
+MIN_RATE = 1_000
+MAX_RATE = 768_000
+MAX_CHANNELS = 64
+#: The largest WAV file read whole (an hour of 48 kHz stereo 32-bit float is ~1.4 GB).
+MAX_WAV_BYTES = 1 << 30
+#: Data sizes streaming writers put in a header before they know the length: not truncation.
+_UNKNOWN_SIZES = (0, 0xFFFFFFFF)
+
 # WAV format tags (the first field of the fmt chunk).
 _TAG_PCM = 0x0001
 _TAG_FLOAT = 0x0003
@@ -115,14 +125,8 @@ def read_wav(path: str | os.PathLike[str]) -> PCM:
         # wave refuses float and (before 3.12) WAVE_FORMAT_EXTENSIBLE: parse the chunks ourselves,
         # which also yields a precise message for what really is unsupported.
         channels, width, rate, is_float, raw = _parse_riff(data, name)
-    if channels < 1:
-        raise AudioError(
-            f"WAV header of {name} says {channels} channels; the file is damaged, re-export it"
-        )
-    if rate <= 0:
-        raise AudioError(
-            f"WAV header of {name} says sample rate {rate} Hz; the file is damaged, re-export it"
-        )
+    _check_header(name, channels, rate)
+    _check_complete(data, name)
     if is_float and width not in (4, 8):
         raise AudioError(
             f"unsupported {width * 8}-bit float WAV: {name}; "
@@ -141,6 +145,35 @@ def read_wav(path: str | os.PathLike[str]) -> PCM:
         # Averaging keeps the level of a centred voice and cannot clip.
         samples = np.rint(samples.reshape(n_frames, channels).mean(axis=1)).astype(np.int16)
     return PCM(samples.astype("<i2").tobytes(), rate)
+
+
+def _check_header(name: str, channels: int, rate: int) -> None:
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise AudioError(
+            f"WAV header of {name} says {channels} channels; the file is damaged, re-export it"
+        )
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise AudioError(
+            f"WAV header of {name} says sample rate {rate} Hz (expected {MIN_RATE}-{MAX_RATE}); "
+            "the file is damaged, re-export it"
+        )
+
+
+def _check_complete(data: bytes, name: str) -> None:
+    """A data chunk that claims more bytes than the file holds: the file was cut short."""
+    pos = 12
+    while pos + 8 <= len(data):
+        cid = data[pos : pos + 4]
+        size = int.from_bytes(data[pos + 4 : pos + 8], "little")
+        if cid == b"data":
+            have = len(data) - pos - 8
+            if size not in _UNKNOWN_SIZES and size > have:
+                raise AudioError(
+                    f"WAV file {name} is truncated: its data chunk says {size} bytes, the file "
+                    f"holds {have}; copy or export it again"
+                )
+            return
+        pos += 8 + size + (size & 1)
 
 
 def write_wav(path: str | os.PathLike[str], pcm: PCM) -> None:
@@ -168,6 +201,12 @@ def _read_bytes(name: str) -> bytes:
             f"cannot read audio file {name}: it is a directory; give the path of a .wav file"
         )
     try:
+        size = os.path.getsize(name)
+        if size > MAX_WAV_BYTES:
+            raise AudioError(
+                f"audio file {name} is {size / 2**20:.0f} MiB, more than the "
+                f"{MAX_WAV_BYTES >> 20} MiB voicelat reads: cut it to the turn it holds"
+            )
         with open(name, "rb") as f:
             return f.read()
     except OSError as exc:

@@ -55,7 +55,11 @@ def cmd_view(args: argparse.Namespace) -> int:
     from voicelat.tui.app import VoicelatApp
     from voicelat.tui.model import RunModel
 
-    VoicelatApp(RunModel.from_loaded(run)).run()
+    app = VoicelatApp(RunModel.from_loaded(run))
+    app.run()
+    if app.return_code:
+        # Textual printed what went wrong; the exit status must say so too (it used to be 0).
+        raise VoicelatError(f"the terminal UI stopped on an error showing {run.path}", exit_code=3)
     if run.skipped_lines:
         print(
             f"voicelat: {run.skipped_lines} unreadable line(s) in {run.path / 'turns.jsonl'} "

@@ -102,7 +102,13 @@ def valid_budget_keys() -> list[str]:
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    # Finite and sane: a NaN limit compares false with everything and so never breaks.
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value == value
+        and abs(value) < 1e12
+    )
 
 
 def parse_budget(

@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from voicelat.core.errors import ConfigError
+
+#: The most turns one run plans (a million turns of ~2 s is weeks of measuring).
+MAX_TURNS = 1_000_000
+
 
 @dataclass(frozen=True, slots=True)
 class PlannedTurn:
@@ -28,6 +33,12 @@ def plan_turns(
     if warmup < 0:
         raise ValueError("warmup cannot be negative")
     n_measured = turns if turns is not None else repeat * len(fixture_ids)
+    if n_measured + warmup > MAX_TURNS:
+        # Checked before building the list: `--turns 10**30` used to hang here.
+        raise ConfigError(
+            f"{n_measured + warmup:,} turns is more than a run may plan ({MAX_TURNS:,}): "
+            "lower --turns, --repeat or --warmup"
+        )
     out: list[PlannedTurn] = []
     for i in range(warmup):
         out.append(PlannedTurn(len(out), fixture_ids[i % len(fixture_ids)], 0, True))

@@ -37,6 +37,7 @@ from voicelat.audio import (
     frames,
     load_for_stage,
 )
+from voicelat.audio.fixture_check import check_fixture_audio
 from voicelat.core.chunker import Chunker
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.events import Audio, Delta, Done, EndOfTurn, Failed, Final
@@ -111,6 +112,7 @@ class TurnInput:
     def from_fixture(cls, fixture: Fixture, rate: int) -> TurnInput:
         """Read and resample ``fixture`` for an STT taking ``rate`` Hz (before any timing)."""
         pcm = load_for_stage(fixture.path, rate)
+        check_fixture_audio(fixture, pcm)
         start, end = fixture.speech_start_ms, fixture.speech_end_ms
         if start is None or end is None:
             # Not annotated: the first and last audible samples stand in for ground truth.

@@ -54,35 +54,66 @@ def turn_to_json(turn: Turn) -> dict[str, Any]:
     }
 
 
+#: The largest |ns| a results file may hold (~146 years): a 2^63 ns segment once hung the TUI
+#: (it drew a bar that long); beyond this a value is damage, not a measurement.
+MAX_NS = 1 << 62
+
+
+def _ns(value: Any) -> int:
+    """An integer-ns field read back; ValueError for anything a run cannot have written
+    (a bool, a string, a float such as Infinity, a huge integer)."""
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_NS:
+        raise ValueError(f"not an integer ns value: {value!r}")
+    return value
+
+
+def _ns_or_none(value: Any) -> int | None:
+    return None if value is None else _ns(value)
+
+
+def _finite(figures: Mapping[str, Any]) -> dict[str, Any]:
+    """Figures without NaN, infinities or huge numbers (they break every report's arithmetic)."""
+    return {
+        str(k): v
+        for k, v in figures.items()
+        if not isinstance(v, int | float) or isinstance(v, bool) or (v == v and abs(v) < 1e18)
+    }
+
+
 def turn_from_json(data: Mapping[str, Any]) -> Turn:
-    """Inverse of :func:`turn_to_json`; raises ``KeyError``/``TypeError`` on a malformed line."""
+    """Inverse of :func:`turn_to_json`; raises ``KeyError``/``TypeError``/``ValueError`` on a
+    malformed line (wrong types, non-finite or out-of-range numbers)."""
     failure = data.get("failure") or {}
     return Turn(
-        index=int(data["index"]),
+        index=_ns(data["index"]),
         fixture=str(data["fixture"]),
-        t0_ns=int(data["t0_ns"]),
-        milestones={str(k): int(v) for k, v in data["milestones_ns"].items()},
-        segments={str(k): int(v) for k, v in data["segments_ns"].items()},
-        e2e_ns=None if data.get("e2e_ns") is None else int(data["e2e_ns"]),
-        figures=dict(data.get("figures") or {}),
+        t0_ns=_ns(data["t0_ns"]),
+        milestones={str(k): _ns(v) for k, v in data["milestones_ns"].items()},
+        segments={str(k): _ns(v) for k, v in data["segments_ns"].items()},
+        e2e_ns=_ns_or_none(data.get("e2e_ns")),
+        figures=_finite(data.get("figures") or {}),
         spans=tuple(
-            SpanRecord(str(s["stage"]), str(s["name"]), int(s["start_ns"]), int(s["end_ns"]))
+            SpanRecord(str(s["stage"]), str(s["name"]), _ns(s["start_ns"]), _ns(s["end_ns"]))
             for s in data.get("spans") or ()
         ),
-        repeat=int(data.get("repeat", 0)),
+        repeat=_ns(data.get("repeat", 0)),
         warmup=bool(data.get("warmup", False)),
         cold=bool(data.get("cold", False)),
-        cold_stages=tuple(data.get("cold_stages") or ()),
+        cold_stages=tuple(str(x) for x in data.get("cold_stages") or ()),
         failed=bool(data.get("failed", False)),
-        failure_stage=failure.get("stage"),
-        failure_reason=failure.get("reason"),
-        flags=tuple(data.get("flags") or ()),
-        transcript=data.get("transcript"),
-        expected=data.get("expected"),
-        reply=data.get("reply"),
-        wall_time_ns=data.get("wall_time_ns"),
+        failure_stage=_str_or_none(failure.get("stage")),
+        failure_reason=_str_or_none(failure.get("reason")),
+        flags=tuple(str(x) for x in data.get("flags") or ()),
+        transcript=_str_or_none(data.get("transcript")),
+        expected=_str_or_none(data.get("expected")),
+        reply=_str_or_none(data.get("reply")),
+        wall_time_ns=_ns_or_none(data.get("wall_time_ns")),
         extra=dict(data.get("extra") or {}),
     )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 class TurnsWriter:
@@ -156,6 +187,10 @@ def load_run(path: Path) -> LoadedRun:
         if not isinstance(summary, dict):
             raise VoicelatError(f"{summary_path} is not a voicelat summary (not a JSON object)")
         check_schema(summary.get("schema_version"), summary_path)
+        if "counts" not in summary:
+            # Only a schema_version (a damaged or hand-made file): it would hide every valid
+            # turn behind "0 turns"; the readers summarize the turns themselves instead.
+            summary = None
     turns: list[Turn] = []
     skipped = 0
     if turns_path.exists():
@@ -180,10 +215,15 @@ def read_turns(lines: Iterable[str], source: Path) -> tuple[list[Turn], int]:
         if not isinstance(data, dict):
             skipped += 1
             continue
-        check_schema(data.get("schema_version"), source)
+        version = data.get("schema_version")
+        if isinstance(version, int) and not isinstance(version, bool):
+            check_schema(version, source)  # a newer schema is refused, not skipped
+        else:
+            skipped += 1  # not a voicelat turn line (damage, or a stray write)
+            continue
         try:
             turns.append(turn_from_json(data))
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             skipped += 1
     return turns, skipped
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from voicelat.core.errors import InfraError
+from voicelat.core.errors import ConfigError, InfraError
 
 __all__ = [
     "ENV_CACHE",
@@ -86,12 +86,13 @@ def _env_port(name: str) -> int:
     raw = os.environ.get(var)
     if raw is None or raw.strip() == "":
         return _DEFAULT_PORTS[name]
+    # A bad variable is the user's to fix (exit 2), not a stack failure (exit 3).
     try:
         port = int(raw)
     except ValueError:
-        raise StackError(f"{var}={raw!r} is not a port number; set it to 1-65535") from None
+        raise ConfigError(f"{var}={raw!r} is not a port number; set it to 1-65535") from None
     if not 0 < port < 65536:
-        raise StackError(f"{var}={raw!r} is not a port number; set it to 1-65535")
+        raise ConfigError(f"{var}={raw!r} is not a port number; set it to 1-65535")
     return port
 
 

@@ -20,6 +20,7 @@ import os
 import types
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from urllib.parse import urlsplit
 
 from voicelat.core.errors import ConfigError, StageError
 from voicelat.core.secrets import check_secret, register_secret
@@ -82,6 +83,9 @@ def parse_options(cls: type[T], table: str, values: Mapping[str, Any]) -> T:
     for name, f in fields.items():
         if name in values:
             kwargs[name] = _value(table, values, name, hints[name], f.metadata.get("expect"))
+            problem = _bounds_problem(name, kwargs[name])
+            if problem is not None:
+                raise ConfigError(f"{location(values, name)}[{table}] {name} {problem}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{location(values, None)}[{table}] needs {name!r}")
     instance = cls(**kwargs)
@@ -94,6 +98,48 @@ def parse_options(cls: type[T], table: str, values: Mapping[str, Any]) -> T:
                 f"{location(values, problem.key)}[{table}] {problem.message}"
             ) from None
     return instance
+
+
+#: The largest number an option may hold: beyond it a value is a typo, and float() of a long
+#: TOML integer raises OverflowError.
+_MAX_NUMBER = 1e12
+#: Options that must be positive whatever the stage: a zero or negative timeout used to be
+#: accepted and later reported as "server not reachable".
+_POSITIVE = ("timeout", "_s", "rate", "max_tokens", "rate_wpm")
+
+
+def _bounds_problem(name: str, value: Any) -> str | None:
+    """The rules every stage's options share (numbers finite and sane, timeouts and rates
+    positive, URLs parseable with a port in range), or None when ``value`` passes."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if value != value or abs(value) > _MAX_NUMBER:  # NaN, infinities, huge integers
+            return f"must be a finite number below {_MAX_NUMBER:.0e}, not {value!r}"
+        if _must_be_positive(name) and value <= 0:
+            return f"must be positive, not {value!r}"
+        if name.endswith("_ms") and value < 0:
+            return f"cannot be negative, not {value!r}"
+        return None
+    if isinstance(value, str) and name in ("url", "base_url"):
+        return _url_problem(value)
+    return None
+
+
+def _must_be_positive(name: str) -> bool:
+    return "timeout" in name or name.endswith(_POSITIVE)
+
+
+def _url_problem(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError when out of range or not a number
+    except ValueError as exc:
+        return f"is not a valid URL ({exc}): {url!r}"
+    # Only what the URL itself gets wrong: each stage checks its schemes (tcp://, unix://, ...).
+    if port == 0 and parts.hostname:
+        return f"has port 0 in {url!r}: give the port the server listens on"
+    return None
 
 
 def read_secret(table: str, var: str | None) -> str | None:

@@ -258,7 +258,9 @@ class RunModel:
             status=str(status) if status else "no summary (run killed?)",
             skipped_lines=run.skipped_lines,
             pacer_lag_limit_ns=(
-                int(limit_ms * NS_PER_MS) if isinstance(limit_ms, int | float) else None
+                int(limit_ms * NS_PER_MS)
+                if isinstance(limit_ms, int | float) and 0 <= limit_ms < 1e9
+                else None
             ),
             started=s.run.started,
         )
