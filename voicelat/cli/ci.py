@@ -194,8 +194,9 @@ def _load_baseline(args: argparse.Namespace, current: SummaryLike) -> _Baseline 
 
 
 def _check_empty_out(out_dir: Path) -> None:
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise ConfigError(f"results directory {out_dir} is not empty: choose another --out")
+    from voicelat.files.results import check_out_dir
+
+    check_out_dir(out_dir)
 
 
 # -- the command -----------------------------------------------------------------------------

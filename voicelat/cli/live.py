@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, AudioError, ConfigError, VoicelatError
+from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, AudioError, VoicelatError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
@@ -271,12 +271,12 @@ def cmd_live(args: argparse.Namespace) -> int:
     from voicelat.engine.job import default_out_dir, with_stack_urls
     from voicelat.engine.stageset import StageSet
     from voicelat.files.pipeline import default_pipeline_path, load_pipeline
+    from voicelat.files.results import check_out_dir
 
     pipeline = load_pipeline(args.pipeline or default_pipeline_path())
     devices = _open_devices(args)
     out_dir = args.out or default_out_dir(pipeline, "live")
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise ConfigError(f"results directory {out_dir} is not empty: choose another --out")
+    check_out_dir(out_dir)
     pipeline = with_stack_urls(pipeline)
     # Stage options are checked now, not after the stack's start-up.
     stt_rate = StageSet.from_pipeline(pipeline).input_rate

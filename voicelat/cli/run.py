@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from voicelat.cli.args import non_negative_float, non_negative_int, positive_int
-from voicelat.core.errors import EXIT_OK, ConfigError
+from voicelat.core.errors import EXIT_OK
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 from voicelat.engine.job import default_out_dir, execute_run, info, resolve_inputs, set_quiet
+from voicelat.files.results import check_out_dir
 from voicelat.report.text import summary_table, turn_line
 
 __all__ = ["PrintObserver", "add_parser", "add_run_arguments", "cmd_run"]
@@ -232,8 +233,7 @@ def cmd_run(
         args.tui = False  # the TUI would own the terminal; these outputs are for scripts
     pipeline, fixtures = resolve_inputs(args)
     out_dir = args.out or default_out_dir(pipeline)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise ConfigError(f"results directory {out_dir} is not empty: choose another --out")
+    check_out_dir(out_dir)
     info(
         f"pipeline {pipeline.name} ({pipeline.path}); {len(fixtures)} fixtures; results -> {out_dir}"
     )

@@ -160,12 +160,16 @@ class Runner:
             raise
         finally:
             await probe.stop()
-            writer.close()
+            # A failed turns write (a full disk) must not stop the summary from being tried.
+            with contextlib.suppress(InfraError):
+                writer.close()
             summary = self.summary(plan, status, started_wall)
             write_summary(self.out_dir, summary)
             self.outcome = RunOutcome(
                 self.out_dir, list(self.turns), summary, status == "interrupted", len(plan)
             )
+        if writer.error is not None:
+            raise writer.error  # the last turn's write failed: the run did not keep it
         if self.turns and all(t.failed for t in self.turns):
             first = self.turns[0]
             raise InfraError(

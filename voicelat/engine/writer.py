@@ -22,7 +22,11 @@ class TurnsWriterThread:
         self._thread.start()
 
     def write(self, turn: Turn) -> None:
-        """Queue ``turn`` for writing (returns at once)."""
+        """Queue ``turn`` for writing (returns at once); raises the first write error (a full
+        disk) at the next turn, so that the run stops then rather than measure turns it
+        cannot keep."""
+        if self.error is not None:
+            raise self.error
         self._queue.put(turn)
 
     def _work(self) -> None:

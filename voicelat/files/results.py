@@ -6,6 +6,7 @@ says how many lines it skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from voicelat.core.errors import VoicelatError
+from voicelat.core.errors import ConfigError, InfraError, VoicelatError
 from voicelat.core.run_summary import SCHEMA_VERSION as SCHEMA_VERSION
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import SpanRecord, Turn
@@ -117,25 +118,51 @@ def _str_or_none(value: Any) -> str | None:
 
 
 class TurnsWriter:
-    """Appends one line per finished turn and makes it durable before returning."""
+    """Appends one line per finished turn and makes it durable before returning.
+
+    A write that fails (a full disk, an I/O error) raises :class:`InfraError` (exit 3) naming
+    the file and the fix, and leaves no torn line: the file is cut back to its last whole turn.
+    """
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / TURNS_FILE
-        self._fh: IO[str] | None = self.path.open("a", encoding="utf-8")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            # Unbuffered: a failed write leaves nothing pending that close() would retry.
+            self._fh: IO[bytes] | None = self.path.open("ab", buffering=0)
+            self._size = self._fh.seek(0, os.SEEK_END)
+        except OSError as exc:
+            raise _write_error(self.path, exc) from None
 
     def write(self, turn: Turn) -> None:
         if self._fh is None:
             raise RuntimeError("turns file already closed")
-        self._fh.write(json.dumps(turn_to_json(turn), separators=(",", ":")) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        line = (json.dumps(turn_to_json(turn), separators=(",", ":")) + "\n").encode()
+        fd = self._fh.fileno()
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._size)  # no torn line for the readers
+            raise _write_error(self.path, exc) from None
+        self._size += len(line)
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
+            with contextlib.suppress(OSError):  # nothing is buffered: nothing can be lost
+                self._fh.close()
             self._fh = None
+
+
+def _write_error(path: Path, exc: OSError) -> InfraError:
+    return InfraError(
+        f"cannot write {path}: {exc.strerror or exc}; free some space or choose another --out "
+        "(the turns written so far are kept)"
+    )
 
 
 def write_summary(run_dir: Path, summary: RunSummary | Mapping[str, Any]) -> Path:
@@ -144,9 +171,40 @@ def write_summary(run_dir: Path, summary: RunSummary | Mapping[str, Any]) -> Pat
         summary = summary.to_json()
     path = run_dir / SUMMARY_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _write_error(path, exc) from None
     return path
+
+
+def check_out_dir(path: Path) -> None:
+    """A results directory a run can write: empty or new, creatable, writable.
+
+    A bad ``--out`` (a file, under a file, not empty) is exit 2; one the system will not let
+    us write (read-only, full, no permission) is exit 3. Checked before any server starts.
+    """
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file, not a directory: choose another --out")
+    try:
+        if path.is_dir() and any(path.iterdir()):
+            raise ConfigError(f"results directory {path} is not empty: choose another --out")
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".voicelat-write-test"
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except (NotADirectoryError, FileExistsError):
+        raise ConfigError(
+            f"--out {path} is under a file, not a directory: choose another --out"
+        ) from None
+    except OSError as exc:
+        raise InfraError(
+            f"cannot write the results directory {path}: {exc.strerror or exc}; "
+            "choose another --out"
+        ) from None
 
 
 @dataclass(frozen=True)
