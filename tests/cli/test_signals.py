@@ -7,118 +7,39 @@ on loopback; each test stops after the first finished turn."""
 from __future__ import annotations
 
 import json
-import os
-import queue
 import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
-
-KEY_ENV = "VOICELAT_EMULATOR_KEY"
-PIPELINE = (ROOT / "pipelines" / "emulated-openai.toml").read_text()
-
-
-def _popen(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "voicelat", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, KEY_ENV: "emulator-key", "PYTHONPATH": str(ROOT)},
-    )
-
-
-def _lines(stream: object) -> queue.Queue[str]:
-    q: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            q.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return q
+from tests.cli.emulated_run import finish, pipeline, popen, run_args, serving, wait_for
 
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[str]:
-    proc = _popen("serve", "openai", "--port", "0", "--profile", "exact")
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("openai "), line
-    try:
-        yield line.split()[1]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
-
-
-def _pipeline(tmp_path: Path, base_url: str, name: str = "p") -> Path:
-    p = tmp_path / f"{name}.toml"
-    p.write_text(
-        PIPELINE.replace("http://127.0.0.1:8401/v1", base_url).replace(
-            'name = "emulated-openai"', f'name = "{name}"'
-        )
-    )
-    return p
+    with serving() as (url, _):
+        yield url
 
 
 def _signal_after_first_turn(
-    proc: subprocess.Popen[str], sig: int, marker: str, limit_s: float = 60, settle_s: float = 0
+    proc: subprocess.Popen[str], sig: int, marker: str, settle_s: float = 0
 ) -> tuple[str, str]:
-    """Wait until ``marker`` shows on stdout (a turn finished), send ``sig``, collect output."""
-    assert proc.stdout is not None and proc.stderr is not None
-    out = _lines(proc.stdout)
-    seen: list[str] = []
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            line = out.get(timeout=0.5)
-        except queue.Empty:
-            assert proc.poll() is None, "".join(seen) + proc.stderr.read()
-            continue
-        seen.append(line)
-        if marker in line:
-            break
-    else:
-        proc.kill()
-        pytest.fail("no turn finished within the limit:\n" + "".join(seen))
+    """Wait until ``marker`` shows on stdout (a turn finished), send ``sig``, collect stderr."""
+    out = wait_for(proc, marker)
     time.sleep(settle_s)
     proc.send_signal(sig)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail(f"still running 30 s after {signal.Signals(sig).name}")
-    time.sleep(0.2)  # let the pump drain
-    while not out.empty():
-        seen.append(out.get())
-    return "".join(seen), proc.stderr.read()
+    return "", finish(proc, out)
 
 
 def _run_args(tmp_path: Path, emulator: str, out: Path) -> list[str]:
-    return [
-        "--pipeline",
-        str(_pipeline(tmp_path, emulator)),
-        "--turns",
-        "30",
-        "--warmup",
-        "0",
-        "--out",
-        str(out),
-        "--no-tui",
-    ]
+    return run_args(tmp_path, emulator, out)
 
 
 def _turn_marker() -> str:
-    # PrintObserver prints one line per finished turn: "[  1/30] ...".
+    # PrintObserver prints one line per finished turn: "[1/30] ...".
     return "1/30"
 
 
@@ -129,7 +50,7 @@ def test_run_stopped_by_a_signal_keeps_turns_and_summary(
     sig: int, code: int, tmp_path: Path, emulator: str
 ) -> None:
     out = tmp_path / "out"
-    proc = _popen("run", *_run_args(tmp_path, emulator, out))
+    proc = popen("run", *_run_args(tmp_path, emulator, out))
     _, stderr = _signal_after_first_turn(proc, sig, _turn_marker())
     assert proc.returncode == code, stderr
     assert "Traceback" not in stderr, stderr
@@ -143,7 +64,7 @@ def test_run_stopped_by_a_signal_keeps_turns_and_summary(
 
 def test_sigkill_keeps_every_finished_turn_whole(tmp_path: Path, emulator: str) -> None:
     out = tmp_path / "out"
-    proc = _popen("run", *_run_args(tmp_path, emulator, out))
+    proc = popen("run", *_run_args(tmp_path, emulator, out))
     # The writer thread writes a turn just after it is printed: give it that moment (a turn
     # finished in the instant of the SIGKILL may be lost, but never half-written).
     _signal_after_first_turn(proc, signal.SIGKILL, _turn_marker(), settle_s=1.0)
@@ -159,7 +80,7 @@ def test_ci_stopped_by_sigterm_writes_summary_and_reports(tmp_path: Path, emulat
     junit, md = tmp_path / "junit.xml", tmp_path / "report.md"
     args = _run_args(tmp_path, emulator, out)
     args.remove("--no-tui")
-    proc = _popen("ci", *args, "--junit", str(junit), "--markdown", str(md))
+    proc = popen("ci", *args, "--junit", str(junit), "--markdown", str(md))
     _, stderr = _signal_after_first_turn(proc, signal.SIGTERM, _turn_marker())
     assert proc.returncode == 143, stderr
     assert "Traceback" not in stderr, stderr
@@ -170,8 +91,8 @@ def test_ci_stopped_by_sigterm_writes_summary_and_reports(tmp_path: Path, emulat
 
 def test_compare_stopped_by_sigterm_writes_every_summary(tmp_path: Path, emulator: str) -> None:
     out = tmp_path / "cmp"
-    a, b = _pipeline(tmp_path, emulator, "a"), _pipeline(tmp_path, emulator, "b")
-    proc = _popen("compare", str(a), str(b), "--repeat", "5", "--out", str(out))
+    a, b = pipeline(tmp_path, emulator, "a"), pipeline(tmp_path, emulator, "b")
+    proc = popen("compare", str(a), str(b), "--repeat", "5", "--out", str(out))
     _, stderr = _signal_after_first_turn(proc, signal.SIGTERM, "1/")
     assert proc.returncode == 143, stderr
     assert "Traceback" not in stderr, stderr
