@@ -121,7 +121,8 @@ def read_wav(path: str | os.PathLike[str]) -> PCM:
             channels, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
             raw = w.readframes(w.getnframes())
         is_float = False
-    except (wave.Error, EOFError):
+    except (wave.Error, EOFError, RuntimeError, ValueError):
+        # (On a damaged file the stdlib's chunk reader raises RuntimeError or ValueError too.)
         # wave refuses float and (before 3.12) WAVE_FORMAT_EXTENSIBLE: parse the chunks ourselves,
         # which also yields a precise message for what really is unsupported.
         channels, width, rate, is_float, raw = _parse_riff(data, name)

@@ -222,7 +222,18 @@ class LoadedRun:
     @property
     def run_summary(self) -> RunSummary | None:
         """The summary, typed (None when the run wrote none: killed before its end)."""
-        return None if self.summary is None else RunSummary.from_json(self.summary)
+        return None if self.summary is None else _typed_summary(self.summary, self.path)
+
+
+def _typed_summary(summary: dict[str, Any], run_dir: Path) -> RunSummary:
+    try:
+        return RunSummary.from_json(summary)
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        # Valid JSON of the wrong shape (a hand edit, a damaged copy): one line, not a traceback.
+        raise VoicelatError(
+            f"{run_dir / SUMMARY_FILE} is damaged ({type(exc).__name__}: {exc}); "
+            f"delete it to view the turns alone"
+        ) from None
 
 
 def load_run(path: Path) -> LoadedRun:
@@ -249,6 +260,8 @@ def load_run(path: Path) -> LoadedRun:
             # Only a schema_version (a damaged or hand-made file): it would hide every valid
             # turn behind "0 turns"; the readers summarize the turns themselves instead.
             summary = None
+    if summary is not None:
+        _typed_summary(summary, run_dir)  # a damaged summary is refused here, not mid-report
     turns: list[Turn] = []
     skipped = 0
     if turns_path.exists():

@@ -278,8 +278,8 @@ def decode(line: bytes | str) -> Decoded:
             return TurnFinished(turn_from_json(obj["turn"]), int(obj["total"]))
         if kind == "summary":
             return SummaryWritten(Path(str(obj["path"])))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        return None  # int(Infinity) is an OverflowError: still just a line that is not one
     return None
 
 
