@@ -525,6 +525,13 @@ def _default_out(name: str) -> Path:
 # -- ranking runs that already exist --------------------------------------------------------------
 def _compare_saved(args: argparse.Namespace, dirs: Sequence[Path]) -> int:
     runs = [load_run(d) for d in dirs]
+    resolved = [run.path.resolve() for run in runs]
+    twice = next((d for i, d in enumerate(resolved) if d in resolved[:i]), None)
+    if twice is not None:
+        raise ConfigError(
+            f"run {twice} is given twice: ranked against itself it says nothing; "
+            "give different runs"
+        )
     names: list[str] = []
     summaries: dict[str, dict[str, Any]] = {}
     for run in runs:
