@@ -4,6 +4,7 @@ lifecycle (built before timing, warmed, re-warmed outside measured requests).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -140,6 +141,9 @@ def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
     return f"request to {url} failed: {describe_exception(exc)}"
 
 
+#: How long a refused first warm-up is retried (a transient refusal used to abort the run).
+WARM_RETRY_S = 2.0
+
 #: The ``auth`` option of the HTTP stages.
 AuthScheme = Literal["bearer", "basic", "none"]
 AUTH_OPTION = {"expect": "bearer, basic or none"}
@@ -218,7 +222,7 @@ class HttpStage:
         assert self._client is not None
         url = f"{self.base_url}{self.warm_path}"
         try:
-            r = await self._client.get(url, headers=self._auth)
+            r = await self._warm_get(url, retry=first)
         except httpx.HTTPError as exc:
             raise StageError(
                 f"{self.stage_name}: server not reachable at {self.base_url} "
@@ -235,6 +239,23 @@ class HttpStage:
                 )
             self._server = r.headers.get("server")
             self._warmed(r)
+
+    async def _warm_get(self, url: str, *, retry: bool) -> httpx.Response:
+        """GET the warm-up path; a refused connection is retried for up to WARM_RETRY_S (a
+        server restarting, a port not yet listening) before the run is given up on."""
+        assert self._client is not None
+        deadline = self.clock.now_ns() + int(min(WARM_RETRY_S, self.timeout_s) * 1e9)
+        pause = 0.05
+        while True:
+            try:
+                return await self._client.get(url, headers=self._auth)
+            except httpx.ConnectError as exc:
+                refused = (err := _os_error(exc)) is not None and err.errno == errno.ECONNREFUSED
+                if not (retry and refused) or self.clock.now_ns() + pause * 1e9 > deadline:
+                    raise
+            # Outside any measured request: the warm-up happens before timing starts.
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
     async def _send_traced(
         self, request: httpx.Request, url: str, trace: Trace, t_request: int
