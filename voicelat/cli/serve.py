@@ -84,6 +84,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+#: Exchanges `voicelat serve` keeps in memory: its ground truth grew without limit.
+SERVE_TRUTH_LIMIT = 10_000
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.list:
         for name in sorted(known_emulators()):
@@ -114,6 +118,7 @@ async def _serve(args: argparse.Namespace) -> int:
         seed=args.seed,
         host=args.host,
         port=args.port,
+        truth_limit=SERVE_TRUTH_LIMIT,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -67,6 +67,7 @@ class Emulators:
         thread: bool = False,
         log: Callable[[str], None] = _stderr,
         ssl: SSLContext | None = None,
+        truth_limit: int | None = None,
     ) -> None:
         if not names:
             raise ConfigError("name at least one emulator")
@@ -76,7 +77,7 @@ class Emulators:
             raise ConfigError(f"an emulator is named twice in {', '.join(labels)}")
         extra = [n.name for n in names if not isinstance(n, str)]
         self.profile = _as_profile(profile, extra).with_seed(seed)
-        self.truth = GroundTruth()
+        self.truth = GroundTruth(max_kept=truth_limit)
         self.servers: dict[str, EmulatorServer] = {}
         for i, cls in enumerate(classes):
             name = cls.name

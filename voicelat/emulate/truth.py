@@ -100,12 +100,17 @@ class Exchange:
 
 
 class GroundTruth:
-    """Every exchange of every emulator of a run, thread-safe (emulators may run on a thread)."""
+    """Every exchange of every emulator of a run, thread-safe (emulators may run on a thread).
 
-    def __init__(self) -> None:
+    ``max_kept`` bounds the memory of a long-lived server (``voicelat serve``): only the most
+    recent exchanges are kept (the ``--truth`` file still gets every one as it closes).
+    """
+
+    def __init__(self, max_kept: int | None = None) -> None:
         self._lock = threading.Lock()
         self.exchanges: list[Exchange] = []
         self._listeners: list[Callable[[Exchange], None]] = []
+        self.max_kept = max_kept
 
     def open(
         self, emulator: str, endpoint: str, index: int, connection: int, t_accept_ns: int
@@ -113,6 +118,10 @@ class GroundTruth:
         ex = Exchange(emulator, endpoint, index, connection, t_accept_ns)
         with self._lock:
             self.exchanges.append(ex)
+            limit = self.max_kept
+            # Trimmed in batches (a list's front is costly to drop one at a time).
+            if limit is not None and len(self.exchanges) > limit + max(1, limit // 10):
+                del self.exchanges[: len(self.exchanges) - limit]
         return ex
 
     def close(self, ex: Exchange) -> None:
