@@ -59,3 +59,16 @@ async def test_a_server_that_never_listens_is_one_line_within_the_retry_window()
     assert "connection refused" in str(info.value) and "\n" not in str(info.value)
     assert WARM_RETRY_S - 0.6 < elapsed < WARM_RETRY_S + 1.0, elapsed
     await asyncio.sleep(0)
+
+
+def test_an_html_error_page_is_reported_by_its_words() -> None:
+    from voicelat.stages.http import error_message
+
+    page = (
+        b'<!DOCTYPE HTML>\n<html lang="en">\n<head><meta charset="utf-8">'
+        b"<title>Error response</title></head>\n<body><h1>Error response</h1>"
+        b"<p>Error code: 501</p><p>Message: Unsupported method ('POST').</p></body></html>"
+    )
+    message = error_message(page)
+    assert message.startswith("HTML page: Error response")
+    assert "Unsupported method ('POST')" in message and "<" not in message

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import errno
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self
@@ -96,6 +97,9 @@ def _rawerror_message(body: bytes) -> str:
         data = json.loads(body)
     except ValueError:
         text = scrub_secrets(body[:4096].decode("utf-8", errors="replace"))
+        if text.lstrip().startswith("<"):
+            # An HTML error page (a plain web server, a proxy): its words, not its markup.
+            text = "HTML page: " + " ".join(_TAG.sub(" ", _HEAD.sub(" ", text)).split())
         return text[:200].strip() or "(empty body)"
     if isinstance(data, dict):
         msg = stream_error(data) or data.get("detail") or data.get("message")
@@ -140,6 +144,9 @@ def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
         return f"connection to {url} failed: {describe_exception(exc)}"
     return f"request to {url} failed: {describe_exception(exc)}"
 
+
+_HEAD = re.compile(r"<(head|style|script)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"<[^>]*>")
 
 #: How long a refused first warm-up is retried (a transient refusal used to abort the run).
 WARM_RETRY_S = 2.0
