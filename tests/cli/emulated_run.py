@@ -23,10 +23,12 @@ KEY_ENV = "VOICELAT_EMULATOR_KEY"
 PIPELINE = (ROOT / "pipelines" / "emulated-openai.toml").read_text()
 
 
-def popen(*args: str) -> subprocess.Popen[str]:
-    """``python -m voicelat ARGS`` with pipes, the emulator's key set."""
+def popen(*args: str, sigint_ignored: bool = False) -> subprocess.Popen[str]:
+    """``python -m voicelat ARGS`` with pipes, the emulator's key set; ``sigint_ignored`` starts
+    it the way a shell starts a background job (``voicelat run &`` in a script)."""
     return subprocess.Popen(
         [sys.executable, "-m", "voicelat", *args],
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

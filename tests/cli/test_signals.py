@@ -100,3 +100,13 @@ def test_compare_stopped_by_sigterm_writes_every_summary(tmp_path: Path, emulato
     assert summaries, list(out.rglob("*"))
     for s in summaries:
         assert json.loads(s.read_text())["run"]["status"] == "interrupted"
+
+
+def test_a_background_job_with_sigint_ignored_still_stops_cleanly_on_sigterm(
+    tmp_path: Path, emulator: str
+) -> None:
+    out = tmp_path / "out"
+    proc = popen("run", *_run_args(tmp_path, emulator, out), sigint_ignored=True)
+    _, stderr = _signal_after_first_turn(proc, signal.SIGTERM, _turn_marker())
+    assert proc.returncode == 143, stderr
+    assert json.loads((out / "summary.json").read_text())["run"]["status"] == "interrupted"
