@@ -48,7 +48,8 @@ def SHORT(fn: F) -> F:
 
 def LONG(fn: F) -> F:
     """The long profile: marked ``fuzz`` (left out of the default run by pyproject's addopts)."""
-    return pytest.mark.fuzz(_LONG(fn))  # type: ignore[no-any-return]
+    # 10^5 cases take minutes: no per-test timeout (pyproject's 600 s would cut the run short).
+    return pytest.mark.fuzz(pytest.mark.timeout(0)(_LONG(fn)))  # type: ignore[no-any-return]
 
 
 @contextmanager
