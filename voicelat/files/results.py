@@ -181,6 +181,15 @@ def write_summary(run_dir: Path, summary: RunSummary | Mapping[str, Any]) -> Pat
     return path
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The topmost directory of ``path`` that does not exist yet (None when it exists)."""
+    if path.exists():
+        return None
+    while not path.parent.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
 def check_out_dir(path: Path) -> None:
     """A results directory a run can write: empty or new, creatable, writable.
 
@@ -192,10 +201,17 @@ def check_out_dir(path: Path) -> None:
     try:
         if path.is_dir() and any(path.iterdir()):
             raise ConfigError(f"results directory {path} is not empty: choose another --out")
+        created = _first_missing(path)
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".voicelat-write-test"
         probe.write_bytes(b"x")
         probe.unlink()
+        # Leave nothing behind: a run refused later (a bad flag) must not leave an empty --out.
+        while created is not None:
+            path.rmdir()
+            if path == created:
+                break
+            path = path.parent
     except (NotADirectoryError, FileExistsError):
         raise ConfigError(
             f"--out {path} is under a file, not a directory: choose another --out"
