@@ -17,8 +17,10 @@ class VoicelatError(Exception):
     exit_code = EXIT_USAGE
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
-        # Every startup error passes here: a key a server echoed never reaches stderr.
-        super().__init__(scrub_secrets(message))
+        # Every startup error passes here: a key a server echoed never reaches stderr, and the
+        # message stays one line whatever it quotes (a TOML key may hold a newline).
+        one_line = message.strip().replace("\r", "\\r").replace("\n", "\\n")
+        super().__init__(scrub_secrets(one_line))
         if exit_code is not None:
             self.exit_code = exit_code
 
