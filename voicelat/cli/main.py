@@ -48,6 +48,7 @@ _SUBCOMMANDS = (
     "voicelat.cli.serve",
     "voicelat.cli.endpointing",
     "voicelat.cli.whatif",
+    "voicelat.cli.fixtures",
 )
 
 
