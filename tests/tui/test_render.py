@@ -138,8 +138,9 @@ def test_spans_table_lists_connect_and_ttfb_per_stage() -> None:
     text = text_of(spans_table(model.span_dists()), width=60)
     lines = text.splitlines()
     assert any(line.split()[:2] == ["stt", "connect"] for line in lines if line.strip())
-    ttfb = next(line for line in lines if "TTFB (headers)" in line).split()
+    ttfb = next(line for line in lines if "response headers" in line).split()
     assert ttfb[-4:] == ["2.8", "3.3", "3.4", "14"]
+    assert "TTFB" not in text  # read as "first token" by Pipecat/LiveKit users (issue 18)
     assert "no network sub-spans" in text_of(spans_table({}))
 
 
@@ -178,7 +179,7 @@ def test_turn_detail_shows_milestones_spans_texts_and_lags() -> None:
     assert "✗ 1 word(s) differ" in text  # Whisper wrote "10" for "ten"
     assert turn.reply and turn.reply in text
     assert "pacer lag       max 1.0 ms" in text
-    assert "TTFB (headers)" in text and "connect" in text
+    assert "response headers" in text and "connect" in text
     assert _total(text, "e2e") == round(turn.e2e_ns / MS)  # type: ignore[operator]
 
 

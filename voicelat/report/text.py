@@ -69,15 +69,25 @@ def _band_lines(s: RunSummary) -> list[str]:
     return lines
 
 
+def from_endpoint(s: RunSummary) -> str:
+    """``; from the endpoint: P50 band X ms, P90 band Y ms`` (e2e less endpointing, what a
+    client that stops its clock at its own audio-stop measures), or nothing without bands."""
+    if s.e2e.p50 is None or s.metric("endpointing").p50 is None:
+        return ""
+    parts = []
+    for p in (50, 90):
+        band = s.band(p)
+        if band is not None:
+            ms = fmt_ms(band.mean_e2e_ns - band.segments_ns.get("endpointing", 0))
+            parts.append(f"P{p} band {ms} ms")
+    return f"; from the endpoint: {', '.join(parts)}" if parts else ""
+
+
 def _count_lines(s: RunSummary) -> list[str]:
     e2e, c = s.e2e, s.counts
-    e2e_ep = None
-    band = s.band(50)
-    if e2e.p50 is not None and s.metric("endpointing").p50 is not None and band is not None:
-        e2e_ep = band.mean_e2e_ns - band.segments_ns.get("endpointing", 0)
     lines = [
         f"e2e P50 {fmt_ms(e2e.p50)} ms  P90 {fmt_ms(e2e.p90)} ms  (n={e2e.n} warm turns)"
-        + (f"; from the endpoint (P50 band): {fmt_ms(e2e_ep)} ms" if e2e_ep is not None else ""),
+        + from_endpoint(s),
         f"turns: {c.turns} run, {c.headline} in the headline, "
         f"{c.warmup} warm-up and {c.cold} cold excluded, {c.failed} failed"
         + (f", {c.interrupted} interrupted (barge-in)" if c.interrupted else ""),

@@ -52,7 +52,9 @@ LIVE_MILESTONES: tuple[str, ...] = (
 SPAN_ORDER: tuple[str, ...] = ("connect", "tls", "request_sent", "response_headers", "pool_wait")
 
 #: Readable names for span names that are protocol jargon.
-SPAN_LABELS: dict[str, str] = {"response_headers": "TTFB (headers)"}
+# "TTFB" alone reads as time to first token to Pipecat and LiveKit users: these are the HTTP
+# response headers, which arrive before any token or audio.
+SPAN_LABELS: dict[str, str] = {"response_headers": "response headers"}
 
 
 # -- events from the measuring process --------------------------------------------------------
