@@ -91,6 +91,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
         ),
     )
     add_run_arguments(ci)
+    _ci_help(ci)
     ci.add_argument(
         "--budget",
         "-b",
@@ -153,6 +154,15 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     save.add_argument("dest", type=Path, metavar="DEST", help="baseline directory to write")
     save.set_defaults(func=cmd_baseline_save)
     return ci
+
+
+def _ci_help(ci: argparse.ArgumentParser) -> None:
+    # The run options are shared with `run`; two of their help texts are wrong for `ci`.
+    for action in ci._actions:
+        if "--tui" in action.option_strings:  # `ci` never opens the TUI
+            action.help = argparse.SUPPRESS
+        elif "--out" in action.option_strings:
+            action.help = "results directory (default: runs/<time>-<pipeline>-ci)"
 
 
 # -- inputs ----------------------------------------------------------------------------------
