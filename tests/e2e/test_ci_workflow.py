@@ -14,6 +14,7 @@ baseline) and once as a pull request (the gate compares with it).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -195,6 +196,9 @@ def test_workflow_steps_run_as_a_script(tmp_path: Path) -> None:
         assert "GATE PASSED" in log
         assert (work / "baseline" / "summary.json").is_file()
         assert (work / "ci-results" / "junit.xml").is_file()
+        summary = json.loads((work / "ci-results" / "run" / "summary.json").read_text())
+        llm = summary["stages"]["llm"]  # the stack's server, not its HTTP header ("uvicorn")
+        assert llm["server"] == "llama-cpp-python" and isinstance(llm["server_pid"], int), llm
         assert any((home / ".cache" / "voicelat" / "models").glob("*.gguf")), "asset cache"
         installed = subprocess.run(
             [str(py / "bin" / "python"), "-c", "import voicelat; print(voicelat.__file__)"],

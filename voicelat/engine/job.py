@@ -135,7 +135,13 @@ def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
         info(f"  {line}")
     try:
         yield {
-            s.name: {"url": s.url, "version": s.version, "reused": s.name not in stack.started}
+            s.name: {
+                "url": s.url,
+                "package": s.package,
+                "version": s.version,
+                "pid": s.pid,
+                "reused": s.name not in stack.started,
+            }
             for s in status
         }
     finally:

@@ -39,6 +39,7 @@ from voicelat.engine.load import Barrier, Session, SessionPool, closed_loop, ope
 from voicelat.engine.probes import LoopLagProbe, freeze_gc, unfreeze_gc
 from voicelat.engine.progress import NullObserver, Observer
 from voicelat.engine.s2s_turn import S2STurnEngine
+from voicelat.engine.servers import with_stack_servers
 from voicelat.engine.stageset import StageSet
 from voicelat.engine.turn import FRAME_MS, FrameSource, Sink, TurnEngine, TurnInput
 from voicelat.engine.writer import TurnsWriterThread
@@ -275,7 +276,11 @@ class Runner:
             },
             pipeline=self.pipeline.to_json(),
             fixtures=[f.to_json() for f in self.fixtures],
-            stages=self.stages.describe() if self.stages is not None else {},
+            stages=(
+                with_stack_servers(self.stages.describe(), self.stack_info)
+                if self.stages is not None
+                else {}
+            ),
             loop_lag_ns=list(self.loop_lag.lags),
             budget=self.pipeline.budget,
         ) | {"fixture_set_sha256": fixture_set_hash(list(self.fixtures))}

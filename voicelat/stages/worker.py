@@ -241,6 +241,7 @@ class WorkerStage:
 
     _worker: WorkerProcess | None = None
     _used: bool = False
+    _last_info: dict[str, Any] | None = None
 
     async def __aenter__(self) -> Self:
         self._worker = WorkerProcess(
@@ -251,6 +252,9 @@ class WorkerStage:
 
     async def __aexit__(self, *exc: object) -> None:
         if self._worker is not None:
+            # The run's summary describes its stages after they are closed: keep what the
+            # engine said about itself (version, pid), or the results record nulls.
+            self._last_info = dict(self._worker.info)
             await self._worker.close()
             self._worker = None
 
@@ -259,7 +263,8 @@ class WorkerStage:
 
     @property
     def worker_info(self) -> dict[str, Any]:
-        return dict(self._worker.info) if self._worker else {}
+        """What the engine reported about itself (version, pid, ...), also after it stopped."""
+        return dict(self._worker.info) if self._worker else dict(self._last_info or {})
 
     def _first_use(self) -> bool:
         """True once: the first request on the loaded engine is reported cold."""
