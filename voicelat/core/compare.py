@@ -84,9 +84,11 @@ class Comparison:
         if self.verdict == NOT_SIGNIFICANT:
             return NOT_SIGNIFICANT
         iv = self.interval
+        # A decimal below 10 ms: a 0.2 ms change of a 1 ms hand-off printed "-0 ms [-0, -0]".
         text = (
-            f"{fmt_ms(iv.estimate, sign=True)} ms "
-            f"[{fmt_ms(iv.low, sign=True)}, {fmt_ms(iv.high, sign=True)}]"
+            f"{fmt_ms(iv.estimate, sign=True, fine_below_ms=10)} ms "
+            f"[{fmt_ms(iv.low, sign=True, fine_below_ms=10)}, "
+            f"{fmt_ms(iv.high, sign=True, fine_below_ms=10)}]"
         )
         if self.baseline_ns > 0 and self.current_ns > 0:
             ratio = self.current_ns / self.baseline_ns

@@ -33,6 +33,9 @@ def fmt_ms(
     ms = ns / NS_PER_MS
     places = 1 if fine_below_ms is not None and abs(ms) < fine_below_ms else decimals
     text = f"{ms:+.{places}f}" if sign else f"{ms:.{places}f}"
+    if text.lstrip("+-").strip("0.") == "":
+        # -0.3 ms rounds to "-0": a zero has no sign worth printing ("+0" for differences).
+        text = text.replace("-", "+") if sign else text.lstrip("-")
     return f"{text}{unit}".rjust(width)
 
 

@@ -78,8 +78,9 @@ class VsBest:
             return NOT_SIGNIFICANT
         assert self.low is not None and self.high is not None
         return (
-            f"{fmt_ms(self.estimate, sign=True)} ms "
-            f"[{fmt_ms(self.low, sign=True)}, {fmt_ms(self.high, sign=True)}]"
+            f"{fmt_ms(self.estimate, sign=True, fine_below_ms=10)} ms "
+            f"[{fmt_ms(self.low, sign=True, fine_below_ms=10)}, "
+            f"{fmt_ms(self.high, sign=True, fine_below_ms=10)}]"
         )
 
 
