@@ -582,7 +582,14 @@ def turn_detail(turn: Turn, budget: Mapping[str, object], p: int) -> RenderableT
     parts += _turn_body(turn, budget, p)
 
     ms = Table(
-        title="Milestones", title_style="bold", box=None, header_style="bold", pad_edge=False
+        title="Milestones",
+        title_style="bold",
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+        caption=_audible_after_done(turn),
+        caption_style=DIM,
+        caption_justify="left",
     )
     ms.add_column("milestone")
     ms.add_column("from speech_end ms", justify="right")
@@ -650,6 +657,17 @@ def turn_detail(turn: Turn, budget: Mapping[str, object], p: int) -> RenderableT
 
 
 # -- lines ---------------------------------------------------------------------------------
+def _audible_after_done(turn: Turn) -> str | None:
+    """Why ``tts_done`` can come before ``tts_first_audible`` (a TTS faster than real time)."""
+    done, audible = turn.milestones.get("tts_done"), turn.milestones.get("tts_first_audible")
+    if done is None or audible is None or done >= audible:
+        return None
+    return (
+        "tts_first_audible is when its sample plays (first byte + leading silence): "
+        "the TTS had sent all its audio before that"
+    )
+
+
 def title_line(model: RunModel) -> Text:
     """Which run this is: live or saved, pipeline, start time."""
     out = Text("voicelat ", style="bold")
