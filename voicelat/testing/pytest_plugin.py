@@ -195,6 +195,16 @@ def assert_latency(
         raise AssertionError("\n".join([*lines, *summary.explain()]))
 
 
+#: wyoming 1.x imports ``audioop`` (deprecated since Python 3.11) when it is imported: not the
+#: test author's code and nothing they can act on, so it stays out of every test report.
+AUDIOOP_FILTER = r"ignore:'audioop' is deprecated:DeprecationWarning:wyoming\.audio"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep wyoming's audioop deprecation warning out of the test summary."""
+    config.addinivalue_line("filterwarnings", AUDIOOP_FILTER)
+
+
 def pytest_assertrepr_compare(
     config: pytest.Config, op: str, left: object, right: object
 ) -> list[str] | None:
