@@ -49,6 +49,7 @@ _SUBCOMMANDS = (
     "voicelat.cli.endpointing",
     "voicelat.cli.whatif",
     "voicelat.cli.fixtures",
+    "voicelat.cli.completion",
 )
 
 
