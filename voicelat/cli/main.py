@@ -20,8 +20,8 @@ from typing import Any
 
 from voicelat.cli import run as _run
 from voicelat.cli import signals as _signals
+from voicelat.cli.version import VersionAction
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, VoicelatError
-from voicelat.core.version import __version__
 
 __all__ = ["build_parser", "main"]
 
@@ -55,7 +55,7 @@ _SUBCOMMANDS = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="voicelat", description="Latency profiler for realtime voice pipelines.")
-    parser.add_argument("--version", action="version", version=f"voicelat {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _run.add_parser(sub).set_defaults(func=_run.cmd_run)
     for module in _SUBCOMMANDS:
