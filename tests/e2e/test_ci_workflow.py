@@ -18,13 +18,14 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.e2e.fresh_clone import make_clone, pip_cache_or_skip, relax_budget
 
 yaml = pytest.importorskip("yaml")
 
@@ -122,65 +123,21 @@ def _script(job: dict[str, Any], names: list[str], ref: str) -> str:
     return "\n".join(parts).replace("--repeat 2", _SHORT)
 
 
-_PORT_VARS = ("VOICELAT_STT_PORT", "VOICELAT_TTS_PORT", "VOICELAT_LLM_PORT")
-
-
-def _free_port() -> int:
-    # Away from the default ports: a developer's own stack may be running on them.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _cached_llama_wheel(pip_cache: Path) -> bool:
-    return any((pip_cache / "wheels").rglob("llama_cpp_python-*.whl"))
-
-
-def _copy_checkout(dest: Path) -> None:
-    ignore = shutil.ignore_patterns(
-        ".git", ".venv", "runs", "ci-results", "__pycache__", "*.egg-info"
-    )
-    shutil.copytree(ROOT, dest, ignore=ignore)
-    # The budget is not under test here (a loaded test machine may break the 2-core one), the
-    # workflow is: the copy's pipeline gets limits no run that works can break.
-    local = dest / "pipelines" / "local.toml"
-    text = local.read_text()
-    for key in ("p50_ms = ", "p90_ms = "):
-        text = re.sub(rf"^{key}\d+", f"{key}60000", text, flags=re.M)
-    local.write_text(text)
-
-
 @pytest.mark.slow
 @pytest.mark.stack
 def test_workflow_steps_run_as_a_script(tmp_path: Path) -> None:
-    pip_cache = Path(
-        subprocess.run(
-            [sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True
-        ).stdout.strip()
-        or Path.home() / ".cache" / "pip"
-    )
-    if not _cached_llama_wheel(pip_cache):
-        pytest.skip("no llama-cpp-python wheel in pip's cache (install voicelat[local] once)")
+    pip_cache = pip_cache_or_skip()
     job = _job()
-    work, home, py = tmp_path / "checkout", tmp_path / "home", tmp_path / "python"
-    _copy_checkout(work)
-    home.mkdir()
+    py = tmp_path / "python"
     # setup-python: a fresh interpreter environment first on PATH (the base interpreter, not
     # the test's virtual environment, so nothing of voicelat is installed in it yet).
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(py)], check=True)
+    clone = make_clone(tmp_path, pip_cache, path_prefix=py / "bin")
+    relax_budget(clone.work)
+    work, home, env = clone.work, clone.home, clone.env
     summary_md = tmp_path / "step-summary.md"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VOICELAT_", "VIRTUAL_ENV"))}
-    env.update({k: str(_free_port()) for k in _PORT_VARS})
-    env.update(
-        HOME=str(home),
-        PATH=f"{py / 'bin'}:{os.environ['PATH']}",
-        PIP_CACHE_DIR=str(pip_cache),  # the cache setup-python restores
-        VOICELAT_STATE_DIR=str(tmp_path / "stack-state"),
-        GITHUB_STEP_SUMMARY=str(summary_md),
-        **{k: str(v) for k, v in job["env"].items()},
-    )
-    env.pop("PYTHONPATH", None)
+    env.update(GITHUB_STEP_SUMMARY=str(summary_md), **{k: str(v) for k, v in job["env"].items()})
     try:
         push = subprocess.run(
             ["bash", "-c", _script(job, ["Install", "Latency gate"], "refs/heads/main")],
