@@ -137,16 +137,32 @@ async def test_q_quits_from_the_main_screen_and_from_the_detail() -> None:
 
 async def test_a_terminal_too_small_gets_a_message_not_a_garbled_screen() -> None:
     app = VoicelatApp(saved_model())
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(50, 15)) as pilot:
         await pilot.pause()
         assert app.screen.has_class("-too-small")
         assert not app.query_one("#main").display
         message = _text(app, "#too-small")
-        assert "Terminal too small: 80×24" in message and "at least 100×30" in message
+        assert "Terminal too small: 50×15" in message and "at least 60×18" in message
         await pilot.resize_terminal(*SIZE)
         await pilot.pause()
         assert not app.screen.has_class("-too-small")
         assert app.query_one("#main").display
+
+
+async def test_a_default_80x24_terminal_gets_the_compact_layout() -> None:
+    app = VoicelatApp(saved_model())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.screen.has_class("-compact") and not app.screen.has_class("-too-small")
+        assert app.query_one("#main").display
+        # The waterfall and the turns table, full width; the side panes need the full layout.
+        assert app.query_one("#waterfall").display and app.query_one("#turns").display
+        assert not app.query_one("#turn").display and not app.query_one("#stats").display
+        assert app.query_one("#waterfall").region.width == 80
+        await pilot.resize_terminal(*SIZE)
+        await pilot.pause()
+        assert not app.screen.has_class("-compact")
+        assert app.query_one("#turn").display and app.query_one("#stats").display
 
 
 async def test_skipped_lines_are_announced() -> None:

@@ -58,4 +58,9 @@ def test_live_turn_in_flight(snap_compare: Any) -> None:
 
 
 def test_terminal_too_small(snap_compare: Any) -> None:
+    assert snap_compare(VoicelatApp(saved_model()), terminal_size=(50, 15))
+
+
+def test_compact_layout_in_80x24(snap_compare: Any) -> None:
+    # A default terminal: the whole P50 waterfall over the turns table, no refusal.
     assert snap_compare(VoicelatApp(saved_model()), terminal_size=(80, 24))

@@ -48,9 +48,13 @@ from voicelat.tui.render import (
     turn_pane,
 )
 
-#: Below this the panes cannot show a waterfall legibly: say so instead of drawing a mess.
-MIN_WIDTH = 100
-MIN_HEIGHT = 30
+#: The full layout (the turn and the waterfall side by side, the percentile tables beside the
+#: turns). Below it the compact layout shows the waterfall over the turns table, full width.
+FULL_WIDTH = 100
+FULL_HEIGHT = 30
+#: Below this even the compact layout cannot show a waterfall legibly: say so instead.
+MIN_WIDTH = 60
+MIN_HEIGHT = 18
 
 #: How often the UI drains the event queue (s). Slower than a frame, fast enough to look live.
 POLL_S = 0.05
@@ -188,6 +192,10 @@ class VoicelatApp(App[None]):
 
     def _check_size(self, width: int, height: int) -> None:
         small = width < MIN_WIDTH or height < MIN_HEIGHT
+        # A default 80x24 terminal gets the compact layout, not a refusal.
+        self.screen.set_class(
+            not small and (width < FULL_WIDTH or height < FULL_HEIGHT), "-compact"
+        )
         self.screen.set_class(small, "-too-small")
         if small:
             self.query_one("#too-small", Static).update(
