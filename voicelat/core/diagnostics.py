@@ -29,6 +29,10 @@ header → first event gaps      ≥ 50 % of   gaps of a quantum near 40 ms, tig
                                            bench/accuracy.py --wire); check the server's
                                            TCP_NODELAY. Over a network the wait shows as
                                            40 ms + RTT, which this window does not look for.
+LLM chunk gap max, per turn    > 10x the   the server was starved mid-reply (a loaded machine:
+                               run's       1.4 tokens/s, 2.5 s gaps were seen with a 15 ms
+                               median gap  median): that turn's figures describe the machine,
+                               and 250 ms  not the model; the turns are named
 =============================  ==========  ====================================================
 
 A server that really takes a fixed ~40 ms between its headers and its first event trips the
@@ -64,6 +68,8 @@ class TrustThresholds:
     quantum_min_count: int = 3
     quantum_min_share: float = 0.5
     quantum_max_spread_ns: int = 5 * NS_PER_MS
+    starved_gap_factor: float = 10.0
+    starved_gap_floor_ns: int = 250 * NS_PER_MS
 
 
 @dataclass(frozen=True)
@@ -211,6 +217,37 @@ def _nagle(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Re
     return reasons
 
 
+def _starved(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
+    # Against the run's own median gap: a slow model streams slowly everywhere, a starved
+    # server stops for seconds in some turns.
+    medians = [
+        v for x in measured if isinstance(v := x.figures.get("llm_chunk_gap_p50_ns"), int | float)
+    ]
+    if not medians:
+        return []
+    median = percentile([float(v) for v in medians], 50)
+    limit = max(t.starved_gap_factor * median, t.starved_gap_floor_ns)
+    starved = [
+        (x.index, float(g))
+        for x in measured
+        if isinstance(g := x.figures.get("llm_chunk_gap_max_ns"), int | float) and g > limit
+    ]
+    checks["llm_chunk_gap_median_ns"] = round(median)
+    checks["llm_starved_turns"] = len(starved)
+    if not starved:
+        return []
+    worst = max(g for _, g in starved)
+    names = ", ".join(f"#{i}" for i, _ in starved[:8]) + (" ..." if len(starved) > 8 else "")
+    return [
+        _reason(
+            "server_starved",
+            f"llm: chunk gaps up to {_ms(worst)} on {len(starved)} turn(s) ({names}), over "
+            f"{t.starved_gap_factor:g}x the run's median gap of {_ms(median)}: the server was "
+            "starved mid-reply (a loaded machine?); distrust those turns",
+        )
+    ]
+
+
 def assess_trust(
     turns: Sequence[Turn],
     loop_lag_ns: Sequence[int],
@@ -230,6 +267,7 @@ def assess_trust(
         *_pacer_lag(measured, t, checks),
         *_schedule_lag(measured, t, checks),
         *_nagle(measured, t, checks),
+        *_starved(measured, t, checks),
     ]
     return {
         "trustworthy": not reasons,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from voicelat.core.display import fmt_ms
 from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 from voicelat.core.turn import Turn
@@ -103,9 +105,33 @@ def _count_lines(s: RunSummary) -> list[str]:
     lag = s.loop_lag
     if lag.n:
         lines.append(
-            f"event-loop lag P50 {fmt_ms(lag.p50)} ms, max {fmt_ms(lag.max)} ms (n={lag.n})"
+            f"event-loop lag P50 {fmt_ms(lag.p50)} ms, P99 {fmt_ms(lag.p99)} ms, "
+            f"max {fmt_ms(lag.max)} ms (n={lag.n})"
         )
     return lines
+
+
+def trust_judged(checks: Mapping[str, float], thresholds: Mapping[str, float]) -> str:
+    """What a passing trust check looked at, with the measured values against the limits
+    (a bare "ok" beside an event-loop lag max of 33 ms, judged at its P99, reads as a contradiction)."""
+    parts = []
+    if "loop_lag_p99_ns" in checks:
+        limit = thresholds.get("loop_lag_p99_ms")
+        parts.append(
+            f"event-loop lag P99 {fmt_ms(checks['loop_lag_p99_ns'], decimals=1)} ms"
+            + (f" <= {limit:g} ms" if isinstance(limit, int | float) else "")
+        )
+    if "pacer_lag_late_turns" in checks:
+        parts.append(f"pacer late on {int(checks['pacer_lag_late_turns'])} turn(s)")
+    if "schedule_lag_p99_ns" in checks:
+        parts.append(f"schedule lag P99 {fmt_ms(checks['schedule_lag_p99_ns'])} ms")
+    if "llm_starved_turns" in checks:
+        parts.append(
+            f"no LLM stall over {thresholds.get('starved_gap_factor', 10):g}x the median "
+            f"chunk gap ({fmt_ms(checks.get('llm_chunk_gap_median_ns'), decimals=1)} ms)"
+        )
+    parts.append("transport checks passed")
+    return ", ".join(parts)
 
 
 def _load_lines(s: RunSummary) -> list[str]:
@@ -135,7 +161,7 @@ def _load_lines(s: RunSummary) -> list[str]:
     trust = s.trust
     if trust is not None:
         if trust.trustworthy:
-            lines.append("trust: ok (event-loop lag, pacer lag and transport checks passed)")
+            lines.append(f"trust: ok ({trust_judged(trust.checks, trust.thresholds)})")
         else:
             lines.append("TRUST: these figures may not be reliable:")
             lines.extend(f"  - {r.message}" for r in trust.reasons)
