@@ -17,7 +17,14 @@ from tests.helpers import ROOT
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *ROOT.glob("examples/*/*.md")])
 TOP = ("voicelat", "tests", "bench", "docs", "pipelines", "fixtures", "examples", "scripts")
 #: Names of files a run or the user writes, not files of the repository.
-WRITTEN = {"report.md", "comparison.md", "manifest.json", "summary.json", "turns.jsonl"}
+WRITTEN = {
+    "report.md",
+    "comparison.md",
+    "endpointing.md",
+    "manifest.json",
+    "summary.json",
+    "turns.jsonl",
+}
 
 
 def _exists(doc: Path, ref: str) -> bool:
