@@ -272,7 +272,7 @@ def load_run(path: Path) -> LoadedRun:
         if not isinstance(summary, dict):
             raise VoicelatError(f"{summary_path} is not a voicelat summary (not a JSON object)")
         check_schema(summary.get("schema_version"), summary_path)
-        if "counts" not in summary:
+        if set(summary) <= {"schema_version"}:
             # Only a schema_version (a damaged or hand-made file): it would hide every valid
             # turn behind "0 turns"; the readers summarize the turns themselves instead.
             summary = None
