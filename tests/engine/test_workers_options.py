@@ -62,6 +62,8 @@ def test_the_event_loop_follows_voicelat_loop(monkeypatch: pytest.MonkeyPatch) -
     async def which() -> str:
         return type(asyncio.get_running_loop()).__module__.split(".")[0]
 
+    monkeypatch.delenv(LOOP_ENV, raising=False)
+    assert loop_kind() == "asyncio"  # uvloop is opt-in, installed or not
     monkeypatch.setenv(LOOP_ENV, "asyncio")
     assert loop_kind() == "asyncio" and run_measuring_loop(which()) == "asyncio"
     monkeypatch.setenv(LOOP_ENV, "bogus")
