@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
+from typing import ClassVar
 
 from voicelat.core.events import Audio, Done, EndOfTurn, Failed, ServerSpeech
 from voicelat.core.plan import PlannedTurn
@@ -58,16 +58,7 @@ def with_silence_tail(inp: TurnInput, tail_ms: int = TAIL_MS) -> TurnInput:
 class S2STurnEngine(TurnEngine):
     """Runs one speech-to-speech turn at a time (see the module docstring)."""
 
-    def recorder(self, planned: PlannedTurn, *, expected: str | None = None) -> S2SRecorder:
-        return S2SRecorder(
-            index=planned.index,
-            fixture=planned.fixture,
-            t0_ns=0,
-            repeat=planned.repeat,
-            warmup=planned.warmup,
-            expected=expected,
-            wall_time_ns=time.time_ns(),  # a label, never a duration
-        )
+    recorder_class: ClassVar[type[TurnRecorder]] = S2SRecorder
 
     async def body(
         self,

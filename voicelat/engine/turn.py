@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from voicelat.audio import (
     PCM,
@@ -150,6 +150,8 @@ class TurnEngine:
     loop_lag: LoopLagProbe | None = None
     out_dir: Path | None = None
     spin_ns: int | None = None
+    #: What records a turn: the cascade's recorder here, the S2S one in ``S2STurnEngine``.
+    recorder_class: ClassVar[type[TurnRecorder]] = TurnRecorder
 
     # -- a whole fixture turn ------------------------------------------------------------------
     async def run(
@@ -189,7 +191,7 @@ class TurnEngine:
     # -- the pieces a caller with its own control flow (live sessions) composes ---------------
     def recorder(self, planned: PlannedTurn, *, expected: str | None = None) -> TurnRecorder:
         """A recorder for ``planned`` (``t0_ns`` is set when its first frame goes out)."""
-        return TurnRecorder(
+        return self.recorder_class(
             index=planned.index,
             fixture=planned.fixture,
             t0_ns=0,
