@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from voicelat.core.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
-from voicelat.stages.options import OptionProblem, parse_options
+from voicelat.stages.options import parse_options, require_one_of
 from voicelat.stages.protocols.cartesia import CartesiaProtocol, CartesiaVoice
 
 __all__ = ["CartesiaOptions", "CartesiaTTS"]
@@ -45,8 +45,7 @@ class CartesiaOptions(WsOptions):
     )
 
     def check(self) -> None:
-        if self.rate not in _RATES:
-            raise OptionProblem("rate", f"rate must be one of {', '.join(map(str, _RATES))}")
+        require_one_of("rate", self.rate, _RATES)
 
 
 class CartesiaTTS(WsStage):

@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed
 
 from voicelat.core.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
-from voicelat.stages.options import OptionProblem, parse_options, query_strings
+from voicelat.stages.options import OptionProblem, parse_options, query_strings, require_one_of
 from voicelat.stages.protocols.elevenlabs import ElevenLabsProtocol, init_message
 
 __all__ = ["ElevenLabsOptions", "ElevenLabsTTS"]
@@ -55,9 +55,7 @@ class ElevenLabsOptions(WsOptions):
     )
 
     def check(self) -> None:
-        if self.rate not in _RATES:
-            rates = ", ".join(map(str, _RATES))
-            raise OptionProblem("rate", f"rate must be one of {rates} (pcm_<rate>)")
+        require_one_of("rate", self.rate, _RATES, "(pcm_<rate>)")
         schedule = self.chunk_length_schedule
         if schedule is not None and not all(50 <= v <= 500 for v in schedule):
             raise OptionProblem(

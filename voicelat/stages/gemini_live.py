@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed
 
 from voicelat.core.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
-from voicelat.stages.options import OptionProblem, parse_options
+from voicelat.stages.options import OptionProblem, parse_options, require_one_of
 from voicelat.stages.protocols.base import json_object, json_text
 from voicelat.stages.protocols.gemini_live import (
     INPUT_RATE,
@@ -61,10 +61,7 @@ class GeminiLiveOptions(WsOptions):
     rate: int = INPUT_RATE
 
     def check(self) -> None:
-        if self.activity_detection not in _DETECTION:
-            raise OptionProblem(
-                "activity_detection", f"activity_detection must be one of {', '.join(_DETECTION)}"
-            )
+        require_one_of("activity_detection", self.activity_detection, _DETECTION)
         if self.rate != INPUT_RATE:
             raise OptionProblem("rate", f"rate must be {INPUT_RATE}: Live audio input is 16 kHz")
 

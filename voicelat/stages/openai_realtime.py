@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 from voicelat.core.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
-from voicelat.stages.options import OptionProblem, parse_options
+from voicelat.stages.options import OptionProblem, parse_options, require_one_of
 from voicelat.stages.protocols.base import json_object, json_text
 from voicelat.stages.protocols.openai_realtime import (
     RATE,
@@ -56,11 +56,7 @@ class OpenAIRealtimeOptions(WsOptions):
     rate: int = RATE
 
     def check(self) -> None:
-        if self.turn_detection not in TURN_DETECTION:
-            raise OptionProblem(
-                "turn_detection",
-                f"turn_detection must be one of {', '.join(TURN_DETECTION)}",
-            )
+        require_one_of("turn_detection", self.turn_detection, TURN_DETECTION)
         if self.rate != RATE:
             raise OptionProblem("rate", f"rate must be {RATE}: audio/pcm is 24 kHz only")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
@@ -52,6 +52,13 @@ class OptionProblem(Exception):
         super().__init__(message)
         self.key = key
         self.message = message
+
+
+def require_one_of(key: str, value: object, choices: Sequence[object], why: str = "") -> None:
+    """A stage ``check()``'s "``key`` must be one of ...": the one wording for every choice."""
+    if value not in choices:
+        allowed = ", ".join(map(str, choices))
+        raise OptionProblem(key, f"{key} must be one of {allowed}{' ' + why if why else ''}")
 
 
 def location(values: Mapping[str, Any], key: str | None) -> str:
@@ -155,9 +162,7 @@ def read_secret(table: str, var: str | None) -> str | None:
     problem = check_secret(value)
     if problem is not None:
         # Checked here, before any request: httpx would fail with the key in its message.
-        raise StageError(
-            f"[{table}] the API key in ${var} {problem}: export it again without it"
-        )
+        raise StageError(f"[{table}] the API key in ${var} {problem}: export it again without it")
     register_secret(value)
     return value
 
