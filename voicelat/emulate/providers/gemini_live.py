@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from voicelat.core.clock import now_ns
-from voicelat.emulate.base import Emulator, Route, b64
-from voicelat.emulate.content import SPEAKER_CONTENT, Speaker, pcm_chunks, words
+from voicelat.emulate.base import Route, b64
+from voicelat.emulate.content import SPEAKER_CONTENT, pcm_chunks, words
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import HttpRequest, WsExchange
-from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
+from voicelat.emulate.profile import WS_FAULTS
+from voicelat.emulate.providers._speaking import SpeakingEmulator
 from voicelat.emulate.providers._wsutil import Listener, Outbox
 
 __all__ = ["GeminiLiveEmulator"]
@@ -87,7 +88,7 @@ class _Live:
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
 
-class GeminiLiveEmulator(Emulator):
+class GeminiLiveEmulator(SpeakingEmulator):
     """Gemini Live speech-to-speech sessions."""
 
     name: ClassVar[str] = "gemini-live"
@@ -118,15 +119,7 @@ class GeminiLiveEmulator(Emulator):
         1008: "Request contains an invalid argument.",
     }
 
-    def __init__(self, config: EmulatorConfig) -> None:
-        super().__init__(config)
-        self.speaker = Speaker.from_content(self.content)
-        self._pcm = b""
-
-    async def startup(self) -> None:
-        await self.speaker.startup()
-        # The reply is the same every turn: synthesized once, never on a turn's clock.
-        self._pcm = await self.speaker.speak(str(self.content["reply"]), OUT_RATE)
+    REPLY_RATE: ClassVar[int] = OUT_RATE
 
     def routes(self) -> Sequence[Route]:
         return [Route("WS", _PATH.format(version=v), self.live, "live") for v in _VERSIONS]

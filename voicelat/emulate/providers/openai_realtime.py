@@ -43,11 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from voicelat.core.clock import now_ns
-from voicelat.emulate.base import Emulator, Route, b64, bearer_key
-from voicelat.emulate.content import SPEAKER_CONTENT, Speaker, pcm_chunks, words
+from voicelat.emulate.base import Route, b64, bearer_key
+from voicelat.emulate.content import SPEAKER_CONTENT, pcm_chunks, words
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import HttpRequest, WsExchange
-from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
+from voicelat.emulate.profile import WS_FAULTS
+from voicelat.emulate.providers._speaking import SpeakingEmulator
 from voicelat.emulate.providers._wsutil import Listener, Outbox
 
 __all__ = ["OpenAIRealtimeEmulator"]
@@ -133,7 +134,7 @@ class _Session:
         return float(d.get("silence_duration_ms", 500))
 
 
-class OpenAIRealtimeEmulator(Emulator):
+class OpenAIRealtimeEmulator(SpeakingEmulator):
     """OpenAI Realtime speech-to-speech sessions."""
 
     name: ClassVar[str] = "openai-realtime"
@@ -159,15 +160,7 @@ class OpenAIRealtimeEmulator(Emulator):
     }  # fmt: skip
     CLOSE_REASONS: ClassVar[Mapping[int, str]] = {1011: "server_error", 1008: "policy_violation"}
 
-    def __init__(self, config: EmulatorConfig) -> None:
-        super().__init__(config)
-        self.speaker = Speaker.from_content(self.content)
-        self._pcm = b""
-
-    async def startup(self) -> None:
-        await self.speaker.startup()
-        # The reply is the same every turn: synthesized once, never on a turn's clock.
-        self._pcm = await self.speaker.speak(str(self.content["reply"]), RATE)
+    REPLY_RATE: ClassVar[int] = RATE
 
     def routes(self) -> Sequence[Route]:
         return [Route("WS", "/v1/realtime", self.realtime, "realtime")]
