@@ -14,13 +14,21 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-__all__ = ["MASK", "check_secret", "register_secret", "registered_secrets", "scrub_secrets"]
+__all__ = [
+    "MASK",
+    "check_secret",
+    "forget_secrets",
+    "register_secret",
+    "registered_secrets",
+    "scrub_secrets",
+]
 
 MASK = "***"
 
-#: Keys shorter than this are not scrubbed: blanking "a" everywhere would garble every message
-#: (and a key that short protects nothing anyway).
-_MIN_LEN = 4
+#: Keys shorter than this are not scrubbed: blanking a short word everywhere garbles every
+#: message (a CI machine whose key variable held "bench" turned "benchmark" into "***mark"),
+#: and a key that short protects nothing anyway. Every provider's real keys are far longer.
+_MIN_LEN = 8
 
 _SECRETS: set[str] = set()
 
@@ -40,6 +48,12 @@ def register_secret(value: str) -> None:
 def registered_secrets() -> frozenset[str]:
     """The keys registered so far (for tests)."""
     return frozenset(_SECRETS)
+
+
+def forget_secrets(keep: frozenset[str] = frozenset()) -> None:
+    """Forget every registered key but ``keep`` (a test suite restores the registry between
+    tests so that one test's key never scrubs another's messages)."""
+    _SECRETS.intersection_update(keep)
 
 
 def scrub_secrets(text: str) -> str:
