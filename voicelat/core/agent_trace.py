@@ -1,0 +1,284 @@
+"""An agent's own spans for one turn, mapped onto voicelat's agent-side milestones.
+
+A black-box agent (docs/AGENT-TRACES.md) may export its OpenTelemetry spans to voicelat's
+receiver (:mod:`voicelat.engine.trace_receiver`), which places them on voicelat's monotonic
+clock. This module is the pure half: given the spans that overlap one turn's window, it finds
+the agent's own view of the turn and returns the milestones voicelat's recorder splits the
+black-box total with:
+
+``agent_endpoint``
+    the agent's end of user speech (its VAD / turn stop),
+``agent_stt_final``
+    its transcript ready,
+``agent_llm_first_token``
+    its first LLM token (the LLM span's start + its time to first token),
+``agent_tts_first_byte``
+    its first synthesized audio (the TTS span's start + its time to first byte),
+
+plus the agent's OWN reported figures (``agent_reported_*_ms``) for reports to show beside
+voicelat's, and flags for what the trace did not say. Ordering and clamping of the milestones
+against voicelat's own (``speech_end``, ``first_audio``) is the recorder's job, not this one's.
+
+Two mappings, each documented in docs/AGENT-TRACES.md:
+
+``"pipecat"``
+    Pipecat 1.14's span tree (``conversation`` > ``turn`` > ``stt`` / ``llm`` / ``tts``,
+    ``metrics.ttfb`` in seconds; pipecat/utils/tracing/ of the installed package).
+``"genai"``
+    the OpenTelemetry GenAI semantic conventions, for other frameworks: ``invoke_agent``
+    containers, ``speech_to_text`` / ``chat`` / ``text_to_speech`` operations,
+    ``gen_ai.response.time_to_first_chunk`` in seconds, the realtime ``user_speech`` span.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from voicelat.core.errors import ConfigError
+
+AttrValue = str | int | float | bool
+
+#: The milestones a split may carry, in causal order.
+AGENT_MILESTONES = (
+    "agent_endpoint",
+    "agent_stt_final",
+    "agent_llm_first_token",
+    "agent_tts_first_byte",
+)
+
+#: Flags a split may carry.
+FLAG_PARTIAL = "trace_partial"  # a span of the chain (turn container, stt, llm, tts) is missing
+FLAG_MULTIPLE_TURNS = "trace_multiple_turns"  # the window holds more than one agent turn
+FLAG_NO_TTFB = "trace_no_ttfb"  # an llm/tts/stt span came without its time to first byte
+FLAG_STT_INCOMPLETE = "trace_stt_incomplete"  # Pipecat closed the stt span with no final text
+FLAG_INTERRUPTED = "trace_interrupted"  # the agent says its reply was interrupted
+
+MAPPINGS = ("pipecat", "genai")
+
+_NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class AgentSpan:
+    """One span the agent exported, its times already on voicelat's monotonic clock (ns)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    trace_id: str  # hex
+    span_id: str  # hex
+    parent_id: str | None
+    attributes: Mapping[str, AttrValue]
+
+
+@dataclass(frozen=True)
+class TraceSplit:
+    """What one turn's spans say: agent-side milestones, the agent's own figures, flags."""
+
+    milestones: Mapping[str, int]  # a subset of AGENT_MILESTONES, on voicelat's clock
+    reported: Mapping[str, float]  # agent_reported_{stt,llm,tts}_ttfb_ms, ...
+    flags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """How one framework names a turn and the spans of its chain."""
+
+    is_turn: Callable[[AgentSpan], bool]
+    role: Callable[[AgentSpan], str | None]  # "endpoint" | "stt" | "llm" | "tts" | None
+    ttfb_key: str  # the attribute holding a span's time to first byte/token, seconds
+    # Pipecat has no endpoint span: its STT TTFB runs from its own end-of-speech estimate.
+    endpoint_from_stt_ttfb: bool
+    incomplete_key: str | None  # a bool attribute saying an stt span has no final transcript
+    latency_key: str | None  # a turn attribute with the agent's user->bot latency, seconds
+
+
+def _pipecat_role(span: AgentSpan) -> str | None:
+    return span.name if span.name in ("stt", "llm", "tts") else None
+
+
+_GENAI_ROLES = {
+    "speech_to_text": "stt",
+    "chat": "llm",
+    "generate_content": "llm",
+    "text_completion": "llm",
+    "text_to_speech": "tts",
+    "user_speech": "endpoint",
+}
+
+
+def _genai_op(span: AgentSpan) -> str | None:
+    op = span.attributes.get("gen_ai.operation.name")
+    return op if isinstance(op, str) else None
+
+
+def _genai_role(span: AgentSpan) -> str | None:
+    op = _genai_op(span)
+    if op is None and span.name == "user_speech":
+        op = "user_speech"  # the realtime conventions' opt-in span, by its name
+    return _GENAI_ROLES.get(op or "")
+
+
+_RULES: dict[str, _Rules] = {
+    "pipecat": _Rules(
+        is_turn=lambda s: s.name == "turn",
+        role=_pipecat_role,
+        ttfb_key="metrics.ttfb",
+        endpoint_from_stt_ttfb=True,
+        incomplete_key="stt.incomplete",
+        latency_key="turn.user_bot_latency_seconds",
+    ),
+    "genai": _Rules(
+        is_turn=lambda s: _genai_op(s) == "invoke_agent",
+        role=_genai_role,
+        ttfb_key="gen_ai.response.time_to_first_chunk",
+        endpoint_from_stt_ttfb=False,
+        incomplete_key=None,
+        latency_key=None,
+    ),
+}
+
+
+def split_from_spans(
+    spans: Sequence[AgentSpan], window: tuple[int, int], mapping: str = "pipecat"
+) -> TraceSplit | None:
+    """Map the agent's spans of ONE turn onto agent-side milestones; None when nothing maps.
+
+    ``window`` is (turn start, turn end) on voicelat's clock: the spans overlapping it are the
+    turn's. When they hold several agent turns, the first that produced speech (a TTS span) is
+    taken and the split is flagged ``trace_multiple_turns``; a missing link of the chain is
+    ``trace_partial``.
+    """
+    rules = _RULES.get(mapping)
+    if rules is None:
+        raise ConfigError(f"unknown trace mapping {mapping!r}: use one of {', '.join(MAPPINGS)}")
+    lo, hi = window
+    inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
+    by_id = {s.span_id: s for s in spans}
+    groups: dict[str, list[AgentSpan]] = {}
+    for span in inside:
+        if rules.role(span) is not None:
+            groups.setdefault(_turn_key(span, by_id, rules), []).append(span)
+    if not groups:
+        return None
+    ordered = sorted(groups.items(), key=lambda kv: min(s.start_ns for s in kv[1]))
+    flags: list[str] = [FLAG_MULTIPLE_TURNS] if len(ordered) > 1 else []
+    key, members = next(
+        (kv for kv in ordered if any(rules.role(s) == "tts" for s in kv[1])), ordered[0]
+    )
+    turn = by_id.get(key)
+    if turn is None or not rules.is_turn(turn):
+        flags.append(FLAG_PARTIAL)
+        turn = None
+    milestones, reported, chain_flags = _chain(members, rules)
+    if rules.latency_key is not None and turn is not None:
+        latency = _seconds(turn.attributes.get(rules.latency_key))
+        if latency is not None:
+            reported["agent_reported_user_bot_latency_ms"] = latency / 1e6
+    flags.extend(f for f in chain_flags if f not in flags)
+    if not milestones and not reported:
+        return None
+    return TraceSplit(milestones=milestones, reported=reported, flags=tuple(flags))
+
+
+def _turn_key(span: AgentSpan, by_id: Mapping[str, AgentSpan], rules: _Rules) -> str:
+    """The span id of the turn containing ``span``: its nearest turn-container ancestor.
+
+    When the chain breaks (an ancestor not received) the missing ancestor's id stands in, so
+    siblings still group together; a root reached with no container groups by trace.
+    """
+    seen: set[str] = set()
+    current = span
+    while current.parent_id is not None and current.parent_id not in seen:
+        seen.add(current.parent_id)
+        parent = by_id.get(current.parent_id)
+        if parent is None:
+            return current.parent_id
+        if rules.is_turn(parent):
+            return parent.span_id
+        current = parent
+    return f"trace:{span.trace_id}"
+
+
+def _chain(
+    members: Sequence[AgentSpan], rules: _Rules
+) -> tuple[dict[str, int], dict[str, float], list[str]]:
+    """Milestones, reported figures and flags of one turn's stt -> llm -> tts chain."""
+    by_role: dict[str, list[AgentSpan]] = {}
+    for span in sorted(members, key=lambda s: (s.start_ns, s.end_ns)):
+        by_role.setdefault(rules.role(span) or "", []).append(span)
+    llm = next(iter(by_role.get("llm", [])), None)
+    tts = next(iter(by_role.get("tts", [])), None)
+    # The transcript (and the end of speech) that fed the reply: the last before the LLM began.
+    cutoff = llm.start_ns if llm is not None else None
+    stt = _last_before(by_role.get("stt", []), cutoff)
+    endpoint = _last_before(by_role.get("endpoint", []), cutoff)
+    milestones: dict[str, int] = {}
+    reported: dict[str, float] = {}
+    flags: list[str] = []
+    if stt is None or llm is None or tts is None:
+        flags.append(FLAG_PARTIAL)
+    if endpoint is not None:
+        milestones["agent_endpoint"] = endpoint.end_ns
+    if stt is not None:
+        _stt_milestones(stt, rules, milestones, reported, flags)
+    timed: tuple[tuple[AgentSpan | None, str, str], ...] = (
+        (llm, "agent_llm_first_token", "agent_reported_llm_ttfb_ms"),
+        (tts, "agent_tts_first_byte", "agent_reported_tts_ttfb_ms"),
+    )
+    for timed_span, name, figure in timed:
+        if timed_span is None:
+            continue
+        ttfb = _seconds(timed_span.attributes.get(rules.ttfb_key))
+        if ttfb is None:
+            flags.append(FLAG_NO_TTFB)
+            continue
+        milestones[name] = timed_span.start_ns + ttfb
+        reported[figure] = ttfb / 1e6
+    if tts is not None and tts.attributes.get("tts.interrupted") is True:
+        flags.append(FLAG_INTERRUPTED)
+    return milestones, reported, list(dict.fromkeys(flags))
+
+
+def _stt_milestones(
+    stt: AgentSpan,
+    rules: _Rules,
+    milestones: dict[str, int],
+    reported: dict[str, float],
+    flags: list[str],
+) -> None:
+    ttfb = _seconds(stt.attributes.get(rules.ttfb_key))
+    incomplete = rules.incomplete_key is not None and stt.attributes.get(rules.incomplete_key)
+    if incomplete is True:
+        # Pipecat closed the span at the user's turn stop without a final transcript.
+        flags.append(FLAG_STT_INCOMPLETE)
+    else:
+        milestones["agent_stt_final"] = stt.end_ns
+    if ttfb is None:
+        if rules.endpoint_from_stt_ttfb:  # elsewhere an stt TTFB is a bonus, not a link
+            flags.append(FLAG_NO_TTFB)
+        return
+    reported["agent_reported_stt_ttfb_ms"] = ttfb / 1e6
+    if rules.endpoint_from_stt_ttfb and incomplete is not True:
+        # Pipecat's STT TTFB runs from its end of speech (VAD stop time - stop_secs) to the
+        # final transcript, so the span's end minus it is where the agent put the end of speech.
+        milestones.setdefault("agent_endpoint", stt.end_ns - ttfb)
+
+
+def _last_before(spans: Sequence[AgentSpan], cutoff: int | None) -> AgentSpan | None:
+    """The span ending last at or before ``cutoff`` (any span when none does)."""
+    if not spans:
+        return None
+    before = [s for s in spans if cutoff is None or s.end_ns <= cutoff]
+    return max(before or spans[:1], key=lambda s: s.end_ns)
+
+
+def _seconds(value: object) -> int | None:
+    """A duration attribute in seconds, as integer ns; None unless a finite, non-negative number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not math.isfinite(value) or value < 0 or value > 3600:
+        return None
+    return round(value * _NS_PER_S)
