@@ -1,0 +1,505 @@
+"""An OTLP/HTTP trace receiver on loopback: the agent under test exports its spans here.
+
+``POST /v1/traces`` with an ``ExportTraceServiceRequest``, protobuf (``application/x-protobuf``)
+or OTLP JSON (``application/json``: hex ids, int64 as strings or numbers), optionally gzipped
+(``Content-Encoding: gzip``), decoded with opentelemetry-proto. Answers as the OTLP/HTTP
+specification says: ``200`` with an ``ExportTraceServiceResponse`` in the request's encoding
+(``partial_success`` counting spans it could not place), ``400`` for a body that does not
+decode, ``413`` over :data:`MAX_BODY_BYTES` (compressed or not), ``415`` for another content
+type, ``404`` / ``405`` for another path or method; error bodies are ``google.rpc.Status``.
+Nothing a client sends can stop it: every rejected payload is counted (:attr:`rejected`).
+
+It runs in its own threads (the standard library's ``ThreadingHTTPServer``: no second event
+loop, blocking reads with a timeout, a thread per connection; the exporters keep one
+connection alive), never on the loop that stamps events. The caller's loop only polls
+(:meth:`TraceReceiver.spans_for`): a dictionary scan under a lock every
+:data:`POLL_S`, after the spans were decoded and placed on the receiver's threads.
+
+Clock placement (docs/AGENT-TRACES.md): span times are unix-epoch ns on the agent's host.
+Each request takes a paired anchor (``time.time_ns`` read between two ``perf_counter_ns``
+reads, the pair with the smallest gap of :data:`ANCHOR_PAIRS` kept) and maps the agent's wall
+time onto voicelat's clock (``perf_counter_ns``, :mod:`voicelat.core.clock`); re-anchoring per
+request follows a stepped wall clock. For another host, ``clock_offset_ns`` is the agent's
+wall clock minus voicelat's and ``offset_uncertainty_ns`` how well that is known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import json
+import threading
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+# No protobuf stubs in the environment: json_format's functions are typed Any here.
+from google.protobuf import json_format  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from voicelat.core.agent_trace import AgentSpan, AttrValue
+from voicelat.core.errors import InfraError
+
+#: The largest body accepted, before and after gzip (an exporter's batch of 512 spans with
+#: attributes is well under 1 MiB; the cap keeps a zip bomb or a runaway client out of memory).
+MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Spans kept, oldest dropped first: a long run must not grow without bound.
+MAX_SPANS = 200_000
+#: Paired clock reads per anchor; the pair read closest together is kept.
+ANCHOR_PAIRS = 7
+#: How often :meth:`TraceReceiver.spans_for` looks again while waiting.
+POLL_S = 0.025
+#: A client that stalls mid-request is dropped after this long (seconds).
+REQUEST_TIMEOUT_S = 10.0
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+TRACES_PATH = "/v1/traces"
+_GRPC_INVALID_ARGUMENT = 3
+
+
+@dataclass(frozen=True)
+class ClockAnchor:
+    """Voicelat's clock and the wall clock read together; ``gap_ns`` bounds the pairing."""
+
+    mono_ns: int
+    wall_ns: int
+    gap_ns: int
+
+
+def take_anchor(pairs: int = ANCHOR_PAIRS) -> ClockAnchor:
+    """The tightest of ``pairs`` (perf_counter, time_ns, perf_counter) reads."""
+    best: ClockAnchor | None = None
+    for _ in range(max(1, pairs)):
+        before = time.perf_counter_ns()
+        wall = time.time_ns()
+        after = time.perf_counter_ns()
+        gap = after - before
+        if best is None or gap < best.gap_ns:
+            best = ClockAnchor(mono_ns=before + gap // 2, wall_ns=wall, gap_ns=gap)
+    assert best is not None
+    return best
+
+
+class PayloadError(Exception):
+    """A request the receiver refuses: the HTTP status and one line saying why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def decode_request(body: bytes, content_type: str, encoding: str) -> ExportTraceServiceRequest:
+    """An OTLP/HTTP trace request body as a message, or :class:`PayloadError`."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind not in (PROTOBUF, JSON):
+        raise PayloadError(415, f"content type {kind or 'none'!r}: send {PROTOBUF} or {JSON}")
+    coding = encoding.strip().lower()
+    if coding in _WBITS:
+        body = _inflate(body, coding)
+    elif coding not in ("", "identity"):
+        raise PayloadError(415, f"content encoding {coding!r}: send gzip, deflate or none")
+    if kind == PROTOBUF:
+        message = ExportTraceServiceRequest()
+        try:
+            message.ParseFromString(body)
+        except Exception as exc:  # protobuf's DecodeError and kin: garbage must not escape
+            raise PayloadError(400, f"not an ExportTraceServiceRequest: {_one_line(exc)}") from None
+        return message
+    return _from_json(body)
+
+
+#: zlib window bits per Content-Encoding: gzip (the spec's), deflate (zlib format; the Python
+#: SDK's exporter offers it too).
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def _inflate(body: bytes, coding: str) -> bytes:
+    """Decompress at most :data:`MAX_BODY_BYTES` (a small bomb must not fill the memory)."""
+    inflater = zlib.decompressobj(_WBITS[coding])
+    try:
+        out = inflater.decompress(body, MAX_BODY_BYTES + 1)
+    except zlib.error as exc:
+        raise PayloadError(400, f"bad {coding} body: {exc}") from None
+    if len(out) > MAX_BODY_BYTES or inflater.unconsumed_tail:
+        raise PayloadError(413, f"{coding} body inflates past {MAX_BODY_BYTES} bytes")
+    if not inflater.eof:
+        raise PayloadError(400, f"bad {coding} body: truncated")
+    return out
+
+
+def _from_json(body: bytes) -> ExportTraceServiceRequest:
+    """OTLP JSON: protobuf's JSON mapping, except that trace and span ids are hex, not base64."""
+    try:
+        doc = json.loads(body)
+        if not isinstance(doc, dict):
+            raise PayloadError(400, "OTLP JSON must be an object")
+        for span in _json_spans(doc):
+            for key in ("traceId", "spanId", "parentSpanId", "trace_id", "span_id"):
+                _hex_to_base64(span, key)
+            for link in span.get("links") or []:
+                if isinstance(link, dict):
+                    _hex_to_base64(link, "traceId")
+                    _hex_to_base64(link, "spanId")
+        message = ExportTraceServiceRequest()
+        json_format.ParseDict(doc, message, ignore_unknown_fields=True)
+        return message
+    except PayloadError:
+        raise
+    except (ValueError, TypeError, AttributeError, RecursionError, json_format.ParseError) as exc:
+        raise PayloadError(400, f"not OTLP JSON: {_one_line(exc)}") from None
+
+
+def _json_spans(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    for rs in doc.get("resourceSpans") or doc.get("resource_spans") or []:
+        for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("scope_spans") or []:
+            for span in (ss or {}).get("spans") or []:
+                if isinstance(span, dict):
+                    yield span
+
+
+def _hex_to_base64(obj: dict[str, Any], key: str) -> None:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value:
+        return
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raise PayloadError(400, f"{key} {value[:40]!r} is not hex") from None
+    obj[key] = binascii.b2a_base64(raw, newline=False).decode("ascii")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:200] or type(exc).__name__
+
+
+def _scalar(value: AnyValue) -> AttrValue | None:
+    kind = value.WhichOneof("value")
+    if kind in ("string_value", "bool_value", "int_value", "double_value"):
+        scalar: AttrValue = getattr(value, kind)
+        return scalar
+    return None  # arrays, maps and bytes carry nothing a mapping reads
+
+
+class _Placement:
+    """Agent wall-clock ns -> voicelat's clock, through one anchor and the stated offset."""
+
+    def __init__(self, anchor: ClockAnchor, offset_ns: int) -> None:
+        self._shift = anchor.mono_ns - anchor.wall_ns - offset_ns
+
+    def __call__(self, wall_ns: int) -> int:
+        return wall_ns + self._shift
+
+
+def convert(request: ExportTraceServiceRequest, place: _Placement) -> tuple[list[AgentSpan], int]:
+    """The request's spans on voicelat's clock, and how many could not be placed."""
+    spans: list[AgentSpan] = []
+    rejected = 0
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                start, end = span.start_time_unix_nano, span.end_time_unix_nano
+                if start == 0 or end < start or len(span.span_id) != 8:
+                    rejected += 1  # unset times or ids: nothing to place on a clock
+                    continue
+                attrs = {}
+                for kv in span.attributes:
+                    value = _scalar(kv.value)
+                    if value is not None:
+                        attrs[kv.key] = value
+                spans.append(
+                    AgentSpan(
+                        name=span.name,
+                        start_ns=place(start),
+                        end_ns=place(end),
+                        trace_id=span.trace_id.hex(),
+                        span_id=span.span_id.hex(),
+                        parent_id=span.parent_span_id.hex() or None,
+                        attributes=attrs,
+                    )
+                )
+    return spans, rejected
+
+
+def status_body(code: int, message: str, kind: str) -> bytes:
+    """A ``google.rpc.Status`` (code, message) in the request's encoding, hand-encoded."""
+    if kind == JSON:
+        return json.dumps({"code": code, "message": message}).encode()
+    text = message.encode()
+    return b"\x08" + _varint(code) + b"\x12" + _varint(len(text)) + text
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def ok_body(rejected: int, kind: str) -> bytes:
+    response = ExportTraceServiceResponse()
+    if rejected:
+        response.partial_success.CopyFrom(
+            ExportTracePartialSuccess(
+                rejected_spans=rejected, error_message="spans without start time or span id"
+            )
+        )
+    if kind == JSON:
+        text: str = json_format.MessageToJson(response, indent=None)
+        return text.encode()
+    payload: bytes = response.SerializeToString()
+    return payload
+
+
+class _Store:
+    """Spans by trace, under a lock: the HTTP threads add, the measuring loop reads."""
+
+    def __init__(self, max_spans: int) -> None:
+        self.lock = threading.Lock()
+        self.max_spans = max_spans
+        self.traces: dict[str, list[AgentSpan]] = {}
+        self.count = 0
+        self.version = 0
+
+    def add(self, spans: list[AgentSpan]) -> None:
+        with self.lock:
+            for span in spans:
+                self.traces.setdefault(span.trace_id, []).append(span)
+            self.count += len(spans)
+            while self.count > self.max_spans and self.traces:
+                oldest = next(iter(self.traces))  # dicts keep arrival order: the first to come
+                self.count -= len(self.traces.pop(oldest))
+            self.version += 1
+
+    def overlapping(self, lo: int, hi: int) -> tuple[list[AgentSpan], bool]:
+        """Spans of every trace touching [lo, hi], and whether each such trace has its root."""
+        with self.lock:
+            found: list[AgentSpan] = []
+            complete = True
+            for spans in self.traces.values():
+                inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
+                if not inside:
+                    continue
+                found.extend(inside)
+                complete = complete and any(s.parent_id is None for s in spans)
+        found.sort(key=lambda s: (s.start_ns, s.end_ns))
+        return found, complete and bool(found)
+
+
+class TraceReceiver:
+    """OTLP/HTTP traces on ``host:port`` (``port=0``: any free port), in its own threads."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        *,
+        clock_offset_ns: int = 0,
+        offset_uncertainty_ns: int = 0,
+        max_spans: int = MAX_SPANS,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.clock_offset_ns = clock_offset_ns
+        self.offset_uncertainty_ns = offset_uncertainty_ns
+        self._store = _Store(max_spans)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._counts_lock = threading.Lock()
+        self.accepted = 0  # requests answered 200
+        self.rejected = 0  # requests refused (4xx): garbage, wrong type, too big
+        self.rejected_spans = 0  # spans inside accepted requests that could not be placed
+        self.last_error: str | None = None
+        self.anchor: ClockAnchor = take_anchor()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Bind and serve; :class:`InfraError` (one line) when the port cannot be bound."""
+        if self._server is not None:
+            return
+        try:
+            server = _Server((self.host, self.port), _handler_for(self))
+        except OSError as exc:
+            raise InfraError(
+                f"trace receiver cannot listen on {self.host}:{self.port} ({exc.strerror}): "
+                "pick a free port for the agent's traces"
+            ) from None
+        server.daemon_threads = True
+        self._server = server
+        self.port = server.server_address[1]
+        self.anchor = take_anchor()
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="voicelat-trace-receiver",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and release the port (idempotent)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+
+    def __enter__(self) -> TraceReceiver:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """What the agent's OTLP trace exporter points at (the full ``/v1/traces`` URL)."""
+        return f"http://{self.host}:{self.port}{TRACES_PATH}"
+
+    @property
+    def placement_uncertainty_ns(self) -> int:
+        """How far a placed time may be off: the stated offset's uncertainty + the pairing's."""
+        return self.offset_uncertainty_ns + self.anchor.gap_ns // 2 + 1
+
+    def clock_info(self) -> dict[str, int]:
+        """What a turn's ``extra`` records about where the spans were placed."""
+        return {
+            "trace_clock_offset_ns": self.clock_offset_ns,
+            "trace_clock_uncertainty_ns": self.placement_uncertainty_ns,
+        }
+
+    # -- reading ---------------------------------------------------------------------------
+    def spans(self) -> list[AgentSpan]:
+        """Every span kept, by start time."""
+        found, _ = self._store.overlapping(-(2**62), 2**62)
+        return found
+
+    async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]:
+        """The spans overlapping ``window`` (voicelat's clock), once each trace touching it has
+        its root span, or whatever arrived when ``wait_s`` runs out (maybe nothing)."""
+        lo, hi = window
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, wait_s)
+        seen = -1
+        found: list[AgentSpan] = []
+        while True:
+            version = self._store.version
+            if version != seen:  # nothing new: no scan
+                seen = version
+                found, complete = self._store.overlapping(lo, hi)
+                if complete:
+                    return found
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return found
+            await asyncio.sleep(min(POLL_S, remaining))
+
+    # -- the HTTP threads' side ------------------------------------------------------------
+    def _ingest(self, body: bytes, content_type: str, encoding: str) -> int:
+        request = decode_request(body, content_type, encoding)
+        anchor = take_anchor()
+        self.anchor = anchor
+        spans, rejected = convert(request, _Placement(anchor, self.clock_offset_ns))
+        self._store.add(spans)
+        with self._counts_lock:
+            self.accepted += 1
+            self.rejected_spans += rejected
+        return rejected
+
+    def _refused(self, message: str) -> None:
+        with self._counts_lock:
+            self.rejected += 1
+            self.last_error = message
+
+
+class _Server(ThreadingHTTPServer):
+    """The standard library's threading server, silent about a client's dropped connection."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return None  # a reset or timed-out client is its own problem: no traceback on stderr
+
+
+def _handler_for(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the exporters reuse one connection
+        timeout = REQUEST_TIMEOUT_S
+
+        def do_POST(self) -> None:
+            kind = self.headers.get("Content-Type", "")
+            reply_kind = JSON if kind.split(";", 1)[0].strip().lower() == JSON else PROTOBUF
+            try:
+                if self.path.split("?", 1)[0] != TRACES_PATH:
+                    raise PayloadError(404, f"no {self.path[:80]!r} here: POST {TRACES_PATH}")
+                body = self._body()
+                rejected = receiver._ingest(body, kind, self.headers.get("Content-Encoding", ""))
+            except PayloadError as exc:
+                receiver._refused(str(exc))
+                self._send(
+                    exc.status,
+                    status_body(_GRPC_INVALID_ARGUMENT, str(exc), reply_kind),
+                    reply_kind,
+                )
+                return
+            self._send(200, ok_body(rejected, reply_kind), reply_kind)
+
+        def _body(self) -> bytes:
+            length = self.headers.get("Content-Length")
+            if length is None or not length.strip().isdigit():
+                self.close_connection = True
+                raise PayloadError(411, "a Content-Length is required")
+            size = int(length)
+            if size > MAX_BODY_BYTES:
+                self.close_connection = True  # the body stays unread: the connection is spent
+                raise PayloadError(413, f"body of {size} bytes is over {MAX_BODY_BYTES}")
+            body = self.rfile.read(size)
+            if len(body) != size:
+                self.close_connection = True
+                raise PayloadError(400, "body shorter than its Content-Length")
+            return body
+
+        def _refuse_method(self) -> None:
+            receiver._refused(f"{self.command} is not served: POST {TRACES_PATH}")
+            self.close_connection = True
+            self._send(405, b"", PROTOBUF, allow="POST")
+
+        do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = _refuse_method
+
+        def _send(self, status: int, payload: bytes, kind: str, allow: str = "") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(payload)))
+            if allow:
+                self.send_header("Allow", allow)
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None  # no stderr chatter from a background thread
+
+    return Handler
+
+
+__all__ = ["ClockAnchor", "PayloadError", "TraceReceiver", "decode_request", "take_anchor"]
