@@ -191,7 +191,7 @@ def _scalar(value: AnyValue) -> AttrValue | None:
     return None  # arrays, maps and bytes carry nothing a mapping reads
 
 
-class _Placement:
+class Placement:
     """Agent wall-clock ns -> voicelat's clock, through one anchor and the stated offset."""
 
     def __init__(self, anchor: ClockAnchor, offset_ns: int) -> None:
@@ -201,7 +201,7 @@ class _Placement:
         return wall_ns + self._shift
 
 
-def convert(request: ExportTraceServiceRequest, place: _Placement) -> tuple[list[AgentSpan], int]:
+def convert(request: ExportTraceServiceRequest, place: Placement) -> tuple[list[AgentSpan], int]:
     """The request's spans on voicelat's clock, and how many could not be placed."""
     spans: list[AgentSpan] = []
     rejected = 0
@@ -419,7 +419,7 @@ class TraceReceiver:
         request = decode_request(body, content_type, encoding)
         anchor = take_anchor()
         self.anchor = anchor
-        spans, rejected = convert(request, _Placement(anchor, self.clock_offset_ns))
+        spans, rejected = convert(request, Placement(anchor, self.clock_offset_ns))
         self._store.add(spans)
         with self._counts_lock:
             self.accepted += 1
