@@ -284,7 +284,14 @@ class _Store:
             self.version += 1
 
     def overlapping(self, lo: int, hi: int) -> tuple[list[AgentSpan], bool]:
-        """Spans of every trace touching [lo, hi], and whether each such trace has its root."""
+        """Spans of every trace touching [lo, hi], and whether those traces look whole there.
+
+        Whole: every span touching the window has its parent received (or is a root). A parent
+        ends after its children and exporters send spans as they end, so the turn's container
+        arriving means its children did. Not "the trace root arrived": the real Pipecat bot's
+        WebRTC calls hang the whole conversation under the short ``POST /api/offer`` span,
+        which ends (and arrives) before the turn even starts.
+        """
         with self.lock:
             found: list[AgentSpan] = []
             complete = True
@@ -293,7 +300,10 @@ class _Store:
                 if not inside:
                     continue
                 found.extend(inside)
-                complete = complete and any(s.parent_id is None for s in spans)
+                ids = {s.span_id for s in spans}
+                complete = complete and all(
+                    s.parent_id is None or s.parent_id in ids for s in inside
+                )
         found.sort(key=lambda s: (s.start_ns, s.end_ns))
         return found, complete and bool(found)
 
@@ -395,8 +405,9 @@ class TraceReceiver:
         return found
 
     async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]:
-        """The spans overlapping ``window`` (voicelat's clock), once each trace touching it has
-        its root span, or whatever arrived when ``wait_s`` runs out (maybe nothing)."""
+        """The spans overlapping ``window`` (voicelat's clock), as soon as every one of them has
+        its parent span too (the turn's container arrived), or whatever arrived when ``wait_s``
+        runs out (maybe nothing)."""
         lo, hi = window
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, wait_s)
