@@ -289,3 +289,15 @@ def test_genai_without_stt_is_partial() -> None:
     assert split.flags == (FLAG_PARTIAL,)
     assert "agent_stt_final" not in split.milestones
     assert split.milestones["agent_endpoint"] == 1900 * MS
+
+
+def test_a_stated_vad_stop_secs_moves_the_endpoint_to_the_vads_decision() -> None:
+    conversation = replace(CONVERSATION, attributes={"voicelat.vad_stop_secs": 0.2})
+    split = split_from_spans([conversation, *pipecat_turn()], WINDOW)
+    assert split is not None
+    assert split.milestones["agent_endpoint"] == 2200 * MS  # 2300 - 300 + 200
+    # Another trace's statement does not count.
+    other = replace(conversation, trace_id="t2")
+    split = split_from_spans([other, *pipecat_turn()], WINDOW)
+    assert split is not None
+    assert split.milestones["agent_endpoint"] == 2000 * MS

@@ -57,6 +57,13 @@ FLAG_INTERRUPTED = "trace_interrupted"  # the agent says its reply was interrupt
 
 MAPPINGS = ("pipecat", "genai")
 
+#: An attribute the agent may put on any span of its trace (Pipecat: ``PipelineWorker(...,
+#: additional_span_attributes={VAD_STOP_ATTR: vad.params.stop_secs})``, which lands on the
+#: conversation span): its VAD's stop_secs, seconds. With it, the Pipecat mapping's
+#: ``agent_endpoint`` is the VAD's decision (end of speech + stop_secs), as voicelat's own
+#: endpointing segment means; without it, the end of speech the agent placed.
+VAD_STOP_ATTR = "voicelat.vad_stop_secs"
+
 _NS_PER_S = 1_000_000_000
 
 
@@ -172,7 +179,8 @@ def split_from_spans(
     if turn is None or not rules.is_turn(turn):
         flags.append(FLAG_PARTIAL)
         turn = None
-    milestones, reported, chain_flags = _chain(members, rules)
+    stop_ns = _stop_hint(spans, members[0].trace_id) if rules.endpoint_from_stt_ttfb else 0
+    milestones, reported, chain_flags = _chain(members, rules, stop_ns)
     if rules.latency_key is not None and turn is not None:
         latency = _seconds(turn.attributes.get(rules.latency_key))
         if latency is not None:
@@ -202,8 +210,16 @@ def _turn_key(span: AgentSpan, by_id: Mapping[str, AgentSpan], rules: _Rules) ->
     return f"trace:{span.trace_id}"
 
 
+def _stop_hint(spans: Sequence[AgentSpan], trace_id: str) -> int:
+    """The agent's stated VAD stop_secs (:data:`VAD_STOP_ATTR`) in that trace, as ns; else 0."""
+    for span in spans:
+        if span.trace_id == trace_id and VAD_STOP_ATTR in span.attributes:
+            return _seconds(span.attributes[VAD_STOP_ATTR]) or 0
+    return 0
+
+
 def _chain(
-    members: Sequence[AgentSpan], rules: _Rules
+    members: Sequence[AgentSpan], rules: _Rules, stop_ns: int
 ) -> tuple[dict[str, int], dict[str, float], list[str]]:
     """Milestones, reported figures and flags of one turn's stt -> llm -> tts chain."""
     by_role: dict[str, list[AgentSpan]] = {}
@@ -223,7 +239,7 @@ def _chain(
     if endpoint is not None:
         milestones["agent_endpoint"] = endpoint.end_ns
     if stt is not None:
-        _stt_milestones(stt, rules, milestones, reported, flags)
+        _stt_milestones(stt, rules, stop_ns, milestones, reported, flags)
     timed: tuple[tuple[AgentSpan | None, str, str], ...] = (
         (llm, "agent_llm_first_token", "agent_reported_llm_ttfb_ms"),
         (tts, "agent_tts_first_byte", "agent_reported_tts_ttfb_ms"),
@@ -245,6 +261,7 @@ def _chain(
 def _stt_milestones(
     stt: AgentSpan,
     rules: _Rules,
+    stop_ns: int,
     milestones: dict[str, int],
     reported: dict[str, float],
     flags: list[str],
@@ -263,8 +280,9 @@ def _stt_milestones(
     reported["agent_reported_stt_ttfb_ms"] = ttfb / 1e6
     if rules.endpoint_from_stt_ttfb and incomplete is not True:
         # Pipecat's STT TTFB runs from its end of speech (VAD stop time - stop_secs) to the
-        # final transcript, so the span's end minus it is where the agent put the end of speech.
-        milestones.setdefault("agent_endpoint", stt.end_ns - ttfb)
+        # final transcript, so the span's end minus it is where the agent put the end of speech;
+        # plus the VAD's stop_secs when the agent states it, the moment its VAD decided.
+        milestones.setdefault("agent_endpoint", stt.end_ns - ttfb + stop_ns)
 
 
 def _last_before(spans: Sequence[AgentSpan], cutoff: int | None) -> AgentSpan | None:
