@@ -95,6 +95,13 @@ def test_pipecat_mapping_on_the_real_trace(transport: str) -> None:
     assert split.reported["agent_reported_tts_ttfb_ms"] == pytest.approx(tts_ttfb / 1e6)
     latency = float(turn.attributes["turn.user_bot_latency_seconds"])
     assert split.reported["agent_reported_user_bot_latency_ms"] == pytest.approx(latency * 1e3)
+    # Two independent Pipecat figures agree: its user->bot latency runs from the same end of
+    # speech (VAD stop - stop_secs) to BotStartedSpeaking, i.e. to the first TTS byte plus the
+    # output transport's few milliseconds.
+    speech_to_tts_ms = (
+        split.milestones["agent_tts_first_byte"] - split.milestones["agent_endpoint"]
+    ) / 1e6
+    assert 0 <= latency * 1e3 - speech_to_tts_ms < 50
     # The real chain is causal: end of speech < transcript < first token < first audio.
     values = [
         split.milestones[k]
