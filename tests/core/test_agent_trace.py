@@ -16,6 +16,7 @@ from voicelat.core.agent_trace import (
     AgentSpan,
     AttrValue,
     split_from_spans,
+    turn_complete,
 )
 from voicelat.core.errors import ConfigError
 
@@ -301,3 +302,15 @@ def test_a_stated_vad_stop_secs_moves_the_endpoint_to_the_vads_decision() -> Non
     split = split_from_spans([other, *pipecat_turn()], WINDOW)
     assert split is not None
     assert split.milestones["agent_endpoint"] == 2000 * MS
+
+
+def test_a_turn_is_complete_once_its_container_and_tts_are_there() -> None:
+    turn = pipecat_turn()
+    assert turn_complete([CONVERSATION, *turn])
+    assert not turn_complete([s for s in turn if s.name != "turn"])  # children, no container
+    assert not turn_complete([s for s in turn if s.name != "tts"])  # a turn that did not speak
+    assert not turn_complete([CONVERSATION])
+    assert turn_complete(genai_turn(), "genai")
+    assert not turn_complete(turn, "genai")
+    with pytest.raises(ConfigError):
+        turn_complete([], "zipkin")

@@ -124,7 +124,7 @@ asyncio.run(main())
 def test_pipecat_tracing_exports_a_turn_the_split_reads(tmp_path: Path) -> None:
     bot = tmp_path / "traced_pipeline.py"
     bot.write_text(PIPELINE)
-    with TraceReceiver(port=0) as rx:
+    with TraceReceiver(port=0, mapping="pipecat") as rx:
         start = time.perf_counter_ns()
         run = subprocess.run(
             [sys.executable, str(bot), rx.url], capture_output=True, text=True, timeout=120

@@ -69,7 +69,7 @@ def as_span(raw: dict[str, Any]) -> AgentSpan:
     )
 
 
-def test_webrtc_call_is_collected_once_its_turn_arrived() -> None:
+def webrtc_call() -> tuple[list[dict[str, Any]], ...]:
     raw = json.loads(SAMPLE.read_text())["spans"]
     offer = next(s for s in raw if s["name"] == "POST /api/offer")
     call = [s for s in raw if s["trace_id"] == offer["trace_id"]]
@@ -77,17 +77,22 @@ def test_webrtc_call_is_collected_once_its_turn_arrived() -> None:
     services = [s for s in call if s["name"] in ("stt", "llm", "tts")]
     containers = [s for s in call if s["name"] in ("turn", "conversation")]
     assert len(early) + len(services) + len(containers) == len(call)
-    turn = next(s for s in call if s["name"] == "turn")
+    return call, early, services, containers
 
-    with TraceReceiver(port=0) as rx:
+
+def test_webrtc_call_is_collected_once_its_turn_arrived() -> None:
+    call, early, services, containers = webrtc_call()
+    turn = next(s for s in call if s["name"] == "turn")
+    with TraceReceiver(port=0, mapping="pipecat") as rx:
         assert post(rx, encode(early)) == 200  # the offer's spans: the trace root among them
         shift = rx.anchor.mono_ns - rx.anchor.wall_ns
-        window = (turn["start_unix_nano"] + shift, turn["end_unix_nano"] + shift)
+        # The engine's window: from before the call (the offer inside it) to after the reply.
+        window = (call[0]["start_unix_nano"] + shift - 10**9, turn["end_unix_nano"] + shift)
 
         async def replay() -> tuple[list[AgentSpan], bool, bool]:
             task = asyncio.create_task(rx.spans_for(window, wait_s=10.0))
             await asyncio.sleep(0.1)
-            waiting_for_services = not task.done()  # the root is there, but not the turn
+            waiting_for_services = not task.done()  # the offer's spans look whole, no turn yet
             await asyncio.to_thread(post, rx, encode(services))
             await asyncio.sleep(0.1)
             waiting_for_turn = not task.done()  # stt/llm/tts point at a turn not yet received
@@ -96,14 +101,23 @@ def test_webrtc_call_is_collected_once_its_turn_arrived() -> None:
 
         spans, waited_1, waited_2 = asyncio.run(replay())
     assert waited_1 and waited_2
-    assert sorted(s.name for s in spans) == ["conversation", "llm", "stt", "tts", "turn"]
+    assert len(spans) == len(call)
     got = split_from_spans(spans, window, "pipecat")
-    want = split_from_spans(
-        [as_span(s) for s in call], (turn["start_unix_nano"], turn["end_unix_nano"]), "pipecat"
-    )
+    want = split_from_spans([as_span(s) for s in call], (0, 2**62), "pipecat")
     assert got is not None and want is not None
     assert got.flags == want.flags == ()
     assert got.reported == want.reported
     for name, value in want.milestones.items():
         # Placed through the per-request anchors: within a few microseconds of one shift.
         assert abs(got.milestones[name] - (value + shift)) < 1_000_000, name
+
+
+def test_without_a_mapping_the_offer_alone_looks_whole() -> None:
+    # Why the engine names the mapping: parents alone say the offer's spans are a whole trace.
+    call, early, _, _ = webrtc_call()
+    with TraceReceiver(port=0) as rx:
+        assert post(rx, encode(early)) == 200
+        shift = rx.anchor.mono_ns - rx.anchor.wall_ns
+        window = (call[0]["start_unix_nano"] + shift - 10**9, call[-1]["end_unix_nano"] + shift)
+        spans = asyncio.run(rx.spans_for(window, wait_s=5.0))
+    assert sorted(s.name for s in spans) == sorted(s["name"] for s in early)

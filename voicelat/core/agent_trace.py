@@ -191,6 +191,26 @@ def split_from_spans(
     return TraceSplit(milestones=milestones, reported=reported, flags=tuple(flags))
 
 
+def turn_complete(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> bool:
+    """Whether ``spans`` hold a whole agent turn that spoke: a received turn container with a
+    TTS span under it (a container ends after its children, so they are there too).
+
+    What the trace receiver waits for besides every span having its parent: a trace's spans can
+    look whole long before the turn's arrive (the real Pipecat bot's WebRTC calls put the
+    ``POST /api/offer`` span, over before the turn starts, at the root of the whole call).
+    """
+    rules = _RULES.get(mapping)
+    if rules is None:
+        raise ConfigError(f"unknown trace mapping {mapping!r}: use one of {', '.join(MAPPINGS)}")
+    by_id = {s.span_id: s for s in spans}
+    for span in spans:
+        if rules.role(span) == "tts":
+            container = by_id.get(_turn_key(span, by_id, rules))
+            if container is not None and rules.is_turn(container):
+                return True
+    return False
+
+
 def _turn_key(span: AgentSpan, by_id: Mapping[str, AgentSpan], rules: _Rules) -> str:
     """The span id of the turn containing ``span``: its nearest turn-container ancestor.
 

@@ -46,7 +46,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from voicelat.core.agent_trace import AgentSpan, AttrValue
+from voicelat.core.agent_trace import AgentSpan, AttrValue, turn_complete
 from voicelat.core.errors import InfraError
 
 #: The largest body accepted, before and after gzip (an exporter's batch of 512 spans with
@@ -318,9 +318,15 @@ class TraceReceiver:
         *,
         clock_offset_ns: int = 0,
         offset_uncertainty_ns: int = 0,
+        mapping: str | None = None,
         max_spans: int = MAX_SPANS,
     ) -> None:
+        if mapping is not None:
+            turn_complete([], mapping)  # an unknown mapping is a ConfigError now, not later
         self.host = host
+        # With a mapping, spans_for also waits for a whole turn of it (a container with its TTS
+        # span): see agent_trace.turn_complete for why the parents alone are not enough.
+        self.mapping = mapping
         self.port = port
         self.clock_offset_ns = clock_offset_ns
         self.offset_uncertainty_ns = offset_uncertainty_ns
@@ -406,8 +412,9 @@ class TraceReceiver:
 
     async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]:
         """The spans overlapping ``window`` (voicelat's clock), as soon as every one of them has
-        its parent span too (the turn's container arrived), or whatever arrived when ``wait_s``
-        runs out (maybe nothing)."""
+        its parent span too and, with a ``mapping``, they hold a whole turn of it
+        (:func:`~voicelat.core.agent_trace.turn_complete`); else whatever arrived when
+        ``wait_s`` runs out (maybe nothing)."""
         lo, hi = window
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, wait_s)
@@ -418,7 +425,7 @@ class TraceReceiver:
             if version != seen:  # nothing new: no scan
                 seen = version
                 found, complete = self._store.overlapping(lo, hi)
-                if complete:
+                if complete and (self.mapping is None or turn_complete(found, self.mapping)):
                     return found
             remaining = deadline - loop.time()
             if remaining <= 0:
