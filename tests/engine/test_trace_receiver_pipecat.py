@@ -20,8 +20,8 @@ PIPELINE = r"""# A real Pipecat 1.14 pipeline with traced stand-in services, tra
 #
 # Pipecat's own tracing (setup_tracing, TurnTraceObserver, traced_stt/llm/tts) on a pipeline of
 # its real service base classes (SegmentedSTTService, LLMService, TTSService) whose model calls
-# are canned, driven by the frames a transport and its VAD would push. Prints VAD_STOP <ns>:
-# voicelat's clock when the VAD stop frame was stamped.
+# are canned, driven by the frames a transport and its VAD would push. Prints VAD_STOP <ns> <ns>:
+# voicelat's clock read just before and just after the VAD stop frame was stamped.
 import asyncio, os, sys, time
 os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "20"
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -105,9 +105,10 @@ async def main():
         for _ in range(25):
             await worker.queue_frame(InputAudioRawFrame(audio=b"\x00\x01" * 320, sample_rate=16000, num_channels=1))
             await asyncio.sleep(0.02)
-        mark = time.perf_counter_ns()  # voicelat's clock, system-wide on Linux
+        before = time.perf_counter_ns()  # voicelat's clock, system-wide on Linux
         stop = VADUserStoppedSpeakingFrame(stop_secs=0.2)  # stamped time.time() on creation
-        print("VAD_STOP", mark, flush=True)
+        after = time.perf_counter_ns()
+        print("VAD_STOP", before, after, flush=True)
         await worker.queue_frame(stop)
         await worker.queue_frame(UserStoppedSpeakingFrame())
         await asyncio.sleep(0.5)
@@ -131,7 +132,9 @@ def test_pipecat_tracing_exports_a_turn_the_split_reads(tmp_path: Path) -> None:
         )
         assert run.returncode == 0, run.stderr[-2000:]
         (vad_stop,) = [
-            int(line.split()[1]) for line in run.stdout.splitlines() if line.startswith("VAD_STOP")
+            tuple(int(x) for x in line.split()[1:])
+            for line in run.stdout.splitlines()
+            if line.startswith("VAD_STOP")
         ]
         window = (start, time.perf_counter_ns())
         spans = asyncio.run(rx.spans_for(window, wait_s=5.0))
@@ -143,13 +146,16 @@ def test_pipecat_tracing_exports_a_turn_the_split_reads(tmp_path: Path) -> None:
     m = split.milestones
     # The stated stop_secs (additional_span_attributes) puts the endpoint at the VAD's decision:
     # Pipecat's frame timestamp, placed on voicelat's clock through the receiver's anchor.
-    assert abs(m["agent_endpoint"] - vad_stop) < 2_000_000
+    # The frame was stamped between the two reads. The span closes a little after the TTFB
+    # clock stops (the metrics frame is pushed in between), so the endpoint may come late by
+    # that much: 0.7 ms seen on this loaded 2-core machine; never early.
+    assert vad_stop[0] - 100_000 <= m["agent_endpoint"] <= vad_stop[1] + 5_000_000
     # The canned STT answers 50 ms after the stop, the LLM's first token 80 ms after it starts,
     # the TTS's first chunk 30 ms after its context opens.
     assert m["agent_endpoint"] + 50_000_000 <= m["agent_stt_final"]
     assert m["agent_stt_final"] <= m["agent_llm_first_token"] <= m["agent_tts_first_byte"]
     llm = next(s for s in spans if s.name == "llm")
-    assert 80e6 <= m["agent_llm_first_token"] - llm.start_ns < 200e6
-    assert 80 <= split.reported["agent_reported_llm_ttfb_ms"] < 200
-    assert 30 <= split.reported["agent_reported_tts_ttfb_ms"] < 200
-    assert 250 <= split.reported["agent_reported_stt_ttfb_ms"] < 400  # stop_secs + 50 ms
+    assert 80e6 <= m["agent_llm_first_token"] - llm.start_ns < 500e6
+    assert 80 <= split.reported["agent_reported_llm_ttfb_ms"] < 500
+    assert 30 <= split.reported["agent_reported_tts_ttfb_ms"] < 500
+    assert 250 <= split.reported["agent_reported_stt_ttfb_ms"] < 750  # stop_secs + 50 ms
