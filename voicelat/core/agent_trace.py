@@ -38,6 +38,16 @@ from dataclasses import dataclass
 
 from voicelat.core.errors import ConfigError
 
+__all__ = [
+    "AGENT_MILESTONES",
+    "MAPPINGS",
+    "AgentSpan",
+    "AttrValue",
+    "TraceSplit",
+    "split_from_spans",
+    "turn_complete",
+]
+
 AttrValue = str | int | float | bool
 
 #: The milestones a split may carry, in causal order.
@@ -86,7 +96,7 @@ class TraceSplit:
 
     milestones: Mapping[str, int]  # a subset of AGENT_MILESTONES, on voicelat's clock
     reported: Mapping[str, float]  # agent_reported_{stt,llm,tts}_ttfb_ms, ...
-    flags: tuple[str, ...]
+    flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
