@@ -34,7 +34,7 @@ from opentelemetry.trace import set_span_in_context
 
 from voicelat.core.agent_trace import AgentSpan, split_from_spans
 from voicelat.core.errors import InfraError
-from voicelat.engine.trace_receiver import MAX_BODY_BYTES, TraceReceiver, take_anchor
+from voicelat.engine.trace_receiver import MAX_BODY_BYTES, MAX_STRING, TraceReceiver, take_anchor
 
 #: How far a placed span time may be from voicelat's own stamp taken with it (same host).
 PLACEMENT_BOUND_NS = 1_000_000  # 1 ms; the anchor's pairing gap is ~1 us, the rest is slack
@@ -433,3 +433,23 @@ def test_the_oldest_traces_go_when_the_cap_is_reached() -> None:
 def test_deflate_body_literal(receiver: TraceReceiver) -> None:
     body = zlib.compress(ExportTraceServiceRequest().SerializeToString())
     assert post(receiver, body, {**PROTO, "Content-Encoding": "deflate"})[0] == 200
+
+
+def test_long_strings_are_cut(receiver: TraceReceiver) -> None:
+    request = ExportTraceServiceRequest()
+    span = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(
+            name="llm",
+            trace_id=b"\1" * 16,
+            span_id=b"\2" * 8,
+            start_time_unix_nano=10,
+            end_time_unix_nano=20,
+        )
+    )
+    kv = span.attributes.add()
+    kv.key, kv.value.string_value = "input", "x" * 100_000  # Pipecat's whole LLM context
+    assert post(receiver, request.SerializeToString(), PROTO)[0] == 200
+    (got,) = receiver.spans()
+    assert got.attributes["input"] == "x" * MAX_STRING

@@ -52,8 +52,12 @@ from voicelat.core.errors import InfraError
 #: The largest body accepted, before and after gzip (an exporter's batch of 512 spans with
 #: attributes is well under 1 MiB; the cap keeps a zip bomb or a runaway client out of memory).
 MAX_BODY_BYTES = 8 * 1024 * 1024
-#: Spans kept, oldest dropped first: a long run must not grow without bound.
-MAX_SPANS = 200_000
+#: Spans kept, the oldest trace dropped first: a long run must not grow without bound (a
+#: Pipecat turn is ~6-10 spans: a thousand-turn run fits).
+MAX_SPANS = 20_000
+#: String attributes are cut to this many characters: Pipecat's ``input`` carries the whole LLM
+#: context, which grows every turn; no mapping reads a long string.
+MAX_STRING = 512
 #: Paired clock reads per anchor; the pair read closest together is kept.
 ANCHOR_PAIRS = 7
 #: How often :meth:`TraceReceiver.spans_for` looks again while waiting.
@@ -185,7 +189,10 @@ def _one_line(exc: BaseException) -> str:
 
 def _scalar(value: AnyValue) -> AttrValue | None:
     kind = value.WhichOneof("value")
-    if kind in ("string_value", "bool_value", "int_value", "double_value"):
+    if kind == "string_value":
+        text: str = value.string_value
+        return text[:MAX_STRING]
+    if kind in ("bool_value", "int_value", "double_value"):
         scalar: AttrValue = getattr(value, kind)
         return scalar
     return None  # arrays, maps and bytes carry nothing a mapping reads
@@ -270,6 +277,8 @@ class _Store:
         self.lock = threading.Lock()
         self.max_spans = max_spans
         self.traces: dict[str, list[AgentSpan]] = {}
+        # Each trace's extent: a poll skips the traces outside its window without a scan.
+        self.bounds: dict[str, tuple[int, int]] = {}
         self.count = 0
         self.version = 0
 
@@ -277,10 +286,13 @@ class _Store:
         with self.lock:
             for span in spans:
                 self.traces.setdefault(span.trace_id, []).append(span)
+                lo, hi = self.bounds.get(span.trace_id, (span.start_ns, span.end_ns))
+                self.bounds[span.trace_id] = (min(lo, span.start_ns), max(hi, span.end_ns))
             self.count += len(spans)
             while self.count > self.max_spans and self.traces:
                 oldest = next(iter(self.traces))  # dicts keep arrival order: the first to come
                 self.count -= len(self.traces.pop(oldest))
+                del self.bounds[oldest]
             self.version += 1
 
     def overlapping(self, lo: int, hi: int) -> tuple[list[AgentSpan], bool]:
@@ -295,7 +307,10 @@ class _Store:
         with self.lock:
             found: list[AgentSpan] = []
             complete = True
-            for spans in self.traces.values():
+            for trace_id, spans in self.traces.items():
+                first, last = self.bounds[trace_id]
+                if last < lo or first > hi:
+                    continue
                 inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
                 if not inside:
                     continue
