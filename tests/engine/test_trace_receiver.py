@@ -405,6 +405,22 @@ def test_port_in_use_is_one_clear_line(receiver: TraceReceiver) -> None:
     assert f"127.0.0.1:{receiver.port}" in text and "\n" not in text
 
 
+@pytest.mark.parametrize(("host", "port"), [("127.0.0.1", 70_000), ("no.such.host.invalid", 0)])
+def test_an_address_it_cannot_listen_on_is_one_clear_line(host: str, port: int) -> None:
+    with pytest.raises(InfraError) as err:
+        TraceReceiver(host, port).start()
+    assert f"{host}:{port}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_ipv6_loopback() -> None:
+    with TraceReceiver("::1", 0) as rx:
+        assert rx.url == f"http://[::1]:{rx.port}/v1/traces"
+        conn = http.client.HTTPConnection("::1", rx.port, timeout=5)
+        conn.request("POST", "/v1/traces", b"", PROTO)
+        assert conn.getresponse().status == 200
+        conn.close()
+
+
 def test_stop_releases_the_port_and_is_idempotent() -> None:
     rx = TraceReceiver(port=0)
     rx.start()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import json
+import socket
 import threading
 import time
 import zlib
@@ -362,10 +363,11 @@ class TraceReceiver:
             return
         try:
             server = _Server((self.host, self.port), _handler_for(self))
-        except OSError as exc:
+        except (OSError, OverflowError) as exc:
+            why = getattr(exc, "strerror", None) or _one_line(exc)
             raise InfraError(
-                f"trace receiver cannot listen on {self.host}:{self.port} ({exc.strerror}): "
-                "pick a free port for the agent's traces"
+                f"trace receiver cannot listen on {self.host}:{self.port} ({why}): "
+                "pick a free port and a local address for the agent's traces"
             ) from None
         server.daemon_threads = True
         self._server = server
@@ -405,7 +407,8 @@ class TraceReceiver:
     @property
     def url(self) -> str:
         """What the agent's OTLP trace exporter points at (the full ``/v1/traces`` URL)."""
-        return f"http://{self.host}:{self.port}{TRACES_PATH}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{TRACES_PATH}"
 
     @property
     def placement_uncertainty_ns(self) -> int:
@@ -467,6 +470,11 @@ class TraceReceiver:
 
 class _Server(ThreadingHTTPServer):
     """The standard library's threading server, silent about a client's dropped connection."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6  # "::1": loopback over IPv6
+        super().__init__(address, handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         return None  # a reset or timed-out client is its own problem: no traceback on stderr
