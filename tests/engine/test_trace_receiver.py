@@ -469,3 +469,34 @@ def test_long_strings_are_cut(receiver: TraceReceiver) -> None:
     assert post(receiver, request.SerializeToString(), PROTO)[0] == 200
     (got,) = receiver.spans()
     assert got.attributes["input"] == "x" * MAX_STRING
+
+
+def test_concurrent_calls_are_told_apart_by_conversation_id(receiver: TraceReceiver) -> None:
+    wall, mono = paired_now()
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for n, call in enumerate(("CA-one", "CA-two")):  # two calls at the same time
+        root = spans.add(
+            name="conversation",
+            trace_id=bytes([n + 1]) * 16,
+            span_id=bytes([n + 1]) * 8,
+            start_time_unix_nano=wall,
+            end_time_unix_nano=wall + 10**9,
+        )
+        kv = root.attributes.add()
+        kv.key, kv.value.string_value = "conversation.id", call
+        spans.add(
+            name="tts",
+            trace_id=bytes([n + 1]) * 16,
+            span_id=bytes([n + 9]) * 8,
+            parent_span_id=bytes([n + 1]) * 8,
+            start_time_unix_nano=wall + 10,
+            end_time_unix_nano=wall + 20,
+        )
+    assert post(receiver, request.SerializeToString(), PROTO)[0] == 200
+    window = (mono - 10**9, mono + 2 * 10**9)
+    both = asyncio.run(receiver.spans_for(window, wait_s=1))
+    two = asyncio.run(receiver.spans_for(window, wait_s=1, conversation="CA-two"))
+    assert len(both) == 4
+    assert len(two) == 2 and {s.trace_id for s in two} == {"02" * 16}
+    assert asyncio.run(receiver.spans_for(window, wait_s=0.05, conversation="CA-x")) == []

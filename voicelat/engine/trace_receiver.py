@@ -296,7 +296,9 @@ class _Store:
                 del self.bounds[oldest]
             self.version += 1
 
-    def overlapping(self, lo: int, hi: int) -> tuple[list[AgentSpan], bool]:
+    def overlapping(
+        self, lo: int, hi: int, conversation: str | None = None
+    ) -> tuple[list[AgentSpan], bool]:
         """Spans of every trace touching [lo, hi], and whether those traces look whole there.
 
         Whole: every span touching the window has its parent received (or is a root). A parent
@@ -313,7 +315,7 @@ class _Store:
                 if last < lo or first > hi:
                     continue
                 inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
-                if not inside:
+                if not inside or (conversation is not None and not _of(spans, conversation)):
                     continue
                 found.extend(inside)
                 ids = {s.span_id for s in spans}
@@ -322,6 +324,14 @@ class _Store:
                 )
         found.sort(key=lambda s: (s.start_ns, s.end_ns))
         return found, complete and bool(found)
+
+
+#: Span attributes naming the conversation (call) a trace belongs to: Pipecat's, GenAI's.
+CONVERSATION_KEYS = ("conversation.id", "gen_ai.conversation.id")
+
+
+def _of(spans: list[AgentSpan], conversation: str) -> bool:
+    return any(s.attributes.get(k) == conversation for s in spans for k in CONVERSATION_KEYS)
 
 
 class TraceReceiver:
@@ -428,11 +438,15 @@ class TraceReceiver:
         found, _ = self._store.overlapping(-(2**62), 2**62)
         return found
 
-    async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]:
+    async def spans_for(
+        self, window: tuple[int, int], *, wait_s: float, conversation: str | None = None
+    ) -> list[AgentSpan]:
         """The spans overlapping ``window`` (voicelat's clock), as soon as every one of them has
         its parent span too and, with a ``mapping``, they hold a whole turn of it
         (:func:`~voicelat.core.agent_trace.turn_complete`); else whatever arrived when
-        ``wait_s`` runs out (maybe nothing)."""
+        ``wait_s`` runs out (maybe nothing). ``conversation``: only the traces whose spans name
+        that conversation (:data:`CONVERSATION_KEYS`), for calls that overlap in time (several
+        at once) when the stage knows the id the agent uses (a Twilio call SID)."""
         lo, hi = window
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, wait_s)
@@ -442,7 +456,7 @@ class TraceReceiver:
             version = self._store.version
             if version != seen:  # nothing new: no scan
                 seen = version
-                found, complete = self._store.overlapping(lo, hi)
+                found, complete = self._store.overlapping(lo, hi, conversation)
                 if complete and (self.mapping is None or turn_complete(found, self.mapping)):
                     return found
             remaining = deadline - loop.time()
