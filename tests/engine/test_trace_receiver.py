@@ -500,3 +500,18 @@ def test_concurrent_calls_are_told_apart_by_conversation_id(receiver: TraceRecei
     assert len(both) == 4
     assert len(two) == 2 and {s.trace_id for s in two} == {"02" * 16}
     assert asyncio.run(receiver.spans_for(window, wait_s=0.05, conversation="CA-x")) == []
+
+
+def test_a_refused_request_leaves_the_kept_alive_connection_usable(receiver: TraceReceiver) -> None:
+    conn = http.client.HTTPConnection(receiver.host, receiver.port, timeout=5)
+    try:
+        for path, expected in (("/v1/metrics", 404), ("/v1/traces", 200), ("/", 404)):
+            # One empty ResourceSpans: a valid body of two bytes, left unread it would be taken
+            # for the start of the next request.
+            conn.request("POST", path, b"\x0a\x00", PROTO)
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == expected, path
+    finally:
+        conn.close()
+    assert receiver.rejected == 2 and receiver.accepted == 1

@@ -503,10 +503,17 @@ def _handler_for(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
             kind = self.headers.get("Content-Type", "")
             reply_kind = JSON if kind.split(";", 1)[0].strip().lower() == JSON else PROTOBUF
             try:
+                body = self._body()  # read first: an unread body would poison the connection
                 if self.path.split("?", 1)[0] != TRACES_PATH:
                     raise PayloadError(404, f"no {self.path[:80]!r} here: POST {TRACES_PATH}")
-                body = self._body()
-                rejected = receiver._ingest(body, kind, self.headers.get("Content-Encoding", ""))
+                try:
+                    rejected = receiver._ingest(
+                        body, kind, self.headers.get("Content-Encoding", "")
+                    )
+                except PayloadError:
+                    raise
+                except Exception as exc:  # a bug of ours: answered and counted, never fatal
+                    raise PayloadError(500, f"internal error: {_one_line(exc)}") from None
             except PayloadError as exc:
                 receiver._refused(str(exc))
                 self._send(
@@ -557,4 +564,12 @@ def _handler_for(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-__all__ = ["ClockAnchor", "PayloadError", "TraceReceiver", "decode_request", "take_anchor"]
+__all__ = [
+    "ClockAnchor",
+    "PayloadError",
+    "Placement",
+    "TraceReceiver",
+    "convert",
+    "decode_request",
+    "take_anchor",
+]
