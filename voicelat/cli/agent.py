@@ -1,0 +1,177 @@
+"""``voicelat agent up|down|status``: the example Pipecat bot from the command line.
+
+``up`` starts the embedded stack (for its LLM) if it is not running, then the bot, in the
+background; progress goes to stderr, the bot and its three transport URLs to stdout::
+
+    agent  http://127.0.0.1:7860  pid 123  ready
+    twilio      ws://127.0.0.1:7860/ws
+    pipecat-ws  ws://127.0.0.1:7860/ws-client
+    webrtc      http://127.0.0.1:7860/api/offer
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from voicelat.cli.stack import add_stack_options, config_from_args
+from voicelat.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.stack.agent import (
+    DEFAULT_OTLP_ENDPOINT,
+    ENV_AGENT_OTLP,
+    ENV_AGENT_PORT,
+    TRANSPORTS,
+    AgentConfig,
+    PipecatBot,
+)
+from voicelat.stack.config import StackProgress
+
+if TYPE_CHECKING:
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    _SubParsers = Any
+
+__all__ = ["add_parser", "agent_config_from_args", "cmd_down", "cmd_status", "cmd_up"]
+
+
+def _add_options(parser: argparse.ArgumentParser, *, up: bool) -> None:
+    add_stack_options(parser)
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"the bot's port, shared by its three transports (env {ENV_AGENT_PORT}; default 7860)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="the bot's address (default 127.0.0.1)")
+    if not up:
+        return
+    parser.add_argument(
+        "--transport",
+        default=",".join(TRANSPORTS),
+        help=f"comma-separated subset of {','.join(TRANSPORTS)} (default: all three)",
+    )
+    parser.add_argument(
+        "--otlp-endpoint",
+        default=None,
+        metavar="URL",
+        help=f"where the bot exports its OpenTelemetry spans (env {ENV_AGENT_OTLP}; "
+        f"default {DEFAULT_OTLP_ENDPOINT}, voicelat's trace receiver)",
+    )
+    parser.add_argument("--no-traces", action="store_true", help="the bot exports no spans")
+    parser.add_argument(
+        "--no-stack",
+        action="store_true",
+        help="do not start the embedded stack: its LLM must already be running",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SEC",
+        help="seconds the bot (and each stack server) may take to become ready (default 120)",
+    )
+
+
+def agent_config_from_args(args: argparse.Namespace) -> AgentConfig:
+    """An :class:`AgentConfig` from parsed options; unset options keep their defaults."""
+    overrides: dict[str, Any] = {"stack": config_from_args(args), "host": args.host}
+    if args.port is not None:
+        overrides["port"] = args.port
+    transport = getattr(args, "transport", None)
+    if transport is not None:
+        overrides["transports"] = tuple(t.strip() for t in transport.split(",") if t.strip())
+    if getattr(args, "no_traces", False):
+        overrides["otlp_endpoint"] = None
+    elif getattr(args, "otlp_endpoint", None):
+        overrides["otlp_endpoint"] = args.otlp_endpoint
+    if getattr(args, "no_stack", False):
+        overrides["start_stack"] = False
+    if getattr(args, "timeout", None) is not None:
+        overrides["startup_timeout_s"] = float(args.timeout)
+    return AgentConfig(**overrides)
+
+
+def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
+    """Register ``agent`` with ``up``, ``down`` and ``status``; each sets ``func``."""
+    agent = subparsers.add_parser(
+        "agent",
+        help="start, stop or inspect the example Pipecat bot (a real agent to profile)",
+        description="The example Pipecat bot (Whisper tiny.en, gemma on the stack's llama.cpp "
+        "server, piper joe, Silero VAD) on twilio, pipecat-ws and webrtc transports, tracing "
+        "to voicelat's OTLP receiver. Needs voicelat[agents] and voicelat[local].",
+    )
+    commands = agent.add_subparsers(dest="agent_command", metavar="{up,down,status}")
+    commands.required = True
+    up = commands.add_parser("up", help="start the stack's LLM and the bot in the background")
+    _add_options(up, up=True)
+    up.set_defaults(func=cmd_up)
+    down = commands.add_parser("down", help="stop the bot started by `voicelat agent up`")
+    _add_options(down, up=False)
+    down.set_defaults(func=cmd_down)
+    status = commands.add_parser("status", help="show the bot; exit status 0 only if it is ready")
+    _add_options(status, up=False)
+    status.set_defaults(func=cmd_status)
+    return agent
+
+
+def _progress(event: StackProgress) -> None:
+    print(f"  {event}", file=sys.stderr, flush=True)
+
+
+def _error(exc: BaseException) -> None:
+    print(f"voicelat: error: {exc}", file=sys.stderr, flush=True)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Start the bot detached (it outlives this command); print it and its transport URLs."""
+    try:
+        config = agent_config_from_args(args)
+        t0 = time.monotonic()
+        print(
+            "example Pipecat bot: starting the stack and the bot ...", file=sys.stderr, flush=True
+        )
+        status = PipecatBot(config).up(progress=_progress, detach=True)
+    except VoicelatError as exc:
+        _error(exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("voicelat: interrupted; nothing was left running", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    for line in status.lines():
+        print(line, flush=True)
+    traces = status.otlp_endpoint or "off"
+    print(
+        f"bot ready in {time.monotonic() - t0:.1f} s; traces to {traces}; log {status.log_path}; "
+        "stop it with `voicelat agent down`",
+        file=sys.stderr,
+        flush=True,
+    )
+    return EXIT_OK
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop the recorded bot; succeeds when nothing was running."""
+    try:
+        stopped = PipecatBot(agent_config_from_args(args)).down(progress=_progress)
+    except VoicelatError as exc:
+        _error(exc)
+        return exc.exit_code
+    if stopped is None:
+        print("the example bot was not running", file=sys.stderr, flush=True)
+    else:
+        print(f"agent  {stopped.base_url}  pid {stopped.pid}  stopped", flush=True)
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the bot and its URLs; exit 0 if it is ready, 3 (infrastructure) otherwise."""
+    try:
+        status = PipecatBot(agent_config_from_args(args)).status()
+    except VoicelatError as exc:
+        _error(exc)
+        return exc.exit_code
+    for line in status.lines():
+        print(line, flush=True)
+    return EXIT_OK if status.healthy else EXIT_INFRA
