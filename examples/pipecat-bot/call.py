@@ -79,8 +79,11 @@ class CallResult:
 
     t_audio_end: float = 0.0
     t_first_reply: float | None = None
+    t_last_reply: float | None = None
     reply_s: float = 0.0
     messages: dict[str, int] = field(default_factory=dict)
+    call_id: str = ""
+    """Twilio: the callSid sent (the bot's conversation.id); webrtc: the answer's pc_id."""
 
     @property
     def response_s(self) -> float | None:
@@ -91,22 +94,31 @@ class CallResult:
         """Account received reply audio; stamp the first audible sample's arrival."""
         now = time.monotonic()
         self.reply_s += len(samples) / rate
-        if (
-            self.t_first_reply is None
-            and self.t_audio_end
-            and len(samples)
-            and int(np.abs(samples.astype(np.int32)).max()) > AUDIBLE
-        ):
-            self.t_first_reply = now
+        if not self.t_audio_end or not len(samples):
+            return
+        if int(np.abs(samples.astype(np.int32)).max()) > AUDIBLE:
+            if self.t_first_reply is None:
+                self.t_first_reply = now
+            self.t_last_reply = now
+
+    def finished(self, idle_s: float | None) -> bool:
+        """The reply started and nothing audible came for ``idle_s`` seconds."""
+        if idle_s is None or self.t_last_reply is None:
+            return False
+        return time.monotonic() - self.t_last_reply >= idle_s
 
     def count(self, kind: str) -> None:
         self.messages[kind] = self.messages.get(kind, 0) + 1
 
 
-async def _paced(n_frames: int, send: object, result: CallResult, n_speech: int) -> None:
-    """Call ``send(i)`` every 20 ms on an absolute schedule (no drift)."""
+async def _paced(
+    n_frames: int, send: object, result: CallResult, n_speech: int, idle_s: float | None
+) -> None:
+    """Call ``send(i)`` every 20 ms on an absolute schedule (no drift), until the reply ends."""
     t0 = time.monotonic()
     for i in range(n_frames):
+        if result.finished(idle_s):
+            return
         await send(i)  # type: ignore[operator]
         if i == n_speech - 1:
             result.t_audio_end = time.monotonic()
@@ -114,18 +126,23 @@ async def _paced(n_frames: int, send: object, result: CallResult, n_speech: int)
 
 
 async def twilio_call(
-    url: str, wav: str, *, listen_s: float = 8.0, params: dict[str, str] | None = None
+    url: str,
+    wav: str,
+    *,
+    listen_s: float = 8.0,
+    idle_s: float | None = None,
+    params: dict[str, str] | None = None,
 ) -> CallResult:
     """One Twilio Media Streams call: the WAV as mu-law in real time, then silence."""
     frames = [mulaw_encode(f) for f in frames_of(read_wav(wav, RATE), RATE)]
-    result = CallResult()
+    result = CallResult(call_id=f"CA{uuid.uuid4().hex}")
     sid = f"MZ{uuid.uuid4().hex}"
     async with websockets.connect(url, max_size=None) as ws:
         await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
         start = {
             "streamSid": sid,
             "accountSid": "AC00000000000000000000000000000000",
-            "callSid": f"CA{uuid.uuid4().hex}",
+            "callSid": result.call_id,
             "tracks": ["inbound"],
             "customParameters": params or {},
             "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": RATE, "channels": 1},
@@ -154,7 +171,7 @@ async def twilio_call(
 
         receiver = asyncio.create_task(receive())
         total = len(frames) + int(listen_s * 1000 / FRAME_MS)
-        await _paced(total, send, result, len(frames))
+        await _paced(total, send, result, len(frames), idle_s)
         await ws.send(
             json.dumps({"event": "stop", "sequenceNumber": str(total + 2), "streamSid": sid})
         )
@@ -162,7 +179,9 @@ async def twilio_call(
     return result
 
 
-async def pipecat_ws_call(url: str, wav: str, *, listen_s: float = 8.0) -> CallResult:
+async def pipecat_ws_call(
+    url: str, wav: str, *, listen_s: float = 8.0, idle_s: float | None = None
+) -> CallResult:
     """One call over Pipecat's ProtobufFrameSerializer: PCM16 16 kHz ``audio`` frames."""
     from pipecat.frames.protobufs import frames_pb2
 
@@ -193,12 +212,14 @@ async def pipecat_ws_call(url: str, wav: str, *, listen_s: float = 8.0) -> CallR
 
         receiver = asyncio.create_task(receive())
         total = len(frames) + int(listen_s * 1000 / FRAME_MS)
-        await _paced(total, send, result, len(frames))
+        await _paced(total, send, result, len(frames), idle_s)
         receiver.cancel()
     return result
 
 
-async def webrtc_call(url: str, wav: str, *, listen_s: float = 8.0) -> CallResult:
+async def webrtc_call(
+    url: str, wav: str, *, listen_s: float = 8.0, idle_s: float | None = None
+) -> CallResult:
     """One SmallWebRTC call: an aiortc peer sending the WAV as Opus, decoding the reply."""
     import aiohttp
     from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
@@ -257,8 +278,11 @@ async def webrtc_call(url: str, wav: str, *, listen_s: float = 8.0) -> CallResul
     async with aiohttp.ClientSession(trust_env=False) as http, http.post(url, json=offer) as resp:
         answer = await resp.json()
     await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
-    # The track paces itself; the call lasts as long as the WAV plus the listening time.
-    await asyncio.sleep(total * FRAME_MS / 1000)
+    result.call_id = str(answer.get("pc_id", ""))
+    # The track paces itself; the call lasts for the WAV plus the listening time at most.
+    deadline = time.monotonic() + total * FRAME_MS / 1000
+    while time.monotonic() < deadline and not result.finished(idle_s):
+        await asyncio.sleep(0.05)
     await pc.close()
     return result
 
@@ -271,9 +295,11 @@ def main() -> None:
     p.add_argument("transport", choices=sorted(CALLS))
     p.add_argument("url")
     p.add_argument("wav")
-    p.add_argument("--listen", type=float, default=8.0)
+    p.add_argument("--listen", type=float, default=8.0, help="seconds of silence after the WAV")
+    p.add_argument("--idle", type=float, default=None, help="hang up after this quiet gap")
     args = p.parse_args()
-    result = asyncio.run(CALLS[args.transport](args.url, args.wav, listen_s=args.listen))
+    call = CALLS[args.transport]
+    result = asyncio.run(call(args.url, args.wav, listen_s=args.listen, idle_s=args.idle))
     r = result.response_s
     print(
         f"first audible reply {'none' if r is None else f'{r * 1000:.0f} ms'} after the WAV "
