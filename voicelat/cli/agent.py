@@ -36,7 +36,9 @@ else:
 __all__ = ["add_parser", "agent_config_from_args", "cmd_down", "cmd_status", "cmd_up"]
 
 
-def _add_options(parser: argparse.ArgumentParser, *, up: bool) -> None:
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``up``; ``down`` and ``status`` take them too (and ignore the rest), so
+    the same flags can be repeated for all three."""
     add_stack_options(parser)
     parser.add_argument(
         "--port",
@@ -45,8 +47,6 @@ def _add_options(parser: argparse.ArgumentParser, *, up: bool) -> None:
         help=f"the bot's port, shared by its three transports (env {ENV_AGENT_PORT}; default 7860)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="the bot's address (default 127.0.0.1)")
-    if not up:
-        return
     parser.add_argument(
         "--transport",
         default=",".join(TRANSPORTS),
@@ -105,13 +105,13 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     commands = agent.add_subparsers(dest="agent_command", metavar="{up,down,status}")
     commands.required = True
     up = commands.add_parser("up", help="start the stack's LLM and the bot in the background")
-    _add_options(up, up=True)
+    _add_options(up)
     up.set_defaults(func=cmd_up)
     down = commands.add_parser("down", help="stop the bot started by `voicelat agent up`")
-    _add_options(down, up=False)
+    _add_options(down)
     down.set_defaults(func=cmd_down)
     status = commands.add_parser("status", help="show the bot; exit status 0 only if it is ready")
-    _add_options(status, up=False)
+    _add_options(status)
     status.set_defaults(func=cmd_status)
     return agent
 

@@ -207,7 +207,9 @@ class AgentConfig:
             "--port", str(self.port),
             "--llm-url", self.stack.llm_url,
             "--transport", ",".join(self.transports),
-            "--otlp-endpoint", self.otlp_endpoint or "",
+            # One argument, never an empty one: /proc's cmdline loses a trailing empty
+            # argument, and the recorded command would no longer match the process.
+            f"--otlp-endpoint={self.otlp_endpoint or ''}",
             *self.bot_args,
         ]  # fmt: skip
 
