@@ -79,6 +79,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--whisper-model", default=None, help="CT2 Whisper directory")
     p.add_argument("--voice-dir", default=None, help="directory holding en_US-joe-medium.onnx")
     p.add_argument("--vad-stop-secs", type=float, default=0.2)
+    # Pipecat keeps a Whisper segment only below this no-speech probability (its default 0.4
+    # dropped whole espeak utterances cut out by the VAD, heard over 8 kHz mu-law).
+    p.add_argument("--no-speech-prob", type=float, default=0.8)
     p.add_argument("--speech-timeout", type=float, default=0.6)
     p.add_argument("--twilio-out-rate", type=int, default=8000)
     p.add_argument("--out-rate", type=int, default=24000, help="pipecat-ws and webrtc out rate")
@@ -164,7 +167,9 @@ def _services(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     stt = WhisperSTTService(
         device="cpu",
         compute_type="int8",
-        settings=WhisperSTTService.Settings(model=args.whisper_dir, language=Language.EN),
+        settings=WhisperSTTService.Settings(
+            model=args.whisper_dir, language=Language.EN, no_speech_prob=args.no_speech_prob
+        ),
     )
     llm = OpenAILLMService(
         api_key="not-needed",
@@ -274,6 +279,9 @@ async def run_pipeline(
             user_turn_strategies=UserTurnStrategies(
                 stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=args.speech_timeout)]
             ),
+            # An empty turn stays unanswered. Pipecat's default answers one that interrupted
+            # the bot by adding a "developer" message, which llama_cpp.server refuses (500).
+            empty_user_turn=None,
         ),
     )
     pipeline = Pipeline(
