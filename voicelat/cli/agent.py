@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from voicelat.cli.stack import add_stack_options, config_from_args
 from voicelat.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
@@ -34,6 +35,8 @@ else:
     _SubParsers = Any
 
 __all__ = ["add_parser", "agent_config_from_args", "cmd_down", "cmd_status", "cmd_up"]
+
+_T = TypeVar("_T")
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -151,13 +154,20 @@ def cmd_up(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_down(args: argparse.Namespace) -> int:
-    """Stop the recorded bot; succeeds when nothing was running."""
+def _with_bot(args: argparse.Namespace, action: Callable[[PipecatBot], _T]) -> _T | int:
+    """``action`` on the configured bot, or the exit code of its one-line error."""
     try:
-        stopped = PipecatBot(agent_config_from_args(args)).down(progress=_progress)
+        return action(PipecatBot(agent_config_from_args(args)))
     except VoicelatError as exc:
         _error(exc)
         return exc.exit_code
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop the recorded bot; succeeds when nothing was running."""
+    stopped = _with_bot(args, lambda bot: bot.down(progress=_progress))
+    if isinstance(stopped, int):
+        return stopped
     if stopped is None:
         print("the example bot was not running", file=sys.stderr, flush=True)
     else:
@@ -167,11 +177,9 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the bot and its URLs; exit 0 if it is ready, 3 (infrastructure) otherwise."""
-    try:
-        status = PipecatBot(agent_config_from_args(args)).status()
-    except VoicelatError as exc:
-        _error(exc)
-        return exc.exit_code
+    status = _with_bot(args, PipecatBot.status)
+    if isinstance(status, int):
+        return status
     for line in status.lines():
         print(line, flush=True)
     return EXIT_OK if status.healthy else EXIT_INFRA
