@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import socket
 import sys
 import time
 import uuid
@@ -434,10 +435,24 @@ def build_app(args: argparse.Namespace) -> Any:
     return app
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before any model loads: a taken port is one line, exit 3."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        _die(f"cannot listen on {host}:{port}: {exc.strerror}; pass another --port", 3)
+    sock.listen(128)
+    return sock
+
+
 def main(argv: list[str] | None = None) -> None:
     """Load the models, set up tracing, serve until SIGINT/SIGTERM."""
     args = _parse_args(argv)
     t0 = time.monotonic()
+    sock = _bind(args.host, args.port)
     if args.llm_model is None:  # first: a down LLM server fails in a second, not after loading
         args.llm_model = asyncio.run(_llm_model_id(args))
     _check_models(args)
@@ -449,16 +464,16 @@ def main(argv: list[str] | None = None) -> None:
         uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     )
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(server, args, t0))
+        asyncio.run(_serve(server, sock, args, t0))
 
 
-async def _serve(server: Any, args: argparse.Namespace, t0: float) -> None:
-    """Run uvicorn; print the ready line once it listens, exit 3 if it cannot bind."""
-    task = asyncio.create_task(server.serve())
+async def _serve(server: Any, sock: socket.socket, args: argparse.Namespace, t0: float) -> None:
+    """Run uvicorn on ``sock``; print the ready line once it serves."""
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():
-            # uvicorn logs the bind error and exits the process with SystemExit(1).
-            _die(f"cannot listen on {args.host}:{args.port} (port in use?); pass --port", 3)
+            await task  # uvicorn's own startup failure (it logged why)
+            return
         await asyncio.sleep(0.02)
     print(
         f"pipecat-bot ready http://{args.host}:{args.port} "
