@@ -70,7 +70,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="base URL of the OpenAI-compatible LLM server (llama_cpp.server), without /v1",
     )
     p.add_argument("--llm-model", default=None, help="model id (default: the server's first)")
-    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument(
         "--otlp-endpoint",
         default=os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),

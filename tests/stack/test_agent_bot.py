@@ -16,6 +16,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 from voicelat.stack.agent import AgentConfig, AgentStatus, PipecatBot
-from voicelat.stack.config import StackConfig
+from voicelat.stack.config import StackConfig, StackError
 
 pytestmark = pytest.mark.stack
 
@@ -32,10 +33,10 @@ BOT_DIR = ROOT / "examples" / "pipecat-bot"
 FIXTURE = ROOT / "fixtures" / "weather_paris.wav"
 # speech_end of weather_paris is at 2150 ms of its 3450 ms: the WAV's last 1.3 s are silence,
 # so "after the WAV ended" is ~1.3 s after the real end of speech. Measured on the 2-core
-# machine: 0.4-1.8 s after the WAV when idle, up to ~8 s at a load average of 7 (the LLM and
+# machine: 0.4-1.8 s after the WAV when idle, 7-13 s at a load average of 10 (the LLM and
 # Whisper share two cores with everything else); the bound leaves room for a loaded runner.
-REPLY_BOUND_S = 14.0
-LISTEN_S = 16.0
+REPLY_BOUND_S = 20.0
+LISTEN_S = 24.0
 SPAN_WAIT_S = 10.0
 
 
@@ -78,15 +79,36 @@ def collector() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def bot(collector: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStatus]:
+def manager(collector: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PipecatBot]:
+    """The bot, started through the manager (the stack first), stopped at the end."""
     stt, tts, llm, port = _free_ports(10400, 10401, 8180, 9170)
     stack = StackConfig(
         stt_port=stt, tts_port=tts, llm_port=llm, state_dir=tmp_path_factory.mktemp("agent")
     )
     cfg = AgentConfig(stack=stack, port=port, otlp_endpoint=collector.url)
-    with PipecatBot(cfg) as manager:
-        yield manager.up()
-    assert not manager.status().running  # the context manager stopped the bot
+    with PipecatBot(cfg) as bot_manager:
+        status = bot_manager.up()
+        assert status.healthy and status.startup_s is not None and not status.reused
+        assert status.stack_started == ("stt", "tts", "llm")
+        yield bot_manager
+    assert not bot_manager.status().running  # the context manager stopped the bot
+
+
+@pytest.fixture(scope="module")
+def bot(manager: PipecatBot) -> AgentStatus:
+    return manager.status()
+
+
+def test_a_second_up_reuses_the_bot_and_other_settings_are_refused(
+    manager: PipecatBot, bot: AgentStatus
+) -> None:
+    # Another instance on the same state directory: it sees the bot and reuses it.
+    again = PipecatBot(replace(manager.config, start_stack=False))
+    assert again.status().state == "ready"
+    reused = again.up()
+    assert reused.reused and reused.pid == bot.pid
+    with pytest.raises(StackError, match="already running with other settings"):
+        PipecatBot(replace(manager.config, otlp_endpoint=None)).up()
 
 
 def _rss_mb(pid: int) -> tuple[float, float]:
@@ -114,7 +136,11 @@ def _spans_of(collector: Any, conversation_id: str) -> list[dict[str, Any]]:
 
 
 def _assert_pipecat_turn_spans(spans: list[dict[str, Any]], transport: str) -> None:
-    by_name = {s["name"]: s for s in spans}
+    # The first span of each name: a reply of two sentences has two tts spans, and the call
+    # may hang up during the second one (then it ends without a TTFB).
+    by_name: dict[str, dict[str, Any]] = {}
+    for span in sorted(spans, key=lambda s: int(s["start_unix_nano"])):
+        by_name.setdefault(span["name"], span)
     assert {"conversation", "turn", "stt", "llm", "tts"} <= set(by_name), sorted(by_name)
     conv, turn = by_name["conversation"], by_name["turn"]
     assert conv["attributes"]["transport"] == transport

@@ -157,3 +157,17 @@ def test_the_bot_exiting_at_startup_is_reported_with_its_own_line(
     assert "the example bot exited with code 3 during startup" in line
     assert f"the LLM server at http://127.0.0.1:{llm_port} does not answer" in line
     assert not (tmp_path / "state" / "agent.json").exists()
+
+
+def test_the_packaged_bot_is_preferred_and_a_missing_one_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a wheel the bot is package data (voicelat/data/examples/pipecat-bot/bot.py)."""
+    package = tmp_path / "site" / "voicelat"
+    monkeypatch.setattr(agent_mod, "__file__", str(package / "stack" / "agent.py"))
+    with pytest.raises(NotInstalledError, match="the example Pipecat bot is missing"):
+        bot_script()
+    packaged = package / "data" / "examples" / "pipecat-bot" / "bot.py"
+    packaged.parent.mkdir(parents=True)
+    packaged.write_text("")
+    assert bot_script() == packaged.resolve()
