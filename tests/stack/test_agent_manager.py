@@ -171,3 +171,17 @@ def test_the_packaged_bot_is_preferred_and_a_missing_one_is_named(
     packaged.parent.mkdir(parents=True)
     packaged.write_text("")
     assert bot_script() == packaged.resolve()
+
+
+async def test_the_async_forms_do_not_block_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = AgentConfig(
+        stack=StackConfig(state_dir=tmp_path / "state", cache_dir=tmp_path), port=_free_port()
+    )
+    bot = PipecatBot(cfg)
+    assert (await bot.astatus()).state == "stopped"
+    assert await bot.adown() is None
+    monkeypatch.setitem(agent_mod._REQUIRED_MODULES, "no_such_pipecat_module", "pipecat-ai")
+    with pytest.raises(NotInstalledError, match="missing pipecat-ai"):
+        await bot.aup()

@@ -14,6 +14,7 @@ Media Streams), ``pipecat-ws`` (``ws://HOST:PORT/ws-client``, Pipecat's protobuf
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import json
@@ -377,6 +378,18 @@ class PipecatBot:
         stack, self._stack = self._stack, None
         if stack is not None:
             stack.release()
+
+    async def aup(self, progress: ProgressFn | None = None, *, detach: bool = False) -> AgentStatus:
+        """:meth:`up` without blocking the event loop (it runs in a worker thread)."""
+        return await asyncio.to_thread(self.up, progress, detach=detach)
+
+    async def astatus(self) -> AgentStatus:
+        """:meth:`status` without blocking the event loop."""
+        return await asyncio.to_thread(self.status)
+
+    async def adown(self, progress: ProgressFn | None = None) -> AgentStatus | None:
+        """:meth:`down` without blocking the event loop."""
+        return await asyncio.to_thread(self.down, progress)
 
     def __enter__(self) -> Self:
         return self
