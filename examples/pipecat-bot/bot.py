@@ -18,8 +18,11 @@ BatchSpanProcessor with a 50 ms schedule delay: spans leave within ~50 ms of end
 processor's own thread (a SimpleSpanProcessor would POST on the bot's event loop, inside the
 turn being measured). Metrics (TTFB, processing) are on, so spans carry ``metrics.ttfb``.
 
-Readiness: ``GET /health`` answers 200 once the models are loaded, and one line
-``pipecat-bot ready http://HOST:PORT transports=...`` is printed to stdout.
+Readiness: ``GET /health`` answers 200 once the models are loaded and warmed (one transcribe,
+one synthesis), and one line ``pipecat-bot ready http://HOST:PORT transports=...`` is printed
+to stdout. A taken port or a down LLM server is one line on stderr and exit 3, before any
+model loads. Concurrent calls share the two models (CTranslate2 and onnxruntime are
+thread-safe); each call gets its own pipeline, VAD and context.
 
 Run:  python bot.py --port 9150 --llm-url http://127.0.0.1:8080 \
           --otlp-endpoint http://127.0.0.1:4318/v1/traces
