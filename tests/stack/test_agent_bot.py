@@ -11,6 +11,7 @@ Pipecat's own TTFBs on them. The other two transports get one turn each in a `sl
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import socket
 import sys
@@ -23,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from voicelat.cli.main import main
+from voicelat.core.errors import EXIT_INFRA, EXIT_OK
 from voicelat.stack.agent import AgentConfig, AgentStatus, PipecatBot
 from voicelat.stack.config import StackConfig, StackError
 
@@ -83,7 +86,14 @@ def manager(collector: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """The bot, started through the manager (the stack first), stopped at the end."""
     stt, tts, llm, port = _free_ports(10400, 10401, 8180, 9170)
     stack = StackConfig(
-        stt_port=stt, tts_port=tts, llm_port=llm, state_dir=tmp_path_factory.mktemp("agent")
+        stt_port=stt,
+        tts_port=tts,
+        llm_port=llm,
+        state_dir=tmp_path_factory.mktemp("agent"),
+        # llama_cpp.server ends a streaming completion with [DONE] as soon as another request
+        # arrives (interrupt_requests defaults to true): with two calls at once one reply was
+        # cut to nothing and never spoken. Off, the second request waits for the first.
+        llm_extra_args=("--interrupt_requests", "false"),
     )
     cfg = AgentConfig(stack=stack, port=port, otlp_endpoint=collector.url)
     with PipecatBot(cfg) as bot_manager:
@@ -206,3 +216,42 @@ async def test_one_turn_over_pipecat_ws_and_webrtc(
     spans = [s for s in collector.snapshot() if s["trace_id"] == convs[-1]["trace_id"]]
     _assert_pipecat_turn_spans(spans, transport)
     print(f"\n{transport} reply {result.response_s * 1000:.0f} ms after the WAV")
+
+
+@pytest.mark.slow
+async def test_two_concurrent_twilio_calls_are_both_answered(
+    bot: AgentStatus, collector: Any
+) -> None:
+    """One pipeline per connection, the models shared: what `--concurrency 2` does."""
+    call = _load("call")
+    results = await asyncio.gather(
+        *(
+            call.twilio_call(bot.urls["twilio"], str(FIXTURE), listen_s=LISTEN_S, idle_s=1.0)
+            for _ in range(2)
+        )
+    )
+    for result in results:
+        assert result.t_first_reply is not None, f"no audible reply; saw {result.messages}"
+        assert result.response_s < 2 * REPLY_BOUND_S
+        _assert_pipecat_turn_spans(_spans_of(collector, result.call_id), "twilio")
+    assert results[0].call_id != results[1].call_id
+
+
+@pytest.mark.slow
+def test_cli_agent_up_detached_then_status_and_down(
+    manager: PipecatBot, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`voicelat agent up` leaves the bot running for `status` and `down` (no stack start)."""
+    cfg = manager.config
+    (port,) = _free_ports(9180)
+    args = ["--state-dir", str(cfg.stack.state_root / "cli"), "--port", str(port),
+            "--llm-port", str(cfg.stack.llm_port), "--no-traces"]  # fmt: skip
+    assert main(["agent", "up", "--no-stack", *args]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert f"twilio      ws://127.0.0.1:{port}/ws" in out
+    pid = int(out.split("pid ", 1)[1].split()[0])
+    assert main(["agent", "status", *args]) == EXIT_OK
+    assert main(["agent", "down", *args]) == EXIT_OK
+    assert f"pid {pid}  stopped" in capsys.readouterr().out
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    assert main(["agent", "status", *args]) == EXIT_INFRA
