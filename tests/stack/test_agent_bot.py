@@ -2,11 +2,13 @@
 
 The bot (Whisper tiny.en, gemma on the stack's llama.cpp server, piper joe, Silero VAD) is
 started through :class:`PipecatBot` (the stack first, on test ports), exporting its spans to
-a loopback OTLP/HTTP collector (``examples/pipecat-bot/otlp_dump.py``, decoded with
-opentelemetry-proto). A minimal Twilio Media Streams caller (``examples/pipecat-bot/call.py``)
+voicelat's own OTLP/HTTP receiver on loopback (:class:`TraceReceiver`, which places them on
+voicelat's clock). A minimal Twilio Media Streams caller (``examples/pipecat-bot/call.py``)
 plays a bundled fixture in real time then silence; the bot must answer with mu-law audio
-within a bound, and the turn's spans (conversation > turn > stt, llm, tts) must arrive with
-Pipecat's own TTFBs on them. The other two transports get one turn each in a `slow` test.
+within a bound, the call's spans (conversation > turn > stt, llm, tts) must arrive with
+Pipecat's own TTFBs on them, and the "pipecat" mapping must split them into the four agent
+milestones in causal order, before the reply reached the caller (one host, one clock). The
+other two transports, two calls at once and the CLI's detached `up` are `slow`.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
 from voicelat.cli.main import main
+from voicelat.core.agent_trace import AGENT_MILESTONES, AgentSpan, TraceSplit, split_from_spans
 from voicelat.core.errors import EXIT_INFRA, EXIT_OK
+from voicelat.engine.trace_receiver import TraceReceiver
 from voicelat.stack.agent import AgentConfig, AgentStatus, PipecatBot
 from voicelat.stack.config import StackConfig, StackError
 
@@ -73,16 +76,15 @@ def _free_ports(*wanted: int) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def collector() -> Iterator[Any]:
-    c = _load("otlp_dump").Collector().start()
-    try:
-        yield c
-    finally:
-        c.stop()
+def receiver() -> Iterator[TraceReceiver]:
+    with TraceReceiver(port=0, mapping="pipecat") as r:
+        yield r
 
 
 @pytest.fixture(scope="module")
-def manager(collector: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PipecatBot]:
+def manager(
+    receiver: TraceReceiver, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PipecatBot]:
     """The bot, started through the manager (the stack first), stopped at the end."""
     stt, tts, llm, port = _free_ports(10400, 10401, 8180, 9170)
     stack = StackConfig(
@@ -95,7 +97,7 @@ def manager(collector: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         # cut to nothing and never spoken. Off, the second request waits for the first.
         llm_extra_args=("--interrupt_requests", "false"),
     )
-    cfg = AgentConfig(stack=stack, port=port, otlp_endpoint=collector.url)
+    cfg = AgentConfig(stack=stack, port=port, otlp_endpoint=receiver.url)
     with PipecatBot(cfg) as bot_manager:
         status = bot_manager.up()
         assert status.healthy and status.startup_s is not None and not status.reused
@@ -128,50 +130,71 @@ def _rss_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-def _spans_of(collector: Any, conversation_id: str) -> list[dict[str, Any]]:
-    """The spans of the trace whose conversation span has ``conversation_id``, once it ended."""
-    deadline = time.monotonic() + SPAN_WAIT_S
-    while time.monotonic() < deadline:
-        spans = collector.snapshot()
-        conv = [
-            s
-            for s in spans
-            if s["name"] == "conversation"
-            and s["attributes"].get("conversation.id") == conversation_id
-        ]
-        if conv:
-            return [s for s in spans if s["trace_id"] == conv[0]["trace_id"]]
-        time.sleep(0.1)
-    return []
+# call.py stamps with time.monotonic(), voicelat with perf_counter (both CLOCK_MONOTONIC on
+# Linux; the difference is measured anyway).
+_MONO_TO_VOICELAT_NS = time.perf_counter_ns() - time.monotonic_ns()
 
 
-def _assert_pipecat_turn_spans(spans: list[dict[str, Any]], transport: str) -> None:
+def _ns(t_monotonic_s: float) -> int:
+    return int(t_monotonic_s * 1e9) + _MONO_TO_VOICELAT_NS
+
+
+async def _call_spans(
+    receiver: TraceReceiver, window: tuple[int, int], conversation: str
+) -> list[AgentSpan]:
+    """The spans of the call's trace, as voicelat's engine asks for them."""
+    spans = await receiver.spans_for(window, wait_s=SPAN_WAIT_S, conversation=conversation)
+    convs = [s for s in spans if s.name == "conversation"]
+    assert convs, f"no conversation span for {conversation}: {sorted({s.name for s in spans})}"
+    return [s for s in spans if s.trace_id == convs[0].trace_id]
+
+
+def _assert_pipecat_turn_spans(spans: list[AgentSpan], transport: str) -> None:
     # The first span of each name: a reply of two sentences has two tts spans, and the call
     # may hang up during the second one (then it ends without a TTFB).
-    by_name: dict[str, dict[str, Any]] = {}
-    for span in sorted(spans, key=lambda s: int(s["start_unix_nano"])):
-        by_name.setdefault(span["name"], span)
+    by_name: dict[str, AgentSpan] = {}
+    for span in sorted(spans, key=lambda s: s.start_ns):
+        by_name.setdefault(span.name, span)
     assert {"conversation", "turn", "stt", "llm", "tts"} <= set(by_name), sorted(by_name)
     conv, turn = by_name["conversation"], by_name["turn"]
-    assert conv["attributes"]["transport"] == transport
-    assert turn["parent_span_id"] == conv["span_id"]
-    assert turn["attributes"]["turn.number"] == 1
+    assert conv.attributes["transport"] == transport
+    assert turn.parent_id == conv.span_id
+    assert turn.attributes["turn.number"] == 1
     for name in ("stt", "llm", "tts"):
         span = by_name[name]
-        assert span["parent_span_id"] == turn["span_id"], name
+        assert span.parent_id == turn.span_id, name
         # Pipecat's own TTFB (seconds), there because the bot enables metrics.
-        assert 0 < span["attributes"]["metrics.ttfb"] < 30, (name, span["attributes"])
-    assert by_name["stt"]["attributes"]["transcript"].strip()
-    assert by_name["stt"]["attributes"]["gen_ai.provider.name"] == "whisper"
-    assert by_name["llm"]["attributes"]["gen_ai.operation.name"] == "chat"
-    assert by_name["tts"]["attributes"]["voice_id"] == "en_US-joe-medium"
-    # Causal order on the bot's clock: transcript, then the first token, then speech.
-    assert by_name["stt"]["end_unix_nano"] <= by_name["llm"]["start_unix_nano"] + 5_000_000
-    assert by_name["llm"]["start_unix_nano"] <= by_name["tts"]["start_unix_nano"]
+        ttfb = span.attributes["metrics.ttfb"]
+        assert isinstance(ttfb, float) and 0 < ttfb < 30, (name, dict(span.attributes))
+    assert str(by_name["stt"].attributes["transcript"]).strip()
+    assert by_name["stt"].attributes["gen_ai.provider.name"] == "whisper"
+    assert by_name["llm"].attributes["gen_ai.operation.name"] == "chat"
+    assert by_name["tts"].attributes["voice_id"] == "en_US-joe-medium"
+    # Causal order: transcript, then the request to the LLM, then speech.
+    assert by_name["stt"].end_ns <= by_name["llm"].start_ns + 5_000_000
+    assert by_name["llm"].start_ns <= by_name["tts"].start_ns
+
+
+def _assert_split(
+    spans: list[AgentSpan], window: tuple[int, int], t_first_reply_ns: int, slack_ns: int
+) -> TraceSplit:
+    """The "pipecat" mapping finds all four milestones, in order, before the caller heard it."""
+    split = split_from_spans(spans, window, "pipecat")
+    assert split is not None
+    assert set(split.milestones) == set(AGENT_MILESTONES), split
+    times = [split.milestones[m] for m in AGENT_MILESTONES]
+    assert times == sorted(times), split.milestones
+    assert window[0] <= times[0]
+    # The bot's first TTS byte is produced before the caller receives it (same host: the
+    # only slack is the clock pairing's uncertainty).
+    assert times[-1] <= t_first_reply_ns + slack_ns, (times[-1] - t_first_reply_ns) / 1e6
+    for figure in ("stt", "llm", "tts"):
+        assert split.reported[f"agent_reported_{figure}_ttfb_ms"] > 0, split.reported
+    return split
 
 
 async def test_one_twilio_turn_gets_mulaw_audio_back_and_pipecat_spans(
-    bot: AgentStatus, collector: Any
+    bot: AgentStatus, receiver: TraceReceiver
 ) -> None:
     call = _load("call")
     t0 = time.monotonic()
@@ -181,60 +204,73 @@ async def test_one_twilio_turn_gets_mulaw_audio_back_and_pipecat_spans(
     assert result.t_first_reply is not None, f"no audible reply; saw {result.messages}"
     assert result.response_s < REPLY_BOUND_S
     assert result.reply_s > 0.2  # a spoken sentence, not a click
-    spans = _spans_of(collector, result.call_id)
+    window = (_ns(t0), time.perf_counter_ns())
+    spans = await _call_spans(receiver, window, result.call_id)
     _assert_pipecat_turn_spans(spans, "twilio")
+    split = _assert_split(
+        spans, window, _ns(result.t_first_reply), receiver.placement_uncertainty_ns
+    )
+    first_byte = split.milestones["agent_tts_first_byte"]
     rss, peak = _rss_mb(bot.pid or 0)
     print(
         f"\nbot startup {bot.startup_s:.2f} s; twilio reply {result.response_s * 1000:.0f} ms "
-        f"after the WAV (speech end + 1.3 s); call {call_s:.1f} s; bot RSS {rss:.0f} MB "
-        f"(peak {peak:.0f} MB)"
+        f"after the WAV (speech end + 1.3 s); bot's first TTS byte -> caller "
+        f"{(_ns(result.t_first_reply) - first_byte) / 1e6:.1f} ms; reported "
+        f"{ {k: round(v) for k, v in split.reported.items()} }; call {call_s:.1f} s; "
+        f"bot RSS {rss:.0f} MB (peak {peak:.0f} MB)"
     )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("transport", ["pipecat-ws", "webrtc"])
 async def test_one_turn_over_pipecat_ws_and_webrtc(
-    bot: AgentStatus, collector: Any, transport: str
+    bot: AgentStatus, receiver: TraceReceiver, transport: str
 ) -> None:
     call = _load("call")
-    run = call.CALLS[transport]
-    result = await run(bot.urls[transport], str(FIXTURE), listen_s=LISTEN_S, idle_s=1.0)
+    url = bot.urls[transport]
+    if transport == "pipecat-ws":  # the bot takes the conversation id from the query
+        url += "?conversation_id=vl-test-pipecat-ws"
+    t0 = time.monotonic()
+    result = await call.CALLS[transport](url, str(FIXTURE), listen_s=LISTEN_S, idle_s=1.0)
     assert result.t_first_reply is not None, f"no audible reply; saw {result.messages}"
     assert result.response_s < REPLY_BOUND_S
-    before = {s["span_id"] for s in collector.snapshot()}
-    deadline = time.monotonic() + SPAN_WAIT_S
-    while time.monotonic() < deadline:
-        convs = [
-            s
-            for s in collector.snapshot()
-            if s["name"] == "conversation" and s["attributes"].get("transport") == transport
-        ]
-        if convs:
-            break
-        time.sleep(0.1)
-    assert convs, f"no conversation span for {transport} (had {len(before)} spans)"
-    spans = [s for s in collector.snapshot() if s["trace_id"] == convs[-1]["trace_id"]]
+    conversation = result.call_id or "vl-test-pipecat-ws"  # webrtc: the answer's pc_id
+    window = (_ns(t0), time.perf_counter_ns())
+    spans = await _call_spans(receiver, window, conversation)
     _assert_pipecat_turn_spans(spans, transport)
-    print(f"\n{transport} reply {result.response_s * 1000:.0f} ms after the WAV")
+    split = _assert_split(
+        spans, window, _ns(result.t_first_reply), receiver.placement_uncertainty_ns
+    )
+    first_byte = split.milestones["agent_tts_first_byte"]
+    print(
+        f"\n{transport} reply {result.response_s * 1000:.0f} ms after the WAV; bot's first TTS "
+        f"byte -> caller {(_ns(result.t_first_reply) - first_byte) / 1e6:.1f} ms"
+    )
 
 
 @pytest.mark.slow
 async def test_two_concurrent_twilio_calls_are_both_answered(
-    bot: AgentStatus, collector: Any
+    bot: AgentStatus, receiver: TraceReceiver
 ) -> None:
-    """One pipeline per connection, the models shared: what `--concurrency 2` does."""
+    """One pipeline per connection, the models shared: what `--concurrency 2` does; each
+    call's spans are told apart by its conversation id (the Twilio call SID)."""
     call = _load("call")
+    t0 = time.monotonic()
     results = await asyncio.gather(
         *(
             call.twilio_call(bot.urls["twilio"], str(FIXTURE), listen_s=LISTEN_S, idle_s=1.0)
             for _ in range(2)
         )
     )
+    window = (_ns(t0), time.perf_counter_ns())
+    traces = set()
     for result in results:
         assert result.t_first_reply is not None, f"no audible reply; saw {result.messages}"
         assert result.response_s < 2 * REPLY_BOUND_S
-        _assert_pipecat_turn_spans(_spans_of(collector, result.call_id), "twilio")
-    assert results[0].call_id != results[1].call_id
+        spans = await _call_spans(receiver, window, result.call_id)
+        _assert_pipecat_turn_spans(spans, "twilio")
+        traces.add(spans[0].trace_id)
+    assert len(traces) == 2
 
 
 @pytest.mark.slow
