@@ -209,6 +209,9 @@ def build_commands(config: StackConfig, assets: StackAssets) -> dict[str, list[s
             "--chat_format", "hf-tokenizer-config",
             "--hf_tokenizer_config_path", str(assets.chat_template),
             "--logits_all", "true" if config.llm_logits_all else "false",
+            # By default llama_cpp.server cuts a streaming reply short when another request
+            # arrives: under --concurrency (or two agent calls) one reply came back empty.
+            "--interrupt_requests", "false",
             *config.llm_extra_args,
         ],
     }  # fmt: skip
