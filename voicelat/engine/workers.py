@@ -99,6 +99,16 @@ class WorkerReport:
     loop_lag_ns: list[int] = field(default_factory=list)
     ready: bool = False
     done: bool = False
+    #: Ray (:mod:`voicelat.engine.ray_workers`): the node the worker ran on, and the estimated
+    #: offset of its clock from the parent's (worker minus parent) with its uncertainty.
+    node: str | None = None
+    clock_offset_ns: int | None = None
+    clock_offset_uncertainty_ns: int | None = None
+
+    def where(self) -> str:
+        """``worker 1 (pid 1234)``, with its node under Ray."""
+        node = f"node {self.node[:8]}, " if self.node else ""
+        return f"worker {self.index} ({node}pid {self.pid})"
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON (loop-lag P99 instead of the samples)."""
@@ -114,7 +124,15 @@ class WorkerReport:
             "error": self.error,
             "sessions_opened": self.sessions_opened,
             "loop_lag_p99_ns": p99,
-        }
+        } | (
+            {
+                "node": self.node,
+                "clock_offset_ns": self.clock_offset_ns,
+                "clock_offset_uncertainty_ns": self.clock_offset_uncertainty_ns,
+            }
+            if self.node is not None
+            else {}
+        )
 
 
 # -- sharding (pure) ---------------------------------------------------------------------------
@@ -217,10 +235,12 @@ def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
     out.put(("done", job.index, list(runner.loop_lag.lags), runner.sessions_opened, error))
 
 
-# -- the parent --------------------------------------------------------------------------------
+# -- the parent: the plan split and the merge (shared by the process pool and Ray) ---------------
 @dataclass
-class WorkerPool:
-    """Runs a plan over worker processes and collects one result (see the module docstring)."""
+class ShardedRun:
+    """A plan split over ``workers`` and their turns merged into ONE ``turns.jsonl`` and ONE
+    summary. The transport (processes here, Ray actors in :mod:`voicelat.engine.ray_workers`)
+    is the subclass's; the split, tagging, lost-turn accounting and summary are here."""
 
     pipeline: Pipeline
     fixtures: Sequence[Fixture]
@@ -236,6 +256,10 @@ class WorkerPool:
         self.turns: list[Turn] = []
         self.reports: list[WorkerReport] = []
         self._clock = MonotonicClock()
+        #: The workers' event loop (the parent runs none) and what the summary's ``run``
+        #: section says about the transport (Ray: its address and nodes).
+        self.event_loop = loop_kind()
+        self.run_info: dict[str, Any] = {}
 
     def jobs(self, plan: Sequence[PlannedTurn], load: Load) -> list[WorkerJob]:
         """Each worker's share of ``plan`` and ``load``."""
@@ -257,6 +281,105 @@ class WorkerPool:
             )
             for k in range(self.workers)
         ]
+
+    def accept(self, turn: Turn, k: int, writer: TurnsWriterThread, total: int) -> None:
+        """Worker ``k``'s finished turn: tagged, written, kept, shown."""
+        turn = self._tag(turn, k)
+        self.reports[k].turns += 1
+        writer.write(turn)
+        self.turns.append(turn)
+        self.observer.turn_finished(turn, total)
+
+    def _tag(self, turn: Turn, k: int) -> Turn:
+        extra = dict(turn.extra)
+        extra["worker"] = k
+        node = self.reports[k].node
+        if node is not None:
+            extra["node"] = node
+        if isinstance(extra.get("session"), int):
+            extra["session"] = extra["session"] * self.workers + k
+        return dataclasses.replace(turn, extra=extra)
+
+    def fail_lost(self, jobs: list[WorkerJob], writer: TurnsWriterThread, total: int) -> None:
+        """Record every planned turn that did not come back as failed, with the reason."""
+        returned = {t.index for t in self.turns}
+        for job, report in zip(jobs, self.reports, strict=True):
+            lost = [planned for planned in job.plan if planned.index not in returned]
+            report.lost = len(lost)
+            if not lost:
+                continue
+            why = report.error or f"exit code {report.exitcode}"
+            reason = f"{report.where()} ended before this turn: {why}"
+            for planned in lost:
+                rec = TurnRecorder(
+                    index=planned.index,
+                    fixture=planned.fixture,
+                    t0_ns=0,
+                    repeat=planned.repeat,
+                    warmup=planned.warmup,
+                    wall_time_ns=time.time_ns(),
+                )
+                rec.fail("worker", reason)
+                rec.extra("worker", job.index)
+                if report.node is not None:
+                    rec.extra("node", report.node)
+                turn = rec.finish()
+                writer.write(turn)
+                self.turns.append(turn)
+                self.observer.turn_finished(turn, total)
+
+    def finish(
+        self,
+        jobs: list[WorkerJob],
+        writer: TurnsWriterThread,
+        plan: Sequence[PlannedTurn],
+        load: Load,
+        status: str,
+        started_wall: float,
+    ) -> RunOutcome:
+        """Account for the lost turns, close the turns file, write the one summary."""
+        self.fail_lost(jobs, writer, len(plan))
+        writer.close()
+        summary = self.summary(plan, load, status, started_wall)
+        write_summary(self.out_dir, summary)
+        self.outcome = RunOutcome(
+            self.out_dir, list(self.turns), summary, status == "interrupted", len(plan)
+        )
+        return self.outcome
+
+    def raise_if_all_failed(self) -> None:
+        """``InfraError`` (exit 3) when every turn failed, as a single runner does."""
+        if self.turns and all(t.failed for t in self.turns):
+            first = self.turns[0]
+            raise InfraError(
+                f"every turn failed ({len(self.turns)}); the first: "
+                f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
+            )
+
+    def summary(
+        self, plan: Sequence[PlannedTurn], load: Load, status: str, started_wall: float
+    ) -> dict[str, Any]:
+        """The one ``summary.json``: every worker's turns and loop-lag samples merged."""
+        # The parent's runner only builds the document: the turns, every worker's loop lag.
+        runner = Runner(
+            self.pipeline, self.fixtures, self.out_dir, argv=self.argv, stack_info=self.stack_info
+        )
+        runner.turns = list(self.turns)
+        for r in self.reports:
+            runner.loop_lag.lags.extend(r.loop_lag_ns)
+        runner.sessions_opened = sum(r.sessions_opened for r in self.reports)
+        runner._load = load  # same layer: the summary's load section
+        with contextlib.suppress(Exception):  # describing stages builds them; never fatal here
+            runner.stages = StageSet.of(runner.build_stages())
+        summary = runner.summary(plan, status, started_wall)
+        summary["run"]["workers"] = [r.to_json() for r in self.reports]
+        summary["run"]["event_loop"] = self.event_loop
+        summary["run"].update(self.run_info)
+        return summary
+
+
+class WorkerPool(ShardedRun):
+    """Runs a plan over worker processes and collects one result (see the module docstring)."""
 
     def run(self, plan: Sequence[PlannedTurn], load: Load) -> RunOutcome:
         """Start the workers, stream their turns into one ``turns.jsonl``, write one summary."""
@@ -291,19 +414,11 @@ class WorkerPool:
                     p.terminate()
                 if p.pid is not None:
                     p.join(5)
-            self._fail_lost(jobs, procs, writer, len(plan))
-            writer.close()
-            summary = self._summary(plan, load, status, started_wall)
-            write_summary(self.out_dir, summary)
-            self.outcome = RunOutcome(
-                self.out_dir, list(self.turns), summary, status == "interrupted", len(plan)
-            )
-        if self.turns and all(t.failed for t in self.turns):
-            first = self.turns[0]
-            raise InfraError(
-                f"every turn failed ({len(self.turns)}); the first: "
-                f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
-            )
+            for p, r in zip(procs, self.reports, strict=True):
+                if r.exitcode is None:
+                    r.exitcode = p.exitcode
+            self.finish(jobs, writer, plan, load, status, started_wall)
+        self.raise_if_all_failed()
         return self.outcome
 
     def _collect(
@@ -337,74 +452,15 @@ class WorkerPool:
         if kind == "ready":
             report.ready, report.pid = True, message[2]
         elif kind == "turn":
-            turn = self._tag(message[2], k)
-            report.turns += 1
-            writer.write(turn)
-            self.turns.append(turn)
-            self.observer.turn_finished(turn, total)
+            self.accept(message[2], k, writer, total)
         elif kind == "done":
             report.loop_lag_ns, report.sessions_opened, report.error = message[2:5]
             report.done = True
 
-    def _tag(self, turn: Turn, k: int) -> Turn:
-        extra = dict(turn.extra)
-        extra["worker"] = k
-        if isinstance(extra.get("session"), int):
-            extra["session"] = extra["session"] * self.workers + k
-        return dataclasses.replace(turn, extra=extra)
-
-    def _fail_lost(
-        self, jobs: list[WorkerJob], procs: list[Any], writer: TurnsWriterThread, total: int
-    ) -> None:
-        """Record every planned turn that did not come back as failed, with the reason."""
-        returned = {t.index for t in self.turns}
-        for job, p, report in zip(jobs, procs, self.reports, strict=True):
-            if report.exitcode is None:
-                report.exitcode = p.exitcode
-            lost = [planned for planned in job.plan if planned.index not in returned]
-            report.lost = len(lost)
-            if not lost:
-                continue
-            why = report.error or f"exit code {report.exitcode}"
-            reason = f"worker {job.index} (pid {report.pid}) ended before this turn: {why}"
-            for planned in lost:
-                rec = TurnRecorder(
-                    index=planned.index,
-                    fixture=planned.fixture,
-                    t0_ns=0,
-                    repeat=planned.repeat,
-                    warmup=planned.warmup,
-                    wall_time_ns=time.time_ns(),
-                )
-                rec.fail("worker", reason)
-                rec.extra("worker", job.index)
-                turn = rec.finish()
-                writer.write(turn)
-                self.turns.append(turn)
-                self.observer.turn_finished(turn, total)
-
-    def _summary(
-        self, plan: Sequence[PlannedTurn], load: Load, status: str, started_wall: float
-    ) -> dict[str, Any]:
-        # The parent's runner only builds the document: the turns, every worker's loop lag.
-        runner = Runner(
-            self.pipeline, self.fixtures, self.out_dir, argv=self.argv, stack_info=self.stack_info
-        )
-        runner.turns = list(self.turns)
-        for r in self.reports:
-            runner.loop_lag.lags.extend(r.loop_lag_ns)
-        runner.sessions_opened = sum(r.sessions_opened for r in self.reports)
-        runner._load = load  # same layer: the summary's load section
-        with contextlib.suppress(Exception):  # describing stages builds them; never fatal here
-            runner.stages = StageSet.of(runner.build_stages())
-        summary = runner.summary(plan, status, started_wall)
-        summary["run"]["workers"] = [r.to_json() for r in self.reports]
-        summary["run"]["event_loop"] = loop_kind()  # the workers' (the parent runs none)
-        return summary
-
 
 __all__ = [
     "EPOCH_LEAD_NS",
+    "ShardedRun",
     "WorkerJob",
     "WorkerPool",
     "WorkerReport",
