@@ -125,6 +125,13 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
         "one turns.jsonl and one summary",
     )
     p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the workers as Ray actors across the nodes of the Ray cluster at ADDRESS "
+        "(HOST:PORT of the head, or auto; the ray extra): one per node unless --workers N",
+    )
+    p.add_argument(
         "--arrival",
         choices=("poisson", "constant"),
         default=None,

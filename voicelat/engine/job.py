@@ -206,9 +206,10 @@ def execute_run(
     exports = open_exports(export_options(args, pipeline, out_dir), warn=info)
     runner.observer = ExportObserver(observer, exports)
     workers = getattr(args, "workers", None) or 1
+    ray = getattr(args, "ray", None)
     try:
-        if workers > 1:
-            return _execute_on_workers(runner, plan, load, workers, runner.observer, argv)
+        if workers > 1 or ray:
+            return _execute_on_workers(runner, plan, load, workers, runner.observer, argv, ray)
         with stack_for(pipeline) as stack_info:
             runner.stack_info = stack_info
             try:
@@ -225,25 +226,30 @@ def execute_run(
 
 
 def _execute_on_workers(
-    runner: Any, plan: Any, load: Load, workers: int, observer: Any, argv: Sequence[str]
+    runner: Any,
+    plan: Any,
+    load: Load,
+    workers: int,
+    observer: Any,
+    argv: Sequence[str],
+    ray: str | None = None,
 ) -> Any:
-    """``--workers N``: the plan over N worker processes (voicelat.engine.workers); the
-    outcome is kept as ``runner.outcome`` (the exports' summary)."""
-    from voicelat.engine.workers import WorkerPool, effective_workers
+    """``--workers N``: the plan over N worker processes (voicelat.engine.workers); with
+    ``--ray ADDRESS`` over Ray actors on a cluster's nodes (voicelat.engine.ray_workers: one
+    per node unless ``--workers`` says how many). The outcome is kept as ``runner.outcome``
+    (the exports' summary)."""
+    from voicelat.engine.workers import effective_workers
 
-    workers, warning = effective_workers(load, workers)
-    if warning:
-        info(f"warning: {warning}")
+    if ray:
+        from voicelat.engine.ray_workers import preflight
+
+        info(f"ray: cluster at {preflight(ray)} answers")  # before any server starts
+    else:
+        workers, warning = effective_workers(load, workers)
+        if warning:
+            info(f"warning: {warning}")
     with stack_for(runner.pipeline) as stack_info:
-        pool = WorkerPool(
-            runner.pipeline,
-            runner.fixtures,
-            runner.out_dir,
-            workers,
-            observer=observer,
-            argv=list(argv),
-            stack_info=stack_info,
-        )
+        pool = _pool(runner, workers, observer, argv, stack_info, ray)
         try:
             runner.outcome = pool.run(plan, load)
             return runner.outcome
@@ -254,3 +260,31 @@ def _execute_on_workers(
         finally:
             if getattr(runner, "outcome", None) is None:
                 runner.outcome = getattr(pool, "outcome", None)
+
+
+def _pool(
+    runner: Any,
+    workers: int,
+    observer: Any,
+    argv: Sequence[str],
+    stack_info: dict[str, Any],
+    ray: str | None,
+) -> Any:
+    """The worker pool: processes on this machine, or Ray actors across a cluster."""
+    common: dict[str, Any] = {"observer": observer, "argv": list(argv), "stack_info": stack_info}
+    if ray:
+        from voicelat.engine.ray_workers import RayPool
+
+        size = workers if workers > 1 else 0  # 0: one worker per alive node
+        return RayPool(
+            runner.pipeline,
+            runner.fixtures,
+            runner.out_dir,
+            size,
+            address=ray,
+            progress=info,
+            **common,
+        )
+    from voicelat.engine.workers import WorkerPool
+
+    return WorkerPool(runner.pipeline, runner.fixtures, runner.out_dir, workers, **common)

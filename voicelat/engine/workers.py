@@ -104,6 +104,8 @@ class WorkerReport:
     node: str | None = None
     clock_offset_ns: int | None = None
     clock_offset_uncertainty_ns: int | None = None
+    #: The worker process's CPU time over its run, every thread (None: not reported).
+    cpu_s: float | None = None
 
     def where(self) -> str:
         """``worker 1 (pid 1234)``, with its node under Ray."""
@@ -124,6 +126,7 @@ class WorkerReport:
             "error": self.error,
             "sessions_opened": self.sessions_opened,
             "loop_lag_p99_ns": p99,
+            "cpu_s": self.cpu_s,
         } | (
             {
                 "node": self.node,
@@ -226,13 +229,15 @@ def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
         factory = job.session_stages
         runner.session_stages = lambda local: factory(local * job.workers + job.index)
     error = None
+    cpu0 = time.process_time()
     try:
         run_measuring_loop(runner.run(job.plan, load=job.load))
     except InfraError:
         pass  # every turn failed: they came back as failed turns already
     except BaseException as exc:  # reported to the parent, which fails the missing turns
         error = f"{type(exc).__name__}: {exc}"
-    out.put(("done", job.index, list(runner.loop_lag.lags), runner.sessions_opened, error))
+    cpu = round(time.process_time() - cpu0, 3)
+    out.put(("done", job.index, list(runner.loop_lag.lags), runner.sessions_opened, error, cpu))
 
 
 # -- the parent: the plan split and the merge (shared by the process pool and Ray) ---------------
@@ -454,7 +459,7 @@ class WorkerPool(ShardedRun):
         elif kind == "turn":
             self.accept(message[2], k, writer, total)
         elif kind == "done":
-            report.loop_lag_ns, report.sessions_opened, report.error = message[2:5]
+            report.loop_lag_ns, report.sessions_opened, report.error, report.cpu_s = message[2:6]
             report.done = True
 
 
