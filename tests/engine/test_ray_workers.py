@@ -1,0 +1,176 @@
+"""``--ray``, the fast part: the errors users meet first (no answer at the address, no cluster
+for ``auto``, Ray not installed) through the real command, placement and clock-offset
+arithmetic, and the actor's protocol (ready, epoch, take) run for real against the emulator
+on a plain event loop. The two-node cluster run is tests/engine/test_ray_cluster.py."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.engine.test_workers import PROFILE, _fixtures, _pipeline
+from tests.helpers import ROOT, voicelat
+from voicelat.core.errors import ConfigError, InfraError
+from voicelat.core.plan import plan_turns
+from voicelat.core.schedule import Load
+from voicelat.core.turn import Turn
+from voicelat.emulate import Emulators
+from voicelat.engine.ray_workers import (
+    RayPool,
+    RayWorker,
+    check_answers,
+    clock_offset,
+    place_workers,
+    resolve_address,
+    worker_env,
+)
+from voicelat.engine.workers import ShardedRun, WorkerJob, WorkerReport
+from voicelat.files.pipeline import load_pipeline
+
+PIPELINE = ROOT / "pipelines" / "emulated-openai.toml"
+MS = 1_000_000
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again once the socket is: nothing answers
+
+
+def _error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("voicelat: error:")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def test_a_ray_address_that_does_not_answer_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    port = _closed_port()
+    proc = voicelat(
+        "run", "-p", str(PIPELINE), "--ray", f"127.0.0.1:{port}", "-o", str(tmp_path / "r"),
+        "--no-tui", env={"VOICELAT_EMULATOR_KEY": "k"}, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    line = _error_line(proc.stderr)
+    assert f"Ray cluster at 127.0.0.1:{port} does not answer (connection refused)" in line
+
+
+def test_ray_auto_without_a_cluster_says_how_to_start_one(tmp_path: Path) -> None:
+    env = {"VOICELAT_EMULATOR_KEY": "k", "RAY_ADDRESS": "", "TMPDIR": str(tmp_path)}
+    proc = voicelat(
+        "run", "-p", str(PIPELINE), "--ray", "auto", "-o", str(tmp_path / "r"), "--no-tui",
+        env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert "no Ray cluster found" in _error_line(proc.stderr)
+    assert "ray start --head" in proc.stderr
+
+
+def test_without_ray_installed_the_error_says_to_install_the_extra(tmp_path: Path) -> None:
+    # Ray hidden: a None entry in sys.modules makes `import ray` raise ImportError.
+    code = (
+        "import sys; sys.modules['ray'] = None; from voicelat.cli.main import main; "
+        f"sys.exit(main(['run', '-p', {str(PIPELINE)!r}, '--ray', 'auto', "
+        f"'-o', {str(tmp_path / 'r')!r}, '--no-tui']))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "VOICELAT_EMULATOR_KEY": "k"},
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "install voicelat[ray]" in _error_line(proc.stderr)
+
+
+def test_bad_addresses_are_refused_before_ray_is_asked() -> None:
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        check_answers("127.0.0.1")
+    with pytest.raises(ConfigError, match="Ray Client"):
+        check_answers("ray://127.0.0.1:10001")
+    with pytest.raises(InfraError, match="does not answer"):
+        check_answers(f"127.0.0.1:{_closed_port()}", timeout_s=1.0)
+    assert resolve_address("10.0.0.5:6379") == "10.0.0.5:6379"
+
+
+def test_workers_are_placed_round_robin_and_share_a_small_node() -> None:
+    nodes = [("a", 1.0), ("b", 4.0)]
+    assert place_workers(nodes, 2) == [("a", 1.0), ("b", 1.0)]
+    # three workers on a 1-CPU node: each reserves a third, so none waits for a CPU forever
+    assert place_workers(nodes, 6) == [("a", 0.3333), ("b", 1.0)] * 3
+
+
+def test_the_clock_offset_comes_from_the_shortest_round_trip() -> None:
+    # worker clock = parent + 1000 ns; the 40 ns round trip wins over the slow 900 ns one
+    samples = [(0, 1500, 900), (2000, 3020, 2040)]
+    assert clock_offset(samples) == (1000, 20)
+
+
+def test_the_workers_get_the_key_variables_the_pipeline_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "sekret")
+    monkeypatch.setenv("UNRELATED_SECRET", "no")
+    env = worker_env(load_pipeline(PIPELINE))
+    assert env["VOICELAT_EMULATOR_KEY"] == "sekret" and "UNRELATED_SECRET" not in env
+
+
+def test_progress_shows_each_worker_by_node() -> None:
+    pool = RayPool(load_pipeline(PIPELINE), [], Path("/nonexistent"), 2)
+    assert isinstance(pool, ShardedRun)
+    pool.reports = [WorkerReport(0, 5, node="1a2b3c4d5e"), WorkerReport(1, 5, node="ffee0011")]
+    pool.reports[0].turns, pool.reports[1].turns, pool.reports[1].error = 5, 2, "lost"
+    assert pool.progress_line(10) == "ray: 7/10 turns; w0@1a2b3c4d 5/5, w1@ffee0011 2/5 lost"
+
+
+async def test_the_actor_runs_its_share_after_the_epoch_and_hands_back_every_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RayWorker's own protocol, without Ray: ready after the warm-up, the measured turns
+    from the epoch it is sent, the finished turns taken in batches, the probe's samples."""
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "k")
+    async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
+        plan = plan_turns(["book_table", "call_mom"], turns=2, warmup=1)
+        job = WorkerJob(0, 1, _pipeline(em), _fixtures(), plan, Load(), tmp_path / "w0")
+        worker = RayWorker()
+        run = asyncio.create_task(worker.run(job, {"VOICELAT_EMULATOR_KEY": "k"}))
+        taken: list[Turn] = []
+        ready = finished = False
+        while not ready:
+            turns, ready, finished = await worker.take(0.2)
+            taken += turns
+        assert [t.warmup for t in taken] == [True]  # the warm-up ran before the epoch
+        epoch = time.perf_counter_ns() + 300 * MS
+        await worker.go(epoch)
+        while not finished:
+            turns, ready, finished = await worker.take(0.2)
+            taken += turns
+        lags, sessions, error, loop, cpu = await run
+    assert error is None and sessions == 1 and loop in ("asyncio", "uvloop") and cpu > 0
+    assert sorted(t.index for t in taken) == [0, 1, 2] and all(t.ok for t in taken)
+    first_measured = min(int(t.figures["intended_start_ns"] or 0) for t in taken if not t.warmup)
+    assert abs(first_measured - epoch) < 5 * MS  # the measured turns start from the epoch
+    assert len(lags) > 0
+
+
+def test_a_run_over_ray_goes_through_the_same_job_as_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--ray`` reaches the pool through execute_run (the preflight refuses a dead address
+    before any stage or server is started)."""
+    from voicelat.engine import job
+
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "k")
+    args = argparse.Namespace(ray=f"127.0.0.1:{_closed_port()}", pipeline=PIPELINE)
+    pipeline, fixtures = job.resolve_inputs(args)
+    with pytest.raises(InfraError, match="does not answer"):
+        job.execute_run(args, pipeline, fixtures, tmp_path / "r", None)
