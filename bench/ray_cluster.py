@@ -13,6 +13,7 @@ processes: always call it (a context manager, or a fixture finalizer).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -102,10 +103,8 @@ class LocalRayCluster:
             timeout=120,
         )
         for pid in _pids_under(self.temp_dir):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.started.clear()
 
     def __enter__(self) -> LocalRayCluster:
