@@ -55,12 +55,13 @@ from voicelat.core.errors import ConfigError, InfraError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.schedule import Load
 from voicelat.core.turn import Turn
-from voicelat.engine.runner import Runner, RunOutcome
+from voicelat.engine.runner import RunOutcome
 from voicelat.engine.workers import (
     EPOCH_LEAD_NS,
     ShardedRun,
     WorkerJob,
     WorkerReport,
+    worker_runner,
 )
 from voicelat.engine.writer import TurnsWriterThread
 from voicelat.files.pipeline import Pipeline
@@ -229,18 +230,7 @@ class RayWorker:
             self._wake.set()
             return await go
 
-        runner = Runner(
-            job.pipeline,
-            job.fixtures,
-            job.out_dir,
-            observer=self._buffer,
-            barrier=barrier,
-            stagger_offset=job.index / job.workers,
-            schedule_ns=job.schedule_ns,
-        )
-        if job.session_stages is not None:
-            factory = job.session_stages
-            runner.session_stages = lambda local: factory(local * job.workers + job.index)
+        runner = worker_runner(job, self._buffer, barrier)
         error = None
         try:
             await runner.run(job.plan, load=job.load)

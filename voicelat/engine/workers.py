@@ -50,6 +50,7 @@ from voicelat.core.plan import PlannedTurn
 from voicelat.core.recorder import TurnRecorder
 from voicelat.core.schedule import Load, arrival_offsets_ns
 from voicelat.core.turn import Turn
+from voicelat.engine.load import Barrier
 from voicelat.engine.probes import loop_kind, run_measuring_loop
 from voicelat.engine.progress import NullObserver, Observer
 from voicelat.engine.runner import Runner, RunOutcome, StageFactory
@@ -207,6 +208,24 @@ class _StreamingObserver:
         self._out.put(("turn", self._index, turn))
 
 
+def worker_runner(job: WorkerJob, observer: Observer, barrier: Barrier) -> Runner:
+    """The runner of worker ``job.index``: its share, its stagger, its part of the schedule,
+    its sessions' global ids; ``barrier`` waits for the shared epoch (any transport's)."""
+    runner = Runner(
+        job.pipeline,
+        job.fixtures,
+        job.out_dir,
+        observer=observer,
+        barrier=barrier,
+        stagger_offset=job.index / job.workers,
+        schedule_ns=job.schedule_ns,
+    )
+    if job.session_stages is not None:
+        factory = job.session_stages
+        runner.session_stages = lambda local: factory(local * job.workers + job.index)
+    return runner
+
+
 def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
     """A worker process: its runner on its own loop; reports ready, waits for the epoch."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -216,18 +235,7 @@ def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
         message = await asyncio.to_thread(inbox.get)
         return int(message[1])
 
-    runner = Runner(
-        job.pipeline,
-        job.fixtures,
-        job.out_dir,
-        observer=_StreamingObserver(out, job.index),
-        barrier=barrier,
-        stagger_offset=job.index / job.workers,
-        schedule_ns=job.schedule_ns,
-    )
-    if job.session_stages is not None:
-        factory = job.session_stages
-        runner.session_stages = lambda local: factory(local * job.workers + job.index)
+    runner = worker_runner(job, _StreamingObserver(out, job.index), barrier)
     error = None
     cpu0 = time.process_time()
     try:
@@ -474,4 +482,5 @@ __all__ = [
     "shard_plan",
     "shard_schedule",
     "worker_main",
+    "worker_runner",
 ]
