@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bench.ray_cluster import LocalRayCluster, ray_processes
+from tests.cli.emulated_run import finish, popen, run_args, serving, wait_for
 from tests.engine.test_workers import PROFILE, _fixtures, _lines, _pipeline, _Seen
 from tests.helpers import ROOT
 from voicelat.core.plan import plan_turns
@@ -60,6 +61,7 @@ async def test_a_run_over_two_ray_nodes_is_one_result_with_every_turn_once(
 ) -> None:
     """Through the job, as ``voicelat run --ray 127.0.0.1:6390 --concurrency 2`` runs it."""
     monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
+    monkeypatch.delenv("VOICELAT_LOOP", raising=False)
     async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
         pipeline = _pipeline(em)
         args = argparse.Namespace(ray=cluster.address, concurrency=2, turns=4, warmup=2)
@@ -94,6 +96,8 @@ async def test_a_run_over_two_ray_nodes_is_one_result_with_every_turn_once(
     assert summary["loop_lag"]["n"] > 0 and "trust" in summary
     assert summary["loop_lag"]["max"] >= max(w["loop_lag_p99_ns"] for w in workers)
     assert summary["run"]["ray"]["nodes"] == 2
+    # the actors' loop is the kind any run uses (asyncio by default), not Ray's uvloop
+    assert summary["run"]["event_loop"] == "asyncio"
     # the merged summary is what the same turns give through the normal summary
     read, skipped = read_turns((out / "turns.jsonl").read_text().splitlines(), out)
     assert skipped == 0
@@ -174,3 +178,27 @@ async def test_an_open_loop_over_two_nodes_follows_one_schedule(
     slack = sum(w["clock_offset_uncertainty_ns"] for w in workers) + MS
     gaps = [b - a for a, b in itertools.pairwise(intended)]
     assert all(abs(g - 250 * MS) < slack for g in gaps), (gaps, slack)
+
+
+def test_ctrl_c_keeps_every_finished_turn_and_writes_the_summary(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """SIGINT to a real ``voicelat run --ray`` after its first turn: exit 130, the summary
+    says interrupted, every turn line written is whole, the actors are gone."""
+    out = tmp_path / "out"
+    with serving() as (url, _):
+        args = run_args(tmp_path, url, out, turns=12)
+        proc = popen("run", *args, "--ray", cluster.address, "--concurrency", "2")
+        stdout = wait_for(proc, "/12]")
+        proc.send_signal(signal.SIGINT)
+        stderr = finish(proc, stdout)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run"]["status"] == "interrupted"
+    lines = _lines(out / "turns.jsonl")
+    assert summary["counts"]["turns"] == len(lines) and len(lines) >= 1
+    kept = [t for t in lines if not t["failed"]]
+    assert len(kept) >= 1 and {t["extra"]["node"] for t in lines} <= _cluster_nodes(cluster.address)
+    # the actors were killed: no voicelat worker left on the cluster
+    assert not [p for p in ray_processes() if "RayWorker" in p]

@@ -55,6 +55,7 @@ from voicelat.core.errors import ConfigError, InfraError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.schedule import Load
 from voicelat.core.turn import Turn
+from voicelat.engine.probes import loop_kind
 from voicelat.engine.runner import RunOutcome
 from voicelat.engine.workers import (
     EPOCH_LEAD_NS,
@@ -324,12 +325,16 @@ class RayPool(ShardedRun):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         remote = ray.remote(RayWorker)
+        # The actor's loop is the stamping loop: the same kind as any run's (VOICELAT_LOOP,
+        # asyncio by default), not Ray's default (uvloop whenever it is importable).
+        uvloop = "1" if loop_kind() == "uvloop" else "0"
         actors = [
             _Actor(
                 remote.options(
                     num_cpus=cpus,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                     max_restarts=0,
+                    runtime_env={"env_vars": {"RAY_USE_UVLOOP": uvloop}},
                 ).remote()
             )
             for node, cpus in placement

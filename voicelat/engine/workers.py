@@ -313,13 +313,17 @@ class ShardedRun:
             extra["session"] = extra["session"] * self.workers + k
         return dataclasses.replace(turn, extra=extra)
 
-    def fail_lost(self, jobs: list[WorkerJob], writer: TurnsWriterThread, total: int) -> None:
-        """Record every planned turn that did not come back as failed, with the reason."""
+    def fail_lost(
+        self, jobs: list[WorkerJob], writer: TurnsWriterThread, total: int, record: bool = True
+    ) -> None:
+        """Record every planned turn that did not come back as failed, with the reason (only
+        counted when not ``record``: an interrupted run keeps what finished, as one runner
+        does, and invents no failures for the turns it never ran)."""
         returned = {t.index for t in self.turns}
         for job, report in zip(jobs, self.reports, strict=True):
             lost = [planned for planned in job.plan if planned.index not in returned]
             report.lost = len(lost)
-            if not lost:
+            if not lost or not record:
                 continue
             why = report.error or f"exit code {report.exitcode}"
             reason = f"{report.where()} ended before this turn: {why}"
@@ -351,7 +355,7 @@ class ShardedRun:
         started_wall: float,
     ) -> RunOutcome:
         """Account for the lost turns, close the turns file, write the one summary."""
-        self.fail_lost(jobs, writer, len(plan))
+        self.fail_lost(jobs, writer, len(plan), record=status != "interrupted")
         writer.close()
         summary = self.summary(plan, load, status, started_wall)
         write_summary(self.out_dir, summary)
