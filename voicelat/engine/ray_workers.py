@@ -302,13 +302,14 @@ class RayPool(ShardedRun):
             self.workers = min(self.workers, load.concurrency)
         jobs = self.jobs(plan, load)
         self.reports = [WorkerReport(j.index, len(j.plan)) for j in jobs]
-        actors = self._start(ray, place_workers(nodes, self.workers))
         self.run_info = {"ray": {"address": address, "version": ray.__version__,
                                  "nodes": len(nodes)}}  # fmt: skip
         started_wall = time.time()
         writer = TurnsWriterThread(TurnsWriter(self.out_dir))
         status = "complete"
-        try:
+        actors: list[_Actor] = []
+        try:  # from the actors' start: a Ctrl-C or a start that fails still ends in a summary
+            self._start(ray, place_workers(nodes, self.workers), actors)
             env = worker_env(self.pipeline)
             for actor, job in zip(actors, jobs, strict=True):
                 actor.run_ref = actor.handle.run.remote(job, env)
@@ -325,19 +326,20 @@ class RayPool(ShardedRun):
         self.raise_if_all_failed()
         return self.outcome
 
-    def _start(self, ray: Any, placement: list[tuple[str, float]]) -> list[_Actor]:
-        """Create the actors on their nodes; learn their pids and clock offsets."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
+    def _start(self, ray: Any, placement: list[tuple[str, float]], actors: list[_Actor]) -> None:
+        """Create the actors on their nodes (into ``actors``, so that the caller stops them
+        whatever happens here); learn their pids and clock offsets."""
+        strategies = importlib.import_module("ray.util.scheduling_strategies")
+        affinity = strategies.NodeAffinitySchedulingStrategy
         remote = ray.remote(RayWorker)
         # The actor's loop is the stamping loop: the same kind as any run's (VOICELAT_LOOP,
         # asyncio by default), not Ray's default (uvloop whenever it is importable).
         uvloop = "1" if loop_kind() == "uvloop" else "0"
-        actors = [
+        actors += [
             _Actor(
                 remote.options(
                     num_cpus=cpus,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                    scheduling_strategy=affinity(node, soft=False),
                     max_restarts=0,
                     runtime_env={"env_vars": {"RAY_USE_UVLOOP": uvloop}},
                 ).remote()
@@ -347,9 +349,18 @@ class RayPool(ShardedRun):
         try:
             where = ray.get([a.handle.where.remote() for a in actors], timeout=START_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
+            for report in self.reports:
+                report.error = f"the Ray actor did not start within {START_TIMEOUT_S:g} s"
             raise InfraError(
                 f"the Ray actors did not start within {START_TIMEOUT_S:g} s "
                 "(`ray status`: are the nodes' resources taken?)"
+            ) from None
+        except ray.exceptions.RayError as exc:  # e.g. voicelat not importable on a node
+            why = _first_line(exc)
+            for report in self.reports:
+                report.error = f"a Ray actor did not start: {why}"
+            raise InfraError(
+                f"a Ray actor did not start ({why}): is voicelat installed on every node?"
             ) from None
         for report, info in zip(self.reports, where, strict=True):
             report.node, report.pid = info["node"], info["pid"]
@@ -363,7 +374,6 @@ class RayPool(ShardedRun):
             f"ray: {len(actors)} worker(s) on {len({r.node for r in self.reports})} node(s): "
             + ", ".join(f"w{r.index}@{(r.node or '')[:8]} (pid {r.pid})" for r in self.reports)
         )
-        return actors
 
     def _collect(
         self, ray: Any, actors: list[_Actor], writer: TurnsWriterThread, total: int
@@ -419,8 +429,7 @@ class RayPool(ShardedRun):
 
     def _lost(self, actor: _Actor, report: WorkerReport, exc: BaseException) -> None:
         """A dead actor (or node): what it finished is kept; the rest fails with this."""
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        report.error = f"Ray actor lost: {type(exc).__name__}" + (f": {first}" if first else "")
+        report.error = f"Ray actor lost: {_first_line(exc)}"
         report.done = actor.ran = actor.drained = True
         actor.take_ref = None
 
@@ -453,6 +462,12 @@ class RayPool(ShardedRun):
     def _say(self, line: str) -> None:
         if self.progress is not None:
             self.progress(line)
+
+
+def _first_line(exc: BaseException) -> str:
+    """``ActorDiedError: The actor died ...``: the error's type and first line."""
+    text = str(exc).strip()
+    return type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
 
 
 def preflight(address: str) -> str:
