@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,10 @@ class _KillWorkerOne(_Seen):
 
 
 async def test_a_lost_actor_keeps_its_finished_turns_and_the_rest_fail_with_the_reason(
-    cluster: LocalRayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: LocalRayCluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
     observer = _KillWorkerOne()
@@ -153,6 +157,14 @@ async def test_a_lost_actor_keeps_its_finished_turns_and_the_rest_fail_with_the_
     assert all(t["extra"]["node"] == outcome.summary["run"]["workers"][1]["node"] for t in w1)
     report = outcome.summary["run"]["workers"][1]
     assert report["turns_lost"] == 2 and report["turns_returned"] == 1
+    # Ray's "(raylet) A worker died" notice goes to stderr: stdout is --json's
+    out = err = ""
+    deadline = time.monotonic() + 10  # the notice comes on Ray's listener thread, a bit later
+    while "(raylet)" not in err and time.monotonic() < deadline:
+        captured = capfd.readouterr()
+        out, err = out + captured.out, err + captured.err
+        time.sleep(0.2)
+    assert "(raylet)" in err and "(raylet)" not in out, (out[-500:], err[-500:])
 
 
 async def test_an_open_loop_over_two_nodes_follows_one_schedule(
@@ -198,6 +210,10 @@ def test_ctrl_c_keeps_every_finished_turn_and_writes_the_summary(
     assert summary["run"]["status"] == "interrupted"
     lines = _lines(out / "turns.jsonl")
     assert summary["counts"]["turns"] == len(lines) and len(lines) >= 1
+    # the turns never run are not invented as failures (as with one process), only counted
+    assert not [t for t in lines if t["failed"] and t["failure"]["stage"] == "worker"]
+    workers = summary["run"]["workers"]
+    assert sum(w["turns_returned"] + w["turns_lost"] for w in workers) == 12
     kept = [t for t in lines if not t["failed"]]
     assert len(kept) >= 1 and {t["extra"]["node"] for t in lines} <= _cluster_nodes(cluster.address)
     # the actors were killed: no voicelat worker left on the cluster

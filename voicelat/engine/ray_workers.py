@@ -44,6 +44,7 @@ import contextlib
 import importlib
 import os
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -281,6 +282,7 @@ class RayPool(ShardedRun):
         started_here = not ray.is_initialized()
         if started_here:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            _ray_messages_to_stderr()
         try:
             return self._run_on(ray, address, plan, load)
         finally:
@@ -462,6 +464,23 @@ class RayPool(ShardedRun):
     def _say(self, line: str) -> None:
         if self.progress is not None:
             self.progress(line)
+
+
+def _ray_messages_to_stderr() -> None:
+    """Ray's driver prints the cluster's error messages (``(raylet) A worker died ...``) on
+    stdout, where ``--json`` writes the summary and nothing else: send them to stderr. (Ray's
+    listener thread looks the printer up by name on each message; a Ray without it is left
+    as it is.)"""
+    module = sys.modules.get("ray._private.worker")
+    original = getattr(module, "print_to_stdstream", None)
+    if module is None or original is None or getattr(original, "_voicelat", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr._voicelat = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = to_stderr  # type: ignore[attr-defined]
 
 
 def _first_line(exc: BaseException) -> str:
