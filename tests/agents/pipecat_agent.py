@@ -18,6 +18,7 @@ Endpoints:
 * ``/twilio-mute``: the same call, never answering (VAD only).
 * ``/protobuf``: Pipecat's protobuf serializer (the ``pipecat-ws`` transport), greeting the
   caller as the call opens: what a Twilio client sees when pointed at the wrong transport.
+* ``/hangup``: takes the call, then closes it 0.5 s later with 1011 (an agent that crashed).
 * ``/refuse``: closes before accepting (the upgrade is refused with HTTP 403).
 
 H4's transports (pipecat-ws, webrtc) can reuse :func:`canned_pipeline` and :class:`CannedReply`
@@ -152,6 +153,13 @@ def build_app(clip: bytes, stop_ms: int) -> Any:
         steps = [t.input(), make_processor(clip, on_start=True), t.output()]
         params = PipelineParams(audio_in_sample_rate=RATE, audio_out_sample_rate=RATE)
         await run(PipelineTask(Pipeline(steps), params=params))
+
+    @app.websocket("/hangup")
+    async def hangup(ws: WebSocket) -> None:
+        await ws.accept()
+        await parse_telephony_websocket(ws)
+        await asyncio.sleep(0.5)  # into the turn's audio
+        await ws.close(code=1011, reason="agent crashed")
 
     @app.websocket("/refuse")
     async def refuse(ws: WebSocket) -> None:

@@ -3,8 +3,9 @@
 Pipecat's FastAPIWebsocketTransport + TwilioFrameSerializer + Silero VAD, answering each user
 turn with a known clip (100 ms of silence, then a tone): every turn has e2e, the black-box
 segments sum exactly to it, and the reply's first byte comes when the agent's VAD can have
-ended the turn. A refused upgrade, an agent that never answers and one that speaks another
-wire format each fail their turns with one clear line, and the run goes on.
+ended the turn. A refused upgrade, an agent that never answers, one that hangs up mid-turn
+and one that speaks another wire format each fail their turns with one clear line, and the
+run goes on.
 """
 
 from __future__ import annotations
@@ -103,3 +104,15 @@ def test_an_agent_on_another_wire_format_fails_with_the_reason(tmp_path: Path, a
     assert turn.failed and turn.failure_stage == "agent"
     assert "sent a binary websocket message" in (turn.failure_reason or "")
     assert "is this a Twilio endpoint?" in (turn.failure_reason or "")
+
+
+def test_an_agent_that_hangs_up_mid_turn_fails_with_its_close_code(
+    tmp_path: Path, agent: str
+) -> None:
+    runner = _run(tmp_path, f"{agent}/hangup", turns=1)
+    (turn,) = runner.turns
+    assert turn.failed and turn.failure_stage == "agent"
+    assert turn.failure_reason == (
+        f"twilio: {agent}/hangup closed the websocket before the end of the agent's reply: "
+        "1011 agent crashed"
+    )
