@@ -70,10 +70,10 @@ def test_contract_shares_e2e_segments_with_the_cascade() -> None:
     assert S2S_CRITICAL_PATH[0] == "speech_end" and S2S_CRITICAL_PATH[-1] == "output_first_audible"
     assert S2S_SEGMENT_BOUNDS["model"] == ("endpoint", "first_audio")
     assert set(SHARED_SEGMENTS) <= set(SEGMENTS) and set(SHARED_SEGMENTS) <= set(S2S_SEGMENTS)
-    assert ALL_SEGMENTS.index("model") == ALL_SEGMENTS.index("leading_silence") - 1
+    assert ALL_SEGMENTS.index("model") == ALL_SEGMENTS.index("tts_ttfb") + 1
     # A cascade-only summary lists exactly the cascade's segments (unchanged schema).
     assert segment_names(frozenset(SEGMENTS)) == SEGMENTS
-    assert segment_names(frozenset(S2S_SEGMENTS)) == ALL_SEGMENTS
+    assert segment_names(frozenset(S2S_SEGMENTS)) == (*SEGMENTS[:-2], "model", *SEGMENTS[-2:])
 
 
 def test_server_vad_turn_has_every_milestone_and_segments_sum_to_e2e() -> None:
@@ -193,7 +193,7 @@ def _cascade_turn(index: int) -> TurnRecorder:
 def test_summary_of_s2s_turns_has_the_model_segment_and_bands_sum() -> None:
     turns = [server_vad_turn(i, shift_ms=10 * i).finish() for i in range(5)]
     summary = summarize(turns, run={}, pipeline={}, fixtures=[], stages={})
-    assert set(summary.segments) == set(ALL_SEGMENTS)
+    assert set(summary.segments) == {*SEGMENTS, "model"}
     assert summary.segments["model"].n == 5
     assert summary.segments["stt"].n == 0
     assert summary.figures["s2s_usage_output_tokens"].n == 5

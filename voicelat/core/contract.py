@@ -108,9 +108,11 @@ S2S_SEGMENT_BOUNDS: dict[str, tuple[str, str]] = {
 #: Segments both kinds of turn have, with the same bounds' meaning.
 SHARED_SEGMENTS: tuple[str, ...] = ("endpointing", "leading_silence", "playout")
 
-#: Every segment name of either kind, in display order (the cascade's, ``model`` before the
-#: leading silence).
-ALL_SEGMENTS: tuple[str, ...] = (*SEGMENTS[:-2], "model", *SEGMENTS[-2:])
+#: Every segment name of any kind, in display order (the cascade's; ``model``, then an agent's
+#: ``agent_response`` and ``transport`` before the leading silence).
+ALL_SEGMENTS: tuple[str, ...] = (
+    *SEGMENTS[:-2], "model", "agent_response", "transport", *SEGMENTS[-2:]
+)  # fmt: skip
 
 S2S_STRICT_ORDER: tuple[tuple[str, str], ...] = (
     ("speech_start", "speech_end"),
@@ -124,17 +126,108 @@ S2S_STRICT_ORDER: tuple[tuple[str, str], ...] = (
 S2S_KIND = "s2s"
 
 
+# -- black-box agents (issue #13, docs/AGENTS.md) ----------------------------------------------
+#: Milestones of a turn through a running voice agent seen from outside (its own transport).
+#: ``first_audio`` is the first reply byte at voicelat, ``first_audible`` the first audible
+#: sample of the reply; the ``agent_*`` four are the agent's own, from its traces, placed on
+#: voicelat's clock (present only on a traced turn).
+AGENT_MILESTONES: tuple[str, ...] = (
+    "speech_start",
+    "speech_end",
+    "agent_endpoint",
+    "agent_stt_final",
+    "agent_llm_first_token",
+    "agent_tts_first_byte",
+    "first_audio",
+    "first_audible",
+    "response_done",
+    "output_first_audible",
+)
+
+#: The agent's trace milestones, in the order the traced path visits them.
+AGENT_TRACE_MILESTONES: tuple[str, ...] = AGENT_MILESTONES[2:6]
+
+#: The black-box critical path: all voicelat sees without the agent's traces.
+AGENT_CRITICAL_PATH: tuple[str, ...] = (
+    "speech_end",
+    "first_audio",
+    "first_audible",
+    "output_first_audible",
+)
+
+#: ``agent_response`` (speech_end -> first reply byte) is everything the agent and its
+#: transport did, both ways; the other two are shared with every kind.
+AGENT_SEGMENTS: tuple[str, ...] = ("agent_response", "leading_silence", "playout")
+
+AGENT_SEGMENT_BOUNDS: dict[str, tuple[str, str]] = {
+    name: (AGENT_CRITICAL_PATH[i], AGENT_CRITICAL_PATH[i + 1])
+    for i, name in enumerate(AGENT_SEGMENTS)
+}
+
+#: The traced critical path: the agent's own milestones split ``agent_response`` open.
+AGENT_TRACED_PATH: tuple[str, ...] = (
+    "speech_end",
+    *AGENT_TRACE_MILESTONES,
+    "first_audio",
+    "first_audible",
+    "output_first_audible",
+)
+
+#: The cascade's names where the meaning is the cascade's (so ``voicelat compare`` ranks an
+#: agent against voicelat's own cascade segment by segment); ``transport`` is the agent's first
+#: TTS byte -> the first reply byte at voicelat (outbound serializer, resampling, buffering,
+#: network). The inbound half (voicelat's send -> the agent hearing it) is inside
+#: ``endpointing``.
+AGENT_TRACED_SEGMENTS: tuple[str, ...] = (
+    "endpointing",
+    "stt",
+    "llm_ttft",
+    "tts_ttfb",
+    "transport",
+    "leading_silence",
+    "playout",
+)
+
+AGENT_TRACED_SEGMENT_BOUNDS: dict[str, tuple[str, str]] = {
+    name: (AGENT_TRACED_PATH[i], AGENT_TRACED_PATH[i + 1])
+    for i, name in enumerate(AGENT_TRACED_SEGMENTS)
+}
+
+AGENT_STRICT_ORDER: tuple[tuple[str, str], ...] = (
+    ("speech_start", "speech_end"),
+    ("first_audio", "first_audible"),
+    ("first_audible", "output_first_audible"),
+    ("first_audio", "response_done"),
+)
+
+#: ``Turn.extra["kind"]`` of an agent turn.
+AGENT_KIND = "agent"
+
+#: Each kind of turn's segments, and the one segment only that kind has (how a report tells
+#: which kinds a set of segments holds).
+_KIND_SEGMENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("model", S2S_SEGMENTS),
+    ("agent_response", AGENT_SEGMENTS),
+    ("transport", AGENT_TRACED_SEGMENTS),
+)
+
+
 def segment_names(seen: set[str] | frozenset[str]) -> tuple[str, ...]:
     """The segments a summary of turns with segments ``seen`` lists: always the cascade's (so
-    a cascade summary is unchanged), plus ``model`` when an S2S turn has it."""
+    a cascade summary is unchanged), plus ``model`` when an S2S turn has it and
+    ``agent_response`` / ``transport`` when an agent turn has them."""
     return tuple(s for s in ALL_SEGMENTS if s in SEGMENTS or s in seen)
 
 
 def display_segments(with_data: set[str] | frozenset[str]) -> tuple[str, ...]:
-    """The segments a report shows, given those that hold data: the cascade's, the S2S path's,
-    or both kinds' (a comparison or a mixed run) in :data:`ALL_SEGMENTS` order."""
-    if "model" not in with_data:
+    """The segments a report shows, given those that hold data: the cascade's, an S2S path's,
+    an agent's (black-box or traced), or the union of the kinds present (a comparison or a
+    mixed run) in :data:`ALL_SEGMENTS` order."""
+    kinds = [segs for marker, segs in _KIND_SEGMENTS if marker in with_data]
+    if not kinds:
         return SEGMENTS
-    if with_data - set(S2S_SEGMENTS):
-        return ALL_SEGMENTS
-    return S2S_SEGMENTS
+    others = {s for segs in kinds for s in segs}
+    if with_data - others:
+        kinds.append(SEGMENTS)  # segments only a cascade turn has: a cascade is there too
+    shown = {s for segs in kinds for s in segs}
+    return tuple(s for s in ALL_SEGMENTS if s in shown)

@@ -11,9 +11,9 @@ from typing import Literal
 
 from voicelat.core.secrets import scrub_secrets
 
-#: ``s2s`` is a realtime speech-to-speech model (one stage for the whole turn); the cascade
-#: is :data:`STAGES`.
-StageName = Literal["stt", "llm", "tts", "s2s"]
+#: ``s2s`` is a realtime speech-to-speech model (one stage for the whole turn), ``agent`` a
+#: running voice agent seen from outside (also one stage); the cascade is :data:`STAGES`.
+StageName = Literal["stt", "llm", "tts", "s2s", "agent"]
 STAGES: tuple[StageName, ...] = ("stt", "llm", "tts")
 
 

@@ -75,7 +75,9 @@ class TurnRecorder:
         self.expected = expected
         self.wall_time_ns = wall_time_ns
         self._marks: dict[str, int] = {}
-        self._events: dict[str, list[StageEvent]] = {"stt": [], "llm": [], "tts": [], "s2s": []}
+        self._events: dict[str, list[StageEvent]] = {
+            "stt": [], "llm": [], "tts": [], "s2s": [], "agent": []
+        }  # fmt: skip
         self._failure: tuple[str, str] | None = None
         self._flags: list[str] = []
         self._extra: dict[str, Any] = {}

@@ -45,6 +45,13 @@ FIGURES: tuple[str, ...] = (
     "s2s_stall_total_ns",
     "s2s_usage_input_tokens",
     "s2s_usage_output_tokens",
+    # Agent turns: the black-box total (beside a traced split) and the agent's own figures.
+    "agent_response_ns",
+    "agent_reported_stt_ttfb_ms",
+    "agent_reported_llm_ttfb_ms",
+    "agent_reported_tts_ttfb_ms",
+    "agent_audio_ns",
+    "agent_stalls",
     "pacer_lag_max_ns",
     "loop_lag_max_ns",
     "sink_underruns",
@@ -113,7 +120,7 @@ def span_distributions(turns: Sequence[Turn]) -> dict[str, dict[str, Distributio
     """Per stage, the network sub-spans of ``turns`` (connect, TTFB, ...) as distributions."""
     per: dict[str, dict[str, list[float]]] = {}
     for t in turns:
-        for stage in ("stt", "llm", "tts", "s2s"):
+        for stage in ("stt", "llm", "tts", "s2s", "agent"):
             for name, dur in t.spans_of(stage).items():
                 per.setdefault(stage, {}).setdefault(name, []).append(float(dur))
     return {st: {n: Distribution.of(v) for n, v in spans.items()} for st, spans in per.items()}

@@ -35,6 +35,7 @@ from voicelat.core.schedule import Load
 from voicelat.core.summary import build_summary
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
+from voicelat.engine.agent_turn import AgentTurnEngine, TraceSource
 from voicelat.engine.load import Barrier, Session, SessionPool, closed_loop, open_loop
 from voicelat.engine.probes import LoopLagProbe, freeze_gc, unfreeze_gc
 from voicelat.engine.progress import NullObserver, Observer
@@ -85,6 +86,8 @@ class Runner:
     barrier: Barrier | None = None
     stagger_offset: float = 0.0
     schedule_ns: Sequence[int] | None = None
+    #: An agent pipeline's trace receiver (its spans split agent turns; None: black-box).
+    trace_source: TraceSource | None = None
 
     def __post_init__(self) -> None:
         #: Each fixture's prepared input, by fixture id (:meth:`load_inputs`).
@@ -117,6 +120,16 @@ class Runner:
     def turn_engine(self) -> TurnEngine:
         """The engine that runs this runner's turns (its clock, observer, probe, out_dir); an
         S2S engine for a pipeline with an ``[s2s]`` table."""
+        if self.pipeline.agent is not None:
+            return AgentTurnEngine(
+                self.pipeline,
+                clock=self.clock,
+                observer=self.observer,
+                loop_lag=self.loop_lag,
+                out_dir=self.out_dir,
+                spin_ns=self._spin_ns,
+                trace_source=self.trace_source,
+            )
         engine = S2STurnEngine if self.pipeline.s2s is not None else TurnEngine
         return engine(
             self.pipeline,

@@ -26,7 +26,7 @@ import contextlib
 import dataclasses
 from typing import ClassVar
 
-from voicelat.core.events import Audio, Done, EndOfTurn, Failed, ServerSpeech
+from voicelat.core.events import Audio, Done, EndOfTurn, Failed, ServerSpeech, StageName
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.recorder import TurnRecorder
 from voicelat.core.s2s import S2SRecorder
@@ -59,6 +59,8 @@ class S2STurnEngine(TurnEngine):
     """Runs one speech-to-speech turn at a time (see the module docstring)."""
 
     recorder_class: ClassVar[type[TurnRecorder]] = S2SRecorder
+    #: The stage name its events and failures are recorded under (an agent's: ``agent``).
+    stage_key: ClassVar[StageName] = "s2s"
 
     async def body(
         self,
@@ -101,7 +103,9 @@ class S2STurnEngine(TurnEngine):
                     await task
         out = reply.out
         if out.started_ns is not None and out.first_audible_ns is None and not rec.failed:
-            rec.fail("s2s", "the reply audio is silent (no sample above the onset threshold)")
+            rec.fail(
+                self.stage_key, "the reply audio is silent (no sample above the onset threshold)"
+            )
         reply.record_figures()
 
     async def _converse(self, stage: S2SStage, listener: _Listener, reply: _Reply) -> None:
@@ -110,7 +114,7 @@ class S2STurnEngine(TurnEngine):
         first_audio = True
         try:
             async for ev in stage.converse(listener._audio()):
-                rec.on_event("s2s", ev)
+                rec.on_event(self.stage_key, ev)
                 if isinstance(ev, ServerSpeech | EndOfTurn) and not getattr(ev, "started", False):
                     if not listener.provider_eot.is_set():
                         listener.provider_eot.set()
@@ -129,7 +133,7 @@ class S2STurnEngine(TurnEngine):
                 elif isinstance(ev, Done | Failed):
                     break
         except Exception as exc:
-            rec.fail("s2s", f"{type(exc).__name__}: {exc}")
+            rec.fail(self.stage_key, f"{type(exc).__name__}: {exc}")
         finally:
             # Whatever happened, the pacer stops and the sink plays what it has.
             listener.stt_done.set()

@@ -10,6 +10,7 @@ from typing import Any, Self, cast
 from voicelat.core.clock import Clock
 from voicelat.files.pipeline import Pipeline
 from voicelat.stages.base import (
+    AgentStage,
     LLMStage,
     S2SStage,
     STTStage,
@@ -38,6 +39,8 @@ class StageSet:
         p = pipeline
         if p.s2s is not None:
             return S2SStageSet.single(load_stage_class(p.s2s["stage"], "s2s")(p.s2s))
+        if p.agent is not None:
+            return AgentStageSet.agent_of(load_stage_class(p.agent["stage"], "agent")(p.agent))
         return cls(
             load_stage_class(p.stt["stage"], "stt")(p.stt),
             load_stage_class(p.llm["stage"], "llm")(p.llm),
@@ -121,4 +124,25 @@ class S2SStageSet(StageSet):
         return int(self.s2s.input_rate)
 
 
-__all__ = ["S2SStageSet", "StageSet"]
+@dataclass(frozen=True, eq=False)
+class AgentStageSet(S2SStageSet):
+    """A black-box agent pipeline's one transport stage (an :class:`S2SStageSet`, so the S2S
+    turn machinery runs it); :meth:`items` lists it as ``agent``."""
+
+    @classmethod
+    def agent_of(cls, stage: AgentStage) -> AgentStageSet:
+        """The set of one agent stage (not connected yet)."""
+        same = cast(Any, stage)
+        return cls(same, same, same, s2s=same)
+
+    @property
+    def agent(self) -> AgentStage:
+        """The agent's transport stage."""
+        return self.s2s  # the same shape as an S2S stage (structural)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """``[("agent", stage)]``."""
+        return [("agent", self.s2s)]
+
+
+__all__ = ["AgentStageSet", "S2SStageSet", "StageSet"]

@@ -259,7 +259,10 @@ def combinations_from_files(paths: Sequence[Path]) -> list[Combination]:
 
 
 def _kinds(pipeline: Pipeline) -> tuple[StageName, ...]:
-    """The stage tables a pipeline has: ``("s2s",)`` for a speech-to-speech one."""
+    """The stage tables a pipeline has: ``("s2s",)`` for a speech-to-speech one, ``("agent",)``
+    for a black-box agent."""
+    if pipeline.agent is not None:
+        return ("agent",)
     return ("s2s",) if pipeline.s2s is not None else STAGES
 
 

@@ -16,8 +16,11 @@ from typing import Any
 from voicelat.core.errors import ConfigError
 
 _TOP_LEVEL = {
-    "pipeline", "stt", "llm", "tts", "s2s", "endpointing", "chunker", "output", "turn", "budget"
+    "pipeline", "stt", "llm", "tts", "s2s", "agent", "endpointing", "chunker", "output", "turn",
+    "budget",
 }  # fmt: skip
+#: Keys of ``[agent]`` that are voicelat's (the trace listener), not the transport stage's.
+_AGENT_TRACE_KEYS = ("traces", "trace_wait_ms")
 _SECRET_LOOKING = re.compile(r"^(sk-|xi-|Bearer |Token )|^[A-Za-z0-9_\-]{32,}$")
 #: Stage keys that name a credential (``api_key``, ``xi_api_key``, ``token``...). Provider options
 #: that merely contain "key" (Deepgram's ``keywords``/``keyterm``) are not credentials.
@@ -98,6 +101,16 @@ class TurnConfig:
 
 
 @dataclass(frozen=True)
+class AgentTraces:
+    """How an agent pipeline reads the agent's own spans (``[agent] traces``, ``trace_wait_ms``)."""
+
+    #: "none" (black-box), "pipecat" (Pipecat's span names) or "genai" (OTel GenAI conventions).
+    mapping: str = "none"
+    #: How long after a turn's reply to wait for its late spans.
+    wait_ms: int = 2000
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """A parsed pipeline file."""
 
@@ -116,10 +129,15 @@ class Pipeline:
     description: str = ""
     #: A speech-to-speech pipeline's one stage (``[s2s]``); then stt, llm and tts are empty.
     s2s: dict[str, Any] | None = None
+    #: A black-box agent pipeline's transport stage (``[agent]`` without the trace keys).
+    agent: dict[str, Any] | None = None
+    agent_traces: AgentTraces = AgentTraces()
 
     def to_json(self) -> dict[str, Any]:
         if self.s2s is not None:
             return {**self._common_json(), "s2s": self.s2s}
+        if self.agent is not None:
+            return {**self._common_json(), "agent": self.agent, "traces": vars(self.agent_traces)}
         return self._common_json()
 
     def _common_json(self) -> dict[str, Any]:
@@ -209,8 +227,11 @@ def parse_pipeline(
         kind: StageTable.located(dict(data[kind]), table=kind, text=text, source=path)
         if kind in kinds
         else StageTable()
-        for kind in ("stt", "llm", "tts", "s2s")
+        for kind in ("stt", "llm", "tts", "s2s", "agent")
     }
+    agent_traces = AgentTraces()
+    if "agent" in kinds:
+        agent_traces = _agent_traces(stages["agent"], err)
     return Pipeline(
         name=name,
         path=path,
@@ -226,22 +247,38 @@ def parse_pipeline(
         budget=_table(data, "budget", err),
         description=desc if isinstance(desc, str) else "",
         s2s=stages["s2s"] if "s2s" in kinds else None,
+        agent=stages["agent"] if "agent" in kinds else None,
+        agent_traces=agent_traces,
     )
 
 
 def _stage_kinds(data: dict[str, Any], err: Any) -> tuple[str, ...]:
-    """``("s2s",)`` for a speech-to-speech pipeline, else the cascade's three tables."""
-    if "s2s" not in data:
+    """``("s2s",)`` for a speech-to-speech pipeline, ``("agent",)`` for a black-box agent,
+    else the cascade's three tables."""
+    single = [k for k in ("s2s", "agent") if k in data]
+    if not single:
         return ("stt", "llm", "tts")
-    both = [k for k in ("stt", "llm", "tts") if k in data]
-    if both:
+    others = [k for k in ("stt", "llm", "tts", "s2s", "agent") if k in data and k != single[0]]
+    if others:
         raise err(
-            both[0],
+            others[0],
             None,
-            "cannot be combined with [s2s]: a pipeline is either one speech-to-speech stage "
-            "or an [stt], [llm] and [tts] cascade",
+            f"cannot be combined with [{single[0]}]: a pipeline is one speech-to-speech stage, "
+            "one agent, or an [stt], [llm] and [tts] cascade",
         )
-    return ("s2s",)
+    return (single[0],)
+
+
+def _agent_traces(table: StageTable, err: Any) -> AgentTraces:
+    """The trace keys of ``[agent]``, taken out of the table (the stage never sees them)."""
+    traces = AgentTraces(
+        mapping=_choice(table, "traces", ("none", "pipecat", "genai"), "none", "agent", err),
+        wait_ms=_int(table, "trace_wait_ms", 2000, "agent", err, lo=0, hi=60000),
+    )
+    for key in _AGENT_TRACE_KEYS:
+        table.pop(key, None)
+        table.lines.pop(key, None)
+    return traces
 
 
 def _check_stage_table(table: Any, stage: str, err: Any) -> None:
@@ -250,7 +287,8 @@ def _check_stage_table(table: Any, stage: str, err: Any) -> None:
         raise err(
             stage,
             None,
-            "is missing: every pipeline needs [stt], [llm] and [tts] tables (or one [s2s] table)",
+            "is missing: every pipeline needs [stt], [llm] and [tts] tables "
+            "(or one [s2s] or [agent] table)",
         )
     if not isinstance(table.get("stage"), str):
         raise err(stage, "stage", 'is missing: name the stage to use (e.g. stage = "openai")')

@@ -85,6 +85,27 @@ class S2SStage(Stage, Protocol):
     def converse(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]: ...
 
 
+class AgentStage(Stage, Protocol):
+    """A running voice agent reached over its own transport (Twilio Media Streams, Pipecat's
+    websocket, SmallWebRTC): the user's audio in, the reply's events out (docs/AGENTS.md).
+
+    The S2SStage shape, with ``kind = "agent"``. One ``converse`` is one call (a fresh
+    connection per turn). ``audio`` is the pacer's 20 ms frames at ``input_rate`` in real time,
+    then silence; ``endpoint_by_server`` is always True (the agent endpoints itself; voicelat
+    keeps the line open with silence, as a phone line does). It yields optionally
+    ``ResponseStarted``, the reply's ``Audio`` (PCM16 mono at ``output_rate``, each stamped as
+    the first statement after the await that delivered its bytes), ``Interrupted`` (the agent
+    dropped its queued audio), and ends the turn with ``Done`` (the reply is over: the
+    transport's end mark, else ``reply_idle_ms`` without reply audio) or ``Failed(reason)``.
+    """
+
+    input_rate: int
+    output_rate: int
+    endpoint_by_server: bool
+
+    def converse(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]: ...
+
+
 def use_clock(stage: object, clock: Clock) -> bool:
     """Hand ``stage`` the clock to stamp on (before ``__aenter__``); False for a stage that
     has no ``clock`` attribute (a third-party stage stamping on its own), which is left as

@@ -1,0 +1,181 @@
+"""AgentRecorder and the agent contract: literal stamped events in, exact segments out."""
+
+from __future__ import annotations
+
+from voicelat.core.agent import AgentRecorder, is_agent, place_trace
+from voicelat.core.agent_trace import TraceSplit
+from voicelat.core.contract import (
+    AGENT_SEGMENT_BOUNDS,
+    AGENT_SEGMENTS,
+    AGENT_TRACED_SEGMENT_BOUNDS,
+    AGENT_TRACED_SEGMENTS,
+    ALL_SEGMENTS,
+    S2S_SEGMENTS,
+    SEGMENTS,
+    display_segments,
+    segment_names,
+)
+from voicelat.core.events import Audio, Done, Failed, Interrupted
+from voicelat.core.summary import summarize
+
+MS = 1_000_000
+T0 = 5_000_000_000
+RATE = 8_000
+
+
+def at(ms: float) -> int:
+    return T0 + int(ms * MS)
+
+
+def silence(ms: int) -> bytes:
+    return b"\x00\x00" * (RATE * ms // 1000)
+
+
+def loud(ms: int) -> bytes:
+    return b"\x10\x27" * (RATE * ms // 1000)
+
+
+def agent_turn(split: TraceSplit | None = None, shift_ms: float = 0) -> AgentRecorder:
+    """speech 300..1500 ms; first reply byte 2100 (60 ms of silence); heard at 2170."""
+    rec = AgentRecorder(index=0, fixture="hello", t0_ns=T0)
+    rec.mark("speech_start", at(300))
+    rec.mark("speech_end", at(1500))
+    for ev in (
+        Audio(at(2100 + shift_ms), silence(60), RATE),
+        Audio(at(2120 + shift_ms), loud(200), RATE),
+        Done(at(2500 + shift_ms)),
+    ):
+        rec.on_event("agent", ev)
+    rec.set_onset(RATE * 60 // 1000)
+    rec.mark("output_first_audible", at(2170 + shift_ms))
+    rec.add_trace(split)
+    return rec
+
+
+def test_contract_agent_paths_end_on_e2e_and_use_the_cascade_names() -> None:
+    assert AGENT_SEGMENT_BOUNDS["agent_response"] == ("speech_end", "first_audio")
+    assert AGENT_TRACED_SEGMENT_BOUNDS["transport"] == ("agent_tts_first_byte", "first_audio")
+    assert AGENT_TRACED_SEGMENT_BOUNDS["endpointing"] == ("speech_end", "agent_endpoint")
+    assert set(AGENT_TRACED_SEGMENTS) - {"transport"} <= set(SEGMENTS)
+    assert set(AGENT_SEGMENTS) | set(AGENT_TRACED_SEGMENTS) <= set(ALL_SEGMENTS)
+    # A cascade summary is unchanged; an agent one adds its own segments.
+    assert segment_names(frozenset(SEGMENTS)) == SEGMENTS
+    assert "agent_response" in segment_names(frozenset(AGENT_SEGMENTS))
+    assert "model" not in segment_names(frozenset(AGENT_SEGMENTS))
+
+
+def test_display_segments_per_kind_and_mixed() -> None:
+    assert display_segments(frozenset(SEGMENTS)) == SEGMENTS
+    assert display_segments(frozenset(S2S_SEGMENTS)) == S2S_SEGMENTS
+    assert display_segments(frozenset(AGENT_SEGMENTS)) == AGENT_SEGMENTS
+    assert display_segments(frozenset(AGENT_TRACED_SEGMENTS)) == AGENT_TRACED_SEGMENTS
+    # An agent ranked against the cascade: both kinds' segments, agent_response beside them.
+    mixed = display_segments(frozenset({*SEGMENTS, *AGENT_SEGMENTS}))
+    assert mixed == tuple(s for s in ALL_SEGMENTS if s not in ("model", "transport"))
+    # The old S2S + cascade display is unchanged.
+    both = display_segments(frozenset({*SEGMENTS, *S2S_SEGMENTS}))
+    assert both == (*SEGMENTS[:-2], "model", *SEGMENTS[-2:])
+
+
+def test_untraced_turn_has_black_box_segments_summing_to_e2e() -> None:
+    turn = agent_turn().finish()
+    assert is_agent(turn) and turn.ok
+    assert turn.segments == {
+        "agent_response": 600 * MS,
+        "leading_silence": 60 * MS,
+        "playout": 10 * MS,
+    }
+    # first_audible = first byte + 60 ms of leading silence, but the loud piece came at 2120.
+    assert turn.milestones["first_audible"] == 2160 * MS
+    assert turn.segments["leading_silence"] + turn.segments["playout"] == 70 * MS
+    assert sum(turn.segments.values()) == turn.e2e_ns == 670 * MS
+    assert turn.figures["agent_response_ns"] == 600 * MS
+    assert turn.figures["agent_audio_ns"] == 260 * MS
+    assert turn.figures["agent_interrupted"] == 0
+    assert "untraced" in turn.flags
+
+
+def test_traced_turn_splits_agent_response_and_keeps_the_total() -> None:
+    split = TraceSplit(
+        milestones={
+            "agent_endpoint": at(1800),
+            "agent_stt_final": at(1850),
+            "agent_llm_first_token": at(1950),
+            "agent_tts_first_byte": at(2040),
+        },
+        reported={"agent_reported_llm_ttfb_ms": 98.5},
+        flags=(),
+    )
+    turn = agent_turn(split).finish()
+    assert turn.ok and "untraced" not in turn.flags
+    assert turn.segments == {
+        "endpointing": 300 * MS,
+        "stt": 50 * MS,
+        "llm_ttft": 100 * MS,
+        "tts_ttfb": 90 * MS,
+        "transport": 60 * MS,
+        "leading_silence": 60 * MS,
+        "playout": 10 * MS,
+    }
+    assert sum(turn.segments.values()) == turn.e2e_ns
+    assert turn.figures["agent_response_ns"] == 600 * MS
+    assert turn.figures["agent_reported_llm_ttfb_ms"] == 98.5
+    assert turn.milestones["agent_endpoint"] == 1800 * MS
+
+
+def test_out_of_order_and_missing_trace_milestones_are_clamped_not_negative() -> None:
+    # Offset clock: endpoint before speech_end; tts first byte after our first byte; no stt.
+    split = TraceSplit(
+        milestones={
+            "agent_endpoint": at(1400),
+            "agent_llm_first_token": at(1900),
+            "agent_tts_first_byte": at(2300),
+        },
+        reported={},
+        flags=("trace_partial",),
+    )
+    turn = agent_turn(split).finish()
+    assert all(v >= 0 for v in turn.segments.values())
+    assert sum(turn.segments.values()) == turn.e2e_ns
+    assert turn.segments["endpointing"] == 0 and turn.segments["stt"] == 0
+    assert turn.segments["llm_ttft"] == 400 * MS and turn.segments["tts_ttfb"] == 200 * MS
+    assert turn.segments["transport"] == 0
+    assert {"trace_clamped", "trace_partial", "trace_partial:agent_stt_final"} <= set(turn.flags)
+    raw = turn.extra["agent_trace_raw_ns"]
+    assert raw == {
+        "agent_endpoint": 1400 * MS,
+        "agent_llm_first_token": 1900 * MS,
+        "agent_tts_first_byte": 2300 * MS,
+    }
+
+
+def test_place_trace_is_monotonic_inside_the_bounds() -> None:
+    placed, flags = place_trace({"agent_endpoint": 50, "agent_stt_final": 10}, 20, 100)
+    assert list(placed.values()) == [50, 50, 50, 50]
+    assert flags[0] == "trace_clamped"
+
+
+def test_split_without_milestones_stays_black_box_but_keeps_reported() -> None:
+    split = TraceSplit(milestones={}, reported={"agent_reported_tts_ttfb_ms": 12.0}, flags=())
+    turn = agent_turn(split).finish()
+    assert set(turn.segments) == set(AGENT_SEGMENTS) and "untraced" in turn.flags
+    assert turn.figures["agent_reported_tts_ttfb_ms"] == 12.0
+
+
+def test_failed_turn_keeps_its_reason_and_barge_in_is_counted() -> None:
+    rec = AgentRecorder(index=1, fixture="x", t0_ns=T0)
+    rec.mark("speech_end", at(1000))
+    rec.on_event("agent", Interrupted(at(1200)))
+    rec.on_event("agent", Failed(at(1300), "the agent closed the call (code 1011)"))
+    turn = rec.finish()
+    assert turn.failed and turn.failure_stage == "agent"
+    assert turn.failure_reason == "the agent closed the call (code 1011)"
+    assert turn.figures["agent_interrupted"] == 1
+    assert rec.last_event() == "Failed"
+
+
+def test_summary_of_agent_turns_has_agent_segments_and_figures() -> None:
+    turns = [agent_turn(shift_ms=10 * i).finish() for i in range(4)]
+    summary = summarize(turns, run={}, pipeline={}, fixtures=[], stages={})
+    assert summary.segments["agent_response"].n == 4
+    assert summary.figures["agent_response_ns"].n == 4

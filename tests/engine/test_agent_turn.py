@@ -1,0 +1,178 @@
+"""The agent turn engine with a scripted agent stage (no network; the real transports have
+their own tests against a real Pipecat agent in tests/e2e).
+
+The fake agent answers once it has heard 300 ms of silence after the fixture's speech, as a
+VAD would; the turn is black-box unless a trace source hands the engine the agent's spans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import pytest
+
+import voicelat.engine.agent_turn as agent_turn
+from tests.engine.test_runner import _pipeline, fixtures_dir
+from voicelat.core.agent_trace import AgentSpan, TraceSplit
+from voicelat.core.clock import Clock, MonotonicClock
+from voicelat.core.errors import InfraError
+from voicelat.core.events import Audio, Done, StageEvent, StageName
+from voicelat.core.plan import plan_turns
+from voicelat.engine.agent_turn import AgentTurnEngine
+from voicelat.engine.runner import Runner
+from voicelat.engine.stageset import AgentStageSet
+from voicelat.files.fixtures import load_fixtures
+from voicelat.files.pipeline import AgentTraces, TurnConfig
+
+__all__ = ["fixtures_dir"]
+
+RATE = 8000
+MS = 1_000_000
+
+
+class FakeAgent:
+    """Answers 300 ms into the silence after 0.6 s of fixture audio; or never (``mute``)."""
+
+    kind: ClassVar[StageName] = "agent"
+    input_rate = RATE
+    output_rate = RATE
+    endpoint_by_server = True
+
+    def __init__(self, *, mute: bool = False) -> None:
+        self.mute = mute
+        self.clock: Clock = MonotonicClock()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def prepare(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"stage": "fake-agent"}
+
+    async def converse(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
+        n = 0
+        async for _frame in audio:
+            n += 1
+            if n == 45 and not self.mute:
+                break
+        if self.mute:
+            await asyncio.sleep(3600)
+        await asyncio.sleep(0.1)
+        yield Audio(self.clock.now_ns(), b"\x00\x00" * 80 + b"\x10\x27" * 1600, RATE)
+        await asyncio.sleep(0.05)
+        yield Done(self.clock.now_ns())
+
+
+class FakeTraces:
+    """A trace source: records the windows asked for, returns no spans (split is patched)."""
+
+    def __init__(self, *, broken: bool = False) -> None:
+        self.windows: list[tuple[int, int]] = []
+        self.broken = broken
+
+    async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]:
+        self.windows.append(window)
+        if self.broken:
+            raise ConnectionError("receiver gone")
+        return []
+
+
+async def _run(
+    tmp_path: Path, fixtures: Path, stage: FakeAgent, traces: FakeTraces | None = None, **pipe: Any
+) -> Runner:
+    fx = load_fixtures(fixtures)
+    pipeline = replace(
+        _pipeline(**pipe),
+        agent={"stage": "fake-agent"},
+        agent_traces=AgentTraces(mapping="pipecat", wait_ms=10),
+        stt={},
+        llm={},
+        tts={},
+    )
+    runner = Runner(pipeline, fx, tmp_path / "out", trace_source=traces)
+    runner.build_stages = lambda: AgentStageSet.agent_of(stage)  # type: ignore[method-assign]
+    assert isinstance(runner.turn_engine(), AgentTurnEngine)
+    # A run whose every turn failed raises InfraError after writing everything.
+    with contextlib.suppress(InfraError):
+        await runner.run(plan_turns([f.id for f in fx], turns=2, warmup=0))
+    return runner
+
+
+async def test_black_box_agent_turn_sums_and_says_untraced(
+    tmp_path: Path, fixtures_dir: Path
+) -> None:
+    runner = await _run(tmp_path, fixtures_dir, FakeAgent())
+    for turn in runner.turns:
+        assert turn.ok, turn.failure_reason
+        assert turn.extra["kind"] == "agent" and "untraced" in turn.flags
+        assert tuple(turn.segments) == ("agent_response", "leading_silence", "playout")
+        assert sum(turn.segments.values()) == turn.e2e_ns
+        # 45 frames then 100 ms: the reply near 1000 ms, speech_end at 600 ms.
+        assert 350 * MS <= turn.segments["agent_response"] <= 550 * MS, turn.segments
+        assert turn.milestones["first_audible"] - turn.milestones["first_audio"] == 10 * MS
+        assert turn.figures["agent_response_ns"] == turn.segments["agent_response"]
+    assert runner.outcome.summary["stages"] == {"agent": {"stage": "fake-agent"}}
+
+
+async def test_trace_source_splits_the_turn(
+    tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def split(spans: Sequence[AgentSpan], window: tuple[int, int], mapping: str) -> TraceSplit:
+        assert mapping == "pipecat"
+        t0 = window[0]
+        return TraceSplit(
+            {
+                "agent_endpoint": t0 + 850 * MS,
+                "agent_stt_final": t0 + 870 * MS,
+                "agent_llm_first_token": t0 + 900 * MS,
+                "agent_tts_first_byte": t0 + 920 * MS,
+            },
+            {"agent_reported_tts_ttfb_ms": 20.0},
+        )
+
+    monkeypatch.setattr(agent_turn, "split_from_spans", split)
+    traces = FakeTraces()
+    runner = await _run(tmp_path, fixtures_dir, FakeAgent(), traces)
+    assert len(traces.windows) == 2
+    for turn in runner.turns:
+        assert turn.ok and "untraced" not in turn.flags
+        assert turn.segments["endpointing"] == 250 * MS and turn.segments["stt"] == 20 * MS
+        assert turn.segments["transport"] > 0
+        assert sum(turn.segments.values()) == turn.e2e_ns
+        assert turn.figures["agent_reported_tts_ttfb_ms"] == 20.0
+        assert turn.figures["agent_response_ns"] == (
+            turn.milestones["first_audio"] - turn.milestones["speech_end"]
+        )
+
+
+async def test_a_broken_trace_source_leaves_the_turn_black_box(
+    tmp_path: Path, fixtures_dir: Path
+) -> None:
+    runner = await _run(tmp_path, fixtures_dir, FakeAgent(), FakeTraces(broken=True))
+    for turn in runner.turns:
+        assert turn.ok and "trace_error:ConnectionError" in turn.flags and "untraced" in turn.flags
+
+
+async def test_an_agent_that_never_answers_times_out_naming_the_last_event(
+    tmp_path: Path, fixtures_dir: Path
+) -> None:
+    runner = await _run(
+        tmp_path, fixtures_dir, FakeAgent(mute=True), turn=TurnConfig(timeout_s=1.5)
+    )
+    assert len(runner.turns) == 2  # the run went on after the first failure
+    for turn in runner.turns:
+        assert turn.failed and turn.failure_stage == "turn"
+        assert turn.failure_reason == (
+            "timed out after 1.5 s (last milestone: speech_end; last event from the agent: "
+            "none (nothing since the turn started))"
+        )

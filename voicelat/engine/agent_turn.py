@@ -1,0 +1,90 @@
+"""One turn through a running voice agent, over the transport it already exposes.
+
+An agent seen from outside is a speech-to-speech stage (docs/AGENTS.md), so
+:class:`AgentTurnEngine` is the :class:`~voicelat.engine.s2s_turn.S2STurnEngine` with the agent's
+recorder (:class:`~voicelat.core.agent.AgentRecorder`) and stage name: the pacer streams the
+fixture's 20 ms frames in real time, then silence (the agent endpoints itself, as on a phone
+line); the stage's reply audio goes into the sink, which stamps ``output_first_audible``; the
+turn ends when the stage reports ``Done`` (the reply is over) or ``Failed``.
+
+After the reply has played, a :class:`TraceSource` (the OTLP trace receiver) may be asked for
+the agent's spans of the turn; :func:`~voicelat.core.agent_trace.split_from_spans` maps them
+and the recorder splits ``agent_response`` with them. That wait is after every stamp of the
+turn, so it moves none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from voicelat.core.agent import AgentRecorder
+from voicelat.core.agent_trace import AgentSpan, split_from_spans
+from voicelat.core.events import StageName
+from voicelat.core.plan import PlannedTurn
+from voicelat.core.recorder import TurnRecorder
+from voicelat.engine.s2s_turn import S2STurnEngine
+from voicelat.engine.stageset import AgentStageSet, StageSet
+from voicelat.engine.turn import FrameSource, Sink, TurnInput
+
+__all__ = ["AgentTurnEngine", "TraceSource"]
+
+
+class TraceSource(Protocol):
+    """Where the agent's spans of a turn come from (the trace receiver)."""
+
+    async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]: ...
+
+
+@dataclass
+class AgentTurnEngine(S2STurnEngine):
+    """Runs one agent turn at a time (see the module docstring). ``trace_source``: the agent's
+    spans (None, or the pipeline's ``[agent] traces = "none"``: every turn stays black-box)."""
+
+    recorder_class: ClassVar[type[TurnRecorder]] = AgentRecorder
+    stage_key: ClassVar[StageName] = "agent"
+    trace_source: TraceSource | None = None
+
+    async def body(
+        self,
+        planned: PlannedTurn,
+        inp: TurnInput,
+        rec: TurnRecorder,
+        stages: StageSet,
+        *,
+        source: FrameSource | None = None,
+        sink: Sink | None = None,
+    ) -> None:
+        """The S2S turn through the agent's stage, then its trace (when there is one)."""
+        if not isinstance(stages, AgentStageSet):
+            raise TypeError(
+                "an agent turn needs an AgentStageSet (a pipeline with an [agent] table)"
+            )
+        await super().body(planned, inp, rec, stages, source=source, sink=sink)
+        await self.read_trace(rec)
+
+    async def read_trace(self, rec: TurnRecorder) -> None:
+        """Hand ``rec`` the split of the agent's spans of this turn (None when nothing maps);
+        a trace source that fails flags the turn and leaves it black-box."""
+        traces = self.pipeline.agent_traces
+        if self.trace_source is None or traces.mapping == "none" or not rec.t0_ns:
+            return
+        assert isinstance(rec, AgentRecorder)
+        window = (rec.t0_ns, self.clock.now_ns())
+        try:
+            spans = await self.trace_source.spans_for(window, wait_s=traces.wait_ms / 1000)
+        except Exception as exc:
+            rec.flag(f"trace_error:{type(exc).__name__}")
+            return
+        rec.add_trace(split_from_spans(spans, window, traces.mapping))
+
+    def fail_timed_out(self, rec: TurnRecorder) -> None:
+        """Fail ``rec`` for running past the turn timeout, naming the agent's last event."""
+        last = list(rec.milestones())[-1:] or ["start"]
+        seen = rec.last_event() if isinstance(rec, AgentRecorder) else "?"
+        timeout = self.pipeline.turn.timeout_s
+        rec.fail(
+            "turn",
+            f"timed out after {timeout:g} s (last milestone: {last[0]}; last event from the "
+            f"agent: {seen})",
+        )
