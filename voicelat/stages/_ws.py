@@ -465,6 +465,8 @@ class WsStage:
     persistent: ClassVar[bool] = True
     #: Stamps every event; the engine may replace it before ``__aenter__``.
     clock: Clock = MONOTONIC
+    #: Whether ``api_key_env`` must be set (a provider's API); an agent's auth is optional.
+    key_required: ClassVar[bool] = True
 
     table: str
     base_url: str
@@ -477,7 +479,8 @@ class WsStage:
         self.base_url = options.base_url.rstrip("/")
         self.timeout_s = options.timeout_s
         self.key_env = options.api_key_env
-        self._key = require_key(read_secret(table, options.api_key_env), table)
+        key = read_secret(table, options.api_key_env)
+        self._key = require_key(key, table) if self.key_required else key or ""
         self._conn: WsConn | None = None
         self._ssl: ssl.SSLContext | None = None
         self._last_error: str | None = None
@@ -644,10 +647,15 @@ class WsStage:
             return t
 
         pump.start_sender(send)
+        ticked = proto.tick_s is not None
         try:
             while True:
-                item = await pump.next(self.timeout_s if pump.sender_done else None)
-                events = self._on_item(item, proto, conn.url)
+                wait = proto.tick_s if ticked else self.timeout_s if pump.sender_done else None
+                item = await pump.next(wait)
+                if item is None and ticked:
+                    events = proto.tick(self.clock.now_ns())  # its deadlines, its stall too
+                else:
+                    events = self._on_item(item, proto, conn.url)
                 for event in events:
                     yield event
                 if proto.finished or any(isinstance(e, Failed) for e in events):

@@ -57,6 +57,9 @@ class WsProtocol(Generic[In]):
     awaiting: ClassVar[str] = "the end of the request"
     #: What the sender sends ("sending <sending> to <url> failed").
     sending: ClassVar[str] = "audio"
+    #: A protocol with deadlines of its own (a reply that ends by going quiet) is ticked at
+    #: least this often (:meth:`tick`); it then owns its stall detection too. None: no ticks.
+    tick_s: ClassVar[float | None] = None
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -77,6 +80,10 @@ class WsProtocol(Generic[In]):
     def receive(self, message: str | bytes, t_ns: int) -> list[StageEvent]:
         """The events one message, stamped on arrival, stands for."""
         raise NotImplementedError
+
+    def tick(self, now_ns: int) -> list[StageEvent]:
+        """The events the protocol's own deadlines give at ``now_ns`` (only with ``tick_s``)."""
+        return []
 
     def stalled(self, timeout_s: float) -> str:
         """Why the request failed when nothing came for ``timeout_s`` after the input ended."""
