@@ -212,6 +212,13 @@ _KIND_SEGMENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+def milestone_names(kind: object) -> tuple[str, ...]:
+    """The milestones a turn of ``kind`` (``Turn.extra["kind"]``; None: a cascade) can have."""
+    if kind == AGENT_KIND:
+        return AGENT_MILESTONES
+    return S2S_MILESTONES if kind == S2S_KIND else MILESTONES
+
+
 def segment_names(seen: set[str] | frozenset[str]) -> tuple[str, ...]:
     """The segments a summary of turns with segments ``seen`` lists: always the cascade's (so
     a cascade summary is unchanged), plus ``model`` when an S2S turn has it and

@@ -23,6 +23,8 @@ SEGMENT_SHORT: dict[str, str] = {
     "aggregation": "aggregate",
     "tts_ttfb": "tts_ttfb",
     "model": "model",
+    "agent_response": "agent",
+    "transport": "transport",
     "leading_silence": "silence",
     "playout": "playout",
 }

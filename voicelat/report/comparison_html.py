@@ -34,6 +34,8 @@ SEGMENT_COLOURS: dict[str, str] = {
     "aggregation": "#F0E442",
     "tts_ttfb": "#0072B2",
     "model": "#882255",
+    "agent_response": "#661100",
+    "transport": "#AA4499",
     "leading_silence": "#D55E00",
     "playout": "#CC79A7",
 }

@@ -16,7 +16,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from voicelat.core.contract import MILESTONES, SEGMENTS, display_segments
+from voicelat.core.contract import SEGMENTS, display_segments, milestone_names
 from voicelat.core.display import fmt_ms as core_fmt_ms
 from voicelat.core.stats import Band, Distribution
 from voicelat.core.turn import Turn
@@ -43,6 +43,8 @@ SEGMENT_STYLES: dict[str, str] = {
     "aggregation": "orchid",
     "tts_ttfb": "green",
     "model": "deep_pink3",
+    "agent_response": "dark_orange3",
+    "transport": "plum4",
     "leading_silence": "dark_sea_green",
     "playout": "yellow",
 }
@@ -425,7 +427,7 @@ def turn_heading(turn: Turn) -> Text:
 def _turn_body(turn: Turn, budget: Mapping[str, object], p: int) -> list[RenderableType]:
     if turn.segments and turn.e2e_ns is not None:
         return [turn_waterfall(turn, budget, p)]
-    seen = [m for m in MILESTONES if m in turn.milestones]
+    seen = [m for m in milestone_names(turn.extra.get("kind")) if m in turn.milestones]
     last = seen[-1] if seen else "none"
     return [Text(f"no complete critical path (last milestone: {last})", style=DIM)]
 
@@ -594,7 +596,7 @@ def turn_detail(turn: Turn, budget: Mapping[str, object], p: int) -> RenderableT
     ms.add_column("milestone")
     ms.add_column("from speech_end ms", justify="right")
     ms.add_column("from t0 ms", justify="right")
-    for name in MILESTONES:
+    for name in milestone_names(turn.extra.get("kind")):
         t = turn.milestones.get(name)
         rel = turn.since_speech_end(name)
         ms.add_row(
@@ -645,6 +647,8 @@ def turn_detail(turn: Turn, budget: Mapping[str, object], p: int) -> RenderableT
         (f"RTF {rtf:.3f}" if isinstance(rtf, int | float) else "RTF -")
         + f", stalls {f.get('tts_stalls', '-')}",
     )
+    if "agent_response_ns" in f:
+        figs.add_row("agent", _agent_figures(f))
     figs.add_row("connection", _conn(turn))
     figs.add_row("flags", ", ".join(turn.flags) or "none")
     if turn.failed:
@@ -654,6 +658,17 @@ def turn_detail(turn: Turn, budget: Mapping[str, object], p: int) -> RenderableT
 
     parts += [Text(), texts, Text(), figs, Text(), ms, Text(), spans]
     return Group(*parts)
+
+
+def _agent_figures(f: Mapping[str, object]) -> str:
+    """The measured black-box total (beside a traced split) and the agent's own TTFBs."""
+    reported = [
+        f"{part} {v:.0f} ms"
+        for part in ("stt", "llm", "tts")
+        if isinstance(v := f.get(f"agent_reported_{part}_ttfb_ms"), int | float)
+    ]
+    line = f"response (measured, black box) {_lag(f.get('agent_response_ns'))}"
+    return line + (f"; agent-reported TTFB {', '.join(reported)}" if reported else "")
 
 
 # -- lines ---------------------------------------------------------------------------------
