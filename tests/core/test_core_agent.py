@@ -179,3 +179,13 @@ def test_summary_of_agent_turns_has_agent_segments_and_figures() -> None:
     summary = summarize(turns, run={}, pipeline={}, fixtures=[], stages={})
     assert summary.segments["agent_response"].n == 4
     assert summary.figures["agent_response_ns"].n == 4
+
+
+def test_budget_limits_agent_segments_and_names_the_crossing() -> None:
+    from voicelat.core.budget import judge, parse_budget
+
+    budget = parse_budget({"e2e": {"p50_ms": 500}, "agent_response": {"p50_ms": 550}})
+    turn = agent_turn().finish()
+    verdict = judge(50, float(turn.e2e_ns or 0), turn.segments, budget)
+    assert verdict.over and verdict.crossing == "agent_response"
+    assert verdict.own_limit["agent_response"] == (600 * MS, 550 * MS)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
-from voicelat.core.contract import E2E, SEGMENTS
+from voicelat.core.contract import ALL_SEGMENTS, E2E
 from voicelat.core.display import NS_PER_MS as NS_PER_MS
 from voicelat.core.display import fmt_ms
 from voicelat.core.errors import ConfigError
@@ -34,8 +34,9 @@ from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 #: Finds the line of ``key`` in ``[table]`` (or of the table's header) in a TOML source.
 LineLocator = Callable[[str, str | None], int | None]
 
-#: What a budget may limit: voice-to-voice latency and each segment of the critical path.
-METRICS: tuple[str, ...] = (E2E, *SEGMENTS)
+#: What a budget may limit: voice-to-voice latency and each segment of a critical path (the
+#: cascade's, an S2S model's ``model``, an agent's ``agent_response`` and ``transport``).
+METRICS: tuple[str, ...] = (E2E, *ALL_SEGMENTS)
 #: Limit keys inside a metric table, and the percentile each one limits.
 PERCENTILE_KEYS: dict[str, int] = {"p50_ms": 50, "p90_ms": 90, "p99_ms": 99}
 #: Scalar keys directly under ``[budget]``.
@@ -295,7 +296,7 @@ class BudgetVerdict:
 
 
 def crossing_segment(
-    segments: Mapping[str, float], limit_ns: float, order: Sequence[str] = SEGMENTS
+    segments: Mapping[str, float], limit_ns: float, order: Sequence[str] = ALL_SEGMENTS
 ) -> str | None:
     """The segment during which the running sum of ``segments`` passes ``limit_ns``."""
     total = 0.0
@@ -325,7 +326,7 @@ def judge(
     b = as_budget(budget)
     limit = b.limit_ns(E2E, p)
     own: dict[str, tuple[float, float]] = {}
-    for name in SEGMENTS:
+    for name in ALL_SEGMENTS:
         seg_limit = b.limit_ns(name, p)
         if seg_limit is None:
             continue
