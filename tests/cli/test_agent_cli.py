@@ -1,5 +1,6 @@
 """``voicelat run -p PIPELINE`` with an ``[agent]`` table runs agent turns end to end, through
-the CLI, against the real Pipecat test agent (tests/agents); ``voicelat compare`` ranks an
+the CLI, against the real Pipecat test agent (tests/agents), two calls at once
+(``--concurrency 2``); ``voicelat compare`` ranks an
 agent run against a cascade run with the shared segments and ``agent_response``.
 
 The ``twilio`` entry point is registered by the integrator (pyproject); until then the test
@@ -43,7 +44,7 @@ def test_voicelat_run_profiles_an_agent_pipeline(
         out = tmp_path / "out"
         code = main(
             ["run", "-p", str(pipeline), "-f", str(ROOT / "fixtures"), "-n", "2", "-w", "0",
-             "-o", str(out), "--no-tui", "--json"]
+             "-c", "2", "-o", str(out), "--no-tui", "--json"]
         )  # fmt: skip
     assert code == 0, capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
@@ -52,6 +53,8 @@ def test_voicelat_run_profiles_an_agent_pipeline(
     assert summary["segments"]["agent_response"]["n"] == 2
     assert summary["figures"]["agent_response_ns"]["n"] == 2
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    # --concurrency 2: two calls at once, one per session.
+    assert sorted(t["extra"]["session"] for t in turns) == [0, 1]
     for t in turns:
         assert t["extra"]["kind"] == "agent"
         assert sum(t["segments_ns"].values()) == t["e2e_ns"]
