@@ -137,8 +137,9 @@ def test_out_of_order_and_missing_trace_milestones_are_clamped_not_negative() ->
     turn = agent_turn(split).finish()
     assert all(v >= 0 for v in turn.segments.values())
     assert sum(turn.segments.values()) == turn.e2e_ns
-    assert turn.segments["endpointing"] == 0 and turn.segments["stt"] == 0
-    assert turn.segments["llm_ttft"] == 400 * MS and turn.segments["tts_ttfb"] == 200 * MS
+    # The missing stt_final takes the next boundary: stt holds the time up to the first token.
+    assert turn.segments["endpointing"] == 0 and turn.segments["stt"] == 400 * MS
+    assert turn.segments["llm_ttft"] == 0 and turn.segments["tts_ttfb"] == 200 * MS
     assert turn.segments["transport"] == 0
     assert {"trace_clamped", "trace_partial", "trace_partial:agent_stt_final"} <= set(turn.flags)
     raw = turn.extra["agent_trace_raw_ns"]
@@ -151,8 +152,15 @@ def test_out_of_order_and_missing_trace_milestones_are_clamped_not_negative() ->
 
 def test_place_trace_is_monotonic_inside_the_bounds() -> None:
     placed, flags = place_trace({"agent_endpoint": 50, "agent_stt_final": 10}, 20, 100)
-    assert list(placed.values()) == [50, 50, 50, 50]
-    assert flags[0] == "trace_clamped"
+    assert list(placed.values()) == [50, 50, 100, 100]
+    assert flags == [
+        "trace_partial:agent_llm_first_token",
+        "trace_partial:agent_tts_first_byte",
+        "trace_clamped",
+    ]
+    # A missing TTS span does not turn the agent's synthesis into transport.
+    placed, _ = place_trace({"agent_llm_first_token": 40}, 20, 100)
+    assert placed["agent_tts_first_byte"] == 100
 
 
 def test_split_without_milestones_stays_black_box_but_keeps_reported() -> None:

@@ -126,6 +126,14 @@ def test_wrong_media_format_fails_with_a_reason() -> None:
     assert isinstance(junk, Failed) and "not a Media Streams message" in junk.reason
 
 
+def test_a_clear_with_nothing_queued_interrupts_nothing() -> None:
+    # Pipecat sends clear whenever the user starts speaking, reply or not.
+    p = proto()
+    assert p.receive(json.dumps({"event": "clear", "streamSid": "MZ1"}), T0 + 300 * MS) == []
+    p.receive(media(b"\x80" * 80), T0 + 1000 * MS)  # 10 ms, played by +1010
+    assert p.receive(json.dumps({"event": "clear"}), T0 + 1020 * MS) == []
+
+
 def test_media_before_the_turn_is_not_its_reply() -> None:
     p = proto()
     assert p.receive(media(b"\x80" * 160), T0 - 5 * MS) == []

@@ -12,8 +12,9 @@ With the agent's traces (:meth:`AgentRecorder.add_trace`), the agent's own miles
 cascade's names plus ``transport`` (``contract.AGENT_TRACED_SEGMENTS``). Trace milestones are
 placed inside ``[speech_end, first_audio]`` and made monotonic (a clock offset or a missing span
 must not make a segment negative); a moved value flags the turn ``trace_clamped`` and the raw
-values stay in ``extra["agent_trace_raw_ns"]``; a missing one takes the previous boundary (its
-segment is 0, the next one holds its time) and flags ``trace_partial:<milestone>``. Whatever
+values stay in ``extra["agent_trace_raw_ns"]``; a missing one takes the next known boundary
+(the segment ending at it holds the time, the next one is 0) and flags
+``trace_partial:<milestone>``. Whatever
 the path, the black-box total is kept as the figure ``agent_response_ns`` (speech_end -> first
 reply byte) and the agent's own reported figures as ``agent_reported_*_ms``.
 """
@@ -62,19 +63,28 @@ def is_agent(turn: Turn) -> bool:
 def place_trace(raw: dict[str, int], lo: int, hi: int) -> tuple[dict[str, int], list[str]]:
     """The agent milestones of ``raw`` placed monotonically inside ``[lo, hi]``, in path order,
     and the flags saying what moved (``trace_clamped``) or was missing
-    (``trace_partial:<name>``; it takes the previous boundary)."""
-    placed: dict[str, int] = {}
-    flags: list[str] = []
-    prev = lo
-    for name in AGENT_TRACE_MILESTONES:
+    (``trace_partial:<name>``).
+
+    A missing milestone takes the next known boundary (``hi`` after the last): the time up
+    to there stays in the segment that ends at the missing milestone, the agent's own work,
+    rather than being pushed into the next one (a missing TTS span must not turn the agent's
+    synthesis time into ``transport``)."""
+    filled: dict[str, int] = {}
+    missing: list[str] = []
+    after = hi
+    for name in reversed(AGENT_TRACE_MILESTONES):
         value = raw.get(name)
         if value is None:
-            flags.append(f"trace_partial:{name}")
-            value = prev
-        elif not prev <= value <= hi:
-            if TRACE_CLAMPED not in flags:
-                flags.append(TRACE_CLAMPED)
-            value = min(max(value, prev), hi)
+            missing.append(name)
+            value = after
+        filled[name] = after = value
+    flags = [f"trace_partial:{name}" for name in AGENT_TRACE_MILESTONES if name in missing]
+    placed: dict[str, int] = {}
+    prev = lo
+    for name in AGENT_TRACE_MILESTONES:
+        value = min(max(filled[name], prev), hi)
+        if name in raw and value != raw[name] and TRACE_CLAMPED not in flags:
+            flags.append(TRACE_CLAMPED)
         placed[name] = prev = value
     return placed, flags
 

@@ -7,7 +7,8 @@ and ``start`` (``streamSid``, ``callSid``, ``mediaFormat`` audio/x-mulaw 8000 Hz
 call ends. The agent answers with ``media`` (base64 mu-law 8 kHz: each is an ``Audio`` at
 its arrival stamp), ``mark`` (Twilio echoes a mark once the audio sent before it has played:
 so do we, from a real-time playback timeline of the reply) and ``clear`` (barge-in: the
-queued audio is dropped, every pending mark is echoed at once, ``Interrupted``).
+queued audio is dropped, every pending mark is echoed at once; ``Interrupted`` when audio
+was still to play).
 
 The reply is over (``Done``, stamped at the last reply audio's arrival) when no reply audio
 came for ``reply_idle_ms`` after the last chunk, or at the agent's end mark (``end_mark``)
@@ -217,11 +218,15 @@ class TwilioProtocol(WsProtocol[bytes]):
         return []
 
     def _clear(self, t_ns: int) -> list[StageEvent]:
-        # Twilio empties its buffer and echoes every mark still pending straight away.
-        self._play_end_ns = t_ns
+        # Twilio empties its buffer and echoes every mark still pending straight away. Only a
+        # clear that dropped audio still to play interrupted anything: Pipecat sends one each
+        # time the user starts speaking, reply or not.
+        dropped = self._play_end_ns is not None and self._play_end_ns > t_ns
+        if self._play_end_ns is not None:
+            self._play_end_ns = t_ns
         while self._marks:
             self._outbox.append(self._mark_echo(self._marks.popleft()[0]))
-        return [Interrupted(t_ns)]
+        return [Interrupted(t_ns)] if dropped else []
 
     # -- time passing -----------------------------------------------------------------------
     def user_audio_ended(self, t_ns: int) -> None:
