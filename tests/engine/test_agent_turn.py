@@ -86,6 +86,9 @@ class FakeTraces:
             raise ConnectionError("receiver gone")
         return []
 
+    def clock_info(self) -> dict[str, int]:
+        return {"trace_clock_offset_ns": 0, "trace_clock_uncertainty_ns": 12_000}
+
 
 async def _run(
     tmp_path: Path, fixtures: Path, stage: FakeAgent, traces: FakeTraces | None = None, **pipe: Any
@@ -150,6 +153,7 @@ async def test_trace_source_splits_the_turn(
         assert turn.segments["transport"] > 0
         assert sum(turn.segments.values()) == turn.e2e_ns
         assert turn.figures["agent_reported_tts_ttfb_ms"] == 20.0
+        assert turn.extra["trace_clock_uncertainty_ns"] == 12_000
         assert turn.figures["agent_response_ns"] == (
             turn.milestones["first_audio"] - turn.milestones["speech_end"]
         )
@@ -176,3 +180,26 @@ async def test_an_agent_that_never_answers_times_out_naming_the_last_event(
             "timed out after 1.5 s (last milestone: speech_end; last event from the agent: "
             "none (nothing since the turn started))"
         )
+
+
+def test_traces_for_a_pipeline_starts_the_receiver_or_says_why_not() -> None:
+    import importlib.util
+
+    from voicelat.core.errors import ConfigError
+    from voicelat.engine.job import traces_for
+    from voicelat.files.pipeline import parse_pipeline
+
+    black_box = parse_pipeline({"agent": {"stage": "twilio", "url": "ws://127.0.0.1:1/x"}})
+    with traces_for(black_box) as source:
+        assert source is None
+    traced = parse_pipeline(
+        {"agent": {"stage": "twilio", "url": "ws://127.0.0.1:1/x", "traces": "pipecat",
+                   "trace_port": 0}}
+    )  # fmt: skip
+    if importlib.util.find_spec("voicelat.engine.trace_receiver") is None:
+        match = r"traces = \'pipecat\' needs voicelat.s trace"
+        with pytest.raises(ConfigError, match=match), traces_for(traced):
+            pass
+    else:
+        with traces_for(traced) as source:
+            assert source is not None and source.url.endswith("/v1/traces")

@@ -34,12 +34,26 @@ def test_agent_table_is_the_pipelines_one_stage_without_the_trace_keys(tmp_path:
     assert p.agent_traces.mapping == "pipecat" and p.agent_traces.wait_ms == 500
     assert p.s2s is None and p.stt == {}
     assert p.to_json()["agent"]["stage"] == "twilio"
-    assert p.to_json()["traces"] == {"mapping": "pipecat", "wait_ms": 500}
+    assert p.to_json()["traces"]["mapping"] == "pipecat"
+    assert p.to_json()["traces"]["wait_ms"] == 500
 
 
 def test_agent_defaults_to_black_box(tmp_path: Path) -> None:
     p = load_pipeline(_write(tmp_path, '[agent]\nstage = "twilio"\n'))
     assert p.agent_traces.mapping == "none" and p.agent_traces.wait_ms == 2000
+    assert p.agent_traces.port == 4318 and p.agent_traces.clock_offset_ms == 0.0
+
+
+def test_an_agent_on_another_host_states_its_clock(tmp_path: Path) -> None:
+    text = (
+        AGENT + "trace_port = 4400\ntrace_clock_offset_ms = -12.5\ntrace_clock_uncertainty_ms = 2\n"
+    )
+    p = load_pipeline(_write(tmp_path, text))
+    t = p.agent_traces
+    assert (t.port, t.clock_offset_ms, t.clock_uncertainty_ms) == (4400, -12.5, 2.0)
+    assert "trace_port" not in p.agent
+    with pytest.raises(ConfigError, match=r"p\.toml:9: \[agent\] trace_port must be within"):
+        load_pipeline(_write(tmp_path, AGENT + "trace_port = 70000\n"))
 
 
 def test_bad_agent_tables_name_file_line_and_key(tmp_path: Path) -> None:

@@ -31,7 +31,9 @@ __all__ = ["AgentTurnEngine", "TraceSource"]
 
 
 class TraceSource(Protocol):
-    """Where the agent's spans of a turn come from (the trace receiver)."""
+    """Where the agent's spans of a turn come from (the trace receiver). A source may also
+    have ``clock_info() -> dict`` (the placement's offset and uncertainty): a traced turn
+    records it in its ``extra``."""
 
     async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]: ...
 
@@ -76,7 +78,13 @@ class AgentTurnEngine(S2STurnEngine):
         except Exception as exc:
             rec.flag(f"trace_error:{type(exc).__name__}")
             return
-        rec.add_trace(split_from_spans(spans, window, traces.mapping))
+        split = split_from_spans(spans, window, traces.mapping)
+        rec.add_trace(split)
+        # Where the spans were placed (offset, uncertainty), when the source says.
+        clock_info = getattr(self.trace_source, "clock_info", None)
+        if split is not None and callable(clock_info):
+            for key, value in dict(clock_info()).items():
+                rec.extra(str(key), value)
 
     def fail_timed_out(self, rec: TurnRecorder) -> None:
         """Fail ``rec`` for running past the turn timeout, naming the agent's last event."""

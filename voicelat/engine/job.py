@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -150,6 +151,33 @@ def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
         stack.release()
 
 
+@contextlib.contextmanager
+def traces_for(pipeline: Pipeline) -> Iterator[Any]:
+    """An agent pipeline's trace receiver while the run lasts (docs/AGENTS.md), or None when
+    there are no agent traces to read (``[agent] traces = "none"``, or not an agent)."""
+    t = pipeline.agent_traces
+    if pipeline.agent is None or t.mapping == "none":
+        yield None
+        return
+    try:
+        # By name: the receiver lands with the trace mapping (engine/trace_receiver.py).
+        module = importlib.import_module("voicelat.engine.trace_receiver")
+    except ImportError:
+        raise ConfigError(
+            f"[agent] traces = {t.mapping!r} needs voicelat's trace receiver, which this "
+            'installation lacks: set traces = "none" to profile the agent black-box'
+        ) from None
+    receiver = module.TraceReceiver(
+        port=t.port,
+        mapping=t.mapping,
+        clock_offset_ns=round(t.clock_offset_ms * 1_000_000),
+        offset_uncertainty_ns=round(t.clock_uncertainty_ms * 1_000_000),
+    )
+    with receiver:
+        info(f"agent traces ({t.mapping}): point the agent's OTLP exporter at {receiver.url}")
+        yield receiver
+
+
 def load_from_args(args: argparse.Namespace) -> Load:
     """The :class:`~voicelat.core.schedule.Load` the options ask for (``ConfigError`` when the
     open-loop options come without ``rate``). Missing attributes mean the defaults."""
@@ -209,8 +237,9 @@ def execute_run(
     try:
         if workers > 1:
             return _execute_on_workers(runner, plan, load, workers, runner.observer, argv)
-        with stack_for(pipeline) as stack_info:
+        with stack_for(pipeline) as stack_info, traces_for(pipeline) as traces:
             runner.stack_info = stack_info
+            runner.trace_source = traces
             try:
                 run_measuring_loop(runner.run(plan, load=load))
             except KeyboardInterrupt:

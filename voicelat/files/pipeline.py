@@ -20,7 +20,9 @@ _TOP_LEVEL = {
     "budget",
 }  # fmt: skip
 #: Keys of ``[agent]`` that are voicelat's (the trace listener), not the transport stage's.
-_AGENT_TRACE_KEYS = ("traces", "trace_wait_ms")
+_AGENT_TRACE_KEYS = (
+    "traces", "trace_wait_ms", "trace_port", "trace_clock_offset_ms", "trace_clock_uncertainty_ms"
+)  # fmt: skip
 _SECRET_LOOKING = re.compile(r"^(sk-|xi-|Bearer |Token )|^[A-Za-z0-9_\-]{32,}$")
 #: Stage keys that name a credential (``api_key``, ``xi_api_key``, ``token``...). Provider options
 #: that merely contain "key" (Deepgram's ``keywords``/``keyterm``) are not credentials.
@@ -108,6 +110,11 @@ class AgentTraces:
     mapping: str = "none"
     #: How long after a turn's reply to wait for its late spans.
     wait_ms: int = 2000
+    #: Where the trace receiver listens (127.0.0.1, OTLP/HTTP ``/v1/traces``).
+    port: int = 4318
+    #: An agent on another host: its wall clock minus voicelat's, and how well that is known.
+    clock_offset_ms: float = 0.0
+    clock_uncertainty_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -274,6 +281,13 @@ def _agent_traces(table: StageTable, err: Any) -> AgentTraces:
     traces = AgentTraces(
         mapping=_choice(table, "traces", ("none", "pipecat", "genai"), "none", "agent", err),
         wait_ms=_int(table, "trace_wait_ms", 2000, "agent", err, lo=0, hi=60000),
+        port=_int(table, "trace_port", 4318, "agent", err, lo=0, hi=65535),
+        clock_offset_ms=_num(
+            table, "trace_clock_offset_ms", 0.0, "agent", err, lo=-86_400_000, hi=86_400_000
+        ),
+        clock_uncertainty_ms=_num(
+            table, "trace_clock_uncertainty_ms", 0.0, "agent", err, lo=0, hi=86_400_000
+        ),
     )
     for key in _AGENT_TRACE_KEYS:
         table.pop(key, None)
