@@ -38,7 +38,7 @@ def agent() -> Iterator[str]:
 
 
 def _run(tmp_path: Path, url: str, turns: int = 2, **options: Any) -> Runner:
-    table = {"stage": "twilio", "url": url, "reply_idle_ms": 400, **options}
+    table = {"stage": "twilio", "url": url, "reply_idle_ms": 800, **options}
     pipeline = parse_pipeline({"agent": table, "turn": {"timeout_s": 30}})
     fixtures = [
         f for f in load_fixtures(ROOT / "fixtures") if f.id in ("kitchen_lights", "call_mom")

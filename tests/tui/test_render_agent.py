@@ -15,6 +15,7 @@ def test_black_box_agent_turn_shows_its_segments_and_milestones() -> None:
         assert word in text
     assert "response (measured, black box) 600" in text
     assert "llm_request" not in text  # the cascade's milestones are not an agent's
+    assert "TTFD" not in text  # nor are voicelat's own LLM figures
 
 
 def test_traced_agent_turn_draws_transport_beside_the_measured_total() -> None:

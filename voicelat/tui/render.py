@@ -635,6 +635,24 @@ def turn_detail(turn: Turn, budget: Mapping[str, object], p: int) -> RenderableT
         f"max {_lag(f.get('pacer_lag_max_ns'))}, median {_lag(f.get('pacer_lag_p50_ns'))}",
     )
     figs.add_row("event-loop lag", f"max {_lag(f.get('loop_lag_max_ns'))}")
+    if "agent_response_ns" in f:
+        # An agent's inside is its own: no voicelat LLM or TTS figures, the black-box total.
+        figs.add_row("agent", _agent_figures(f))
+    else:
+        _stage_rows(figs, f)
+    figs.add_row("connection", _conn(turn))
+    figs.add_row("flags", ", ".join(turn.flags) or "none")
+    if turn.failed:
+        figs.add_row(
+            "failure", Text(f"{turn.failure_stage}: {turn.failure_reason}", style=OVER_STYLE)
+        )
+
+    parts += [Text(), texts, Text(), figs, Text(), ms, Text(), spans]
+    return Group(*parts)
+
+
+def _stage_rows(figs: Table, f: Mapping[str, object]) -> None:
+    """The LLM and TTS rows of a turn's figures."""
     tps = f.get("llm_tokens_per_s")
     rtf = f.get("tts_rtf")
     figs.add_row(
@@ -647,17 +665,6 @@ def turn_detail(turn: Turn, budget: Mapping[str, object], p: int) -> RenderableT
         (f"RTF {rtf:.3f}" if isinstance(rtf, int | float) else "RTF -")
         + f", stalls {f.get('tts_stalls', '-')}",
     )
-    if "agent_response_ns" in f:
-        figs.add_row("agent", _agent_figures(f))
-    figs.add_row("connection", _conn(turn))
-    figs.add_row("flags", ", ".join(turn.flags) or "none")
-    if turn.failed:
-        figs.add_row(
-            "failure", Text(f"{turn.failure_stage}: {turn.failure_reason}", style=OVER_STYLE)
-        )
-
-    parts += [Text(), texts, Text(), figs, Text(), ms, Text(), spans]
-    return Group(*parts)
 
 
 def _agent_figures(f: Mapping[str, object]) -> str:
