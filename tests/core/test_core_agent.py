@@ -112,6 +112,7 @@ def test_traced_turn_splits_agent_response_and_keeps_the_total() -> None:
         "endpointing": 300 * MS,
         "stt": 50 * MS,
         "llm_ttft": 100 * MS,
+        "aggregation": 0,  # the mapping did not see the TTS request: all of it in tts_ttfb
         "tts_ttfb": 90 * MS,
         "transport": 60 * MS,
         "leading_silence": 60 * MS,
@@ -152,7 +153,8 @@ def test_out_of_order_and_missing_trace_milestones_are_clamped_not_negative() ->
 
 def test_place_trace_is_monotonic_inside_the_bounds() -> None:
     placed, flags = place_trace({"agent_endpoint": 50, "agent_stt_final": 10}, 20, 100)
-    assert list(placed.values()) == [50, 50, 100, 100]
+    # agent_tts_request is optional: missing, it takes the previous boundary, unflagged.
+    assert list(placed.values()) == [50, 50, 100, 100, 100]
     assert flags == [
         "trace_partial:agent_llm_first_token",
         "trace_partial:agent_tts_first_byte",
@@ -197,3 +199,20 @@ def test_budget_limits_agent_segments_and_names_the_crossing() -> None:
     verdict = judge(50, float(turn.e2e_ns or 0), turn.segments, budget)
     assert verdict.over and verdict.crossing == "agent_response"
     assert verdict.own_limit["agent_response"] == (600 * MS, 550 * MS)
+
+
+def test_a_traced_tts_request_splits_aggregation_from_tts_ttfb() -> None:
+    split = TraceSplit(
+        milestones={
+            "agent_endpoint": at(1800),
+            "agent_stt_final": at(1850),
+            "agent_llm_first_token": at(1950),
+            "agent_tts_request": at(2000),
+            "agent_tts_first_byte": at(2040),
+        },
+        reported={},
+    )
+    turn = agent_turn(split).finish()
+    assert turn.segments["aggregation"] == 50 * MS and turn.segments["tts_ttfb"] == 40 * MS
+    assert sum(turn.segments.values()) == turn.e2e_ns
+    assert not [f for f in turn.flags if f.startswith("trace_")]

@@ -8,8 +8,8 @@ onset the engine found), ``response_done`` the stage's ``Done``. Its segments ar
 ``contract.AGENT_SEGMENTS`` (``agent_response``, ``leading_silence``, ``playout``).
 
 With the agent's traces (:meth:`AgentRecorder.add_trace`), the agent's own milestones
-(``agent_endpoint`` ... ``agent_tts_first_byte``) split ``agent_response`` open into the
-cascade's names plus ``transport`` (``contract.AGENT_TRACED_SEGMENTS``). Trace milestones are
+(``agent_endpoint`` ... ``agent_tts_first_byte``, ``agent_tts_request`` when the mapping sees
+it) split ``agent_response`` open into the cascade's names plus ``transport`` (``contract.AGENT_TRACED_SEGMENTS``). Trace milestones are
 placed inside ``[speech_end, first_audio]`` and made monotonic (a clock offset or a missing span
 must not make a segment negative); a moved value flags the turn ``trace_clamped`` and the raw
 values stay in ``extra["agent_trace_raw_ns"]``; a missing one takes the next known boundary
@@ -26,6 +26,7 @@ from voicelat.core.contract import (
     AGENT_CRITICAL_PATH,
     AGENT_KIND,
     AGENT_MILESTONES,
+    AGENT_OPTIONAL_TRACE_MILESTONES,
     AGENT_SEGMENTS,
     AGENT_STRICT_ORDER,
     AGENT_TRACE_MILESTONES,
@@ -68,21 +69,25 @@ def place_trace(raw: dict[str, int], lo: int, hi: int) -> tuple[dict[str, int], 
     A missing milestone takes the next known boundary (``hi`` after the last): the time up
     to there stays in the segment that ends at the missing milestone, the agent's own work,
     rather than being pushed into the next one (a missing TTS span must not turn the agent's
-    synthesis time into ``transport``)."""
+    synthesis time into ``transport``). An optional one
+    (:data:`~voicelat.core.contract.AGENT_OPTIONAL_TRACE_MILESTONES`) takes the previous
+    boundary, unflagged: its segment is 0."""
     filled: dict[str, int] = {}
-    missing: list[str] = []
     after = hi
     for name in reversed(AGENT_TRACE_MILESTONES):
         value = raw.get(name)
-        if value is None:
-            missing.append(name)
-            value = after
-        filled[name] = after = value
-    flags = [f"trace_partial:{name}" for name in AGENT_TRACE_MILESTONES if name in missing]
+        if value is None and name in AGENT_OPTIONAL_TRACE_MILESTONES:
+            continue
+        filled[name] = after = after if value is None else value
+    flags = [
+        f"trace_partial:{name}"
+        for name in AGENT_TRACE_MILESTONES
+        if name not in raw and name not in AGENT_OPTIONAL_TRACE_MILESTONES
+    ]
     placed: dict[str, int] = {}
     prev = lo
     for name in AGENT_TRACE_MILESTONES:
-        value = min(max(filled[name], prev), hi)
+        value = min(max(filled.get(name, prev), prev), hi)
         if name in raw and value != raw[name] and TRACE_CLAMPED not in flags:
             flags.append(TRACE_CLAMPED)
         placed[name] = prev = value

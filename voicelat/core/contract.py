@@ -137,6 +137,7 @@ AGENT_MILESTONES: tuple[str, ...] = (
     "agent_endpoint",
     "agent_stt_final",
     "agent_llm_first_token",
+    "agent_tts_request",
     "agent_tts_first_byte",
     "first_audio",
     "first_audible",
@@ -145,7 +146,12 @@ AGENT_MILESTONES: tuple[str, ...] = (
 )
 
 #: The agent's trace milestones, in the order the traced path visits them.
-AGENT_TRACE_MILESTONES: tuple[str, ...] = AGENT_MILESTONES[2:6]
+AGENT_TRACE_MILESTONES: tuple[str, ...] = AGENT_MILESTONES[2:7]
+
+#: Trace milestones a mapping may not see: ``agent_tts_request`` (the text reaching the
+#: agent's TTS: Pipecat's tts span start). Without it ``aggregation`` is 0 and ``tts_ttfb``
+#: holds the wait for the first speakable text, unflagged.
+AGENT_OPTIONAL_TRACE_MILESTONES: frozenset[str] = frozenset({"agent_tts_request"})
 
 #: The black-box critical path: all voicelat sees without the agent's traces.
 AGENT_CRITICAL_PATH: tuple[str, ...] = (
@@ -182,6 +188,7 @@ AGENT_TRACED_SEGMENTS: tuple[str, ...] = (
     "endpointing",
     "stt",
     "llm_ttft",
+    "aggregation",
     "tts_ttfb",
     "transport",
     "leading_silence",
