@@ -216,3 +216,9 @@ def test_a_traced_tts_request_splits_aggregation_from_tts_ttfb() -> None:
     assert turn.segments["aggregation"] == 50 * MS and turn.segments["tts_ttfb"] == 40 * MS
     assert sum(turn.segments.values()) == turn.e2e_ns
     assert not [f for f in turn.flags if f.startswith("trace_")]
+
+
+def test_an_agent_endpoint_is_never_not_detected() -> None:
+    rec = agent_turn()
+    rec.flag("endpoint:not_detected")
+    assert "endpoint:not_detected" not in rec.finish().flags

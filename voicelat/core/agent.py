@@ -115,6 +115,12 @@ class AgentRecorder(TurnRecorder):
         """The agent's own account of this turn (None: its spans did not arrive or map)."""
         self._split = split
 
+    def flag(self, flag: str) -> None:
+        # The S2S machinery flags a server VAD that never spoke; an agent endpoints unseen by
+        # design (its endpoint is a trace milestone or nothing), so that flag says nothing.
+        if flag != "endpoint:not_detected":
+            super().flag(flag)
+
     def last_event(self) -> str:
         """The last event the stage reported this turn, for a timeout's reason."""
         events = self._events["agent"]
