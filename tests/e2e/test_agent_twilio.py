@@ -62,6 +62,7 @@ def test_pipecat_agent_over_twilio_every_turn_sums_to_e2e(tmp_path: Path, agent:
         seg = turn.segments
         assert tuple(seg) == ("agent_response", "leading_silence", "playout")
         assert sum(seg.values()) == turn.e2e_ns
+        assert (STOP_MS + LEAD_MS) * MS <= (turn.e2e_ns or 0) <= (STOP_MS + LEAD_MS + 800) * MS
         # The agent's VAD waits STOP_MS of silence, then the reply goes out at once.
         assert STOP_MS * MS <= seg["agent_response"] <= (STOP_MS + 700) * MS, seg
         # 100 ms of silence lead the clip (resampled to 8 kHz and mu-law by Pipecat), sent in
