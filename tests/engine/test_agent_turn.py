@@ -182,11 +182,9 @@ async def test_an_agent_that_never_answers_times_out_naming_the_last_event(
         )
 
 
-def test_traces_for_a_pipeline_starts_the_receiver_or_says_why_not() -> None:
-    import importlib.util
-
-    from voicelat.core.errors import ConfigError
+def test_traces_for_a_pipeline_starts_the_receiver_for_the_run() -> None:
     from voicelat.engine.job import traces_for
+    from voicelat.engine.trace_receiver import TraceReceiver
     from voicelat.files.pipeline import parse_pipeline
 
     black_box = parse_pipeline({"agent": {"stage": "twilio", "url": "ws://127.0.0.1:1/x"}})
@@ -194,12 +192,13 @@ def test_traces_for_a_pipeline_starts_the_receiver_or_says_why_not() -> None:
         assert source is None
     traced = parse_pipeline(
         {"agent": {"stage": "twilio", "url": "ws://127.0.0.1:1/x", "traces": "pipecat",
-                   "trace_port": 0}}
+                   "trace_port": 0, "trace_clock_uncertainty_ms": 1.5}}
     )  # fmt: skip
-    if importlib.util.find_spec("voicelat.engine.trace_receiver") is None:
-        match = r"traces = \'pipecat\' needs voicelat.s trace"
-        with pytest.raises(ConfigError, match=match), traces_for(traced):
-            pass
-    else:
-        with traces_for(traced) as source:
-            assert source is not None and source.url.endswith("/v1/traces")
+    with traces_for(traced) as source:
+        assert isinstance(source, TraceReceiver)
+        assert source.url.endswith("/v1/traces") and source.port != 0
+        assert source.mapping == "pipecat" and source.offset_uncertainty_ns == 1_500_000
+    import socket
+
+    with socket.socket() as s:  # stopped with the run: the port is free again
+        assert s.connect_ex(("127.0.0.1", source.port)) != 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -159,15 +158,10 @@ def traces_for(pipeline: Pipeline) -> Iterator[Any]:
     if pipeline.agent is None or t.mapping == "none":
         yield None
         return
-    try:
-        # By name: the receiver lands with the trace mapping (engine/trace_receiver.py).
-        module = importlib.import_module("voicelat.engine.trace_receiver")
-    except ImportError:
-        raise ConfigError(
-            f"[agent] traces = {t.mapping!r} needs voicelat's trace receiver, which this "
-            'installation lacks: set traces = "none" to profile the agent black-box'
-        ) from None
-    receiver = module.TraceReceiver(
+    # Imported here: the receiver pulls in opentelemetry-proto, which black-box runs skip.
+    from voicelat.engine.trace_receiver import TraceReceiver
+
+    receiver = TraceReceiver(
         port=t.port,
         mapping=t.mapping,
         clock_offset_ns=round(t.clock_offset_ms * 1_000_000),
