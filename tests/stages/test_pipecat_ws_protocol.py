@@ -87,11 +87,17 @@ def test_reply_audio_is_reported_from_its_first_sound_and_ends_after_the_idle_ti
     p.input_ended(2 * MS)
     assert p.watch.deadline_ns() == 2002 * MS  # no reply within timeout -> failure then
     assert p.receive(loud, 10 * MS) == [Audio(10 * MS, LOUD, 24000)]
-    assert p.receive(silent, 20 * MS) == [Audio(20 * MS, bytes(8), 24000)]  # a pause in it
-    assert p.watch.deadline_ns() == 510 * MS  # the last sound + idle
-    assert not p.watch.expired(509 * MS) and p.watch.expired(510 * MS)
-    (done,) = p.expire(510 * MS)
-    assert done == Done(510 * MS, "idle", {"reply_chunks": 2}) and p.finished
+    assert p.receive(silent, 20 * MS) == []  # held: a pause, or the line after the reply
+    # Sound again: the pause is reply audio, released with its own arrival stamp.
+    assert p.receive(loud, 30 * MS) == [
+        Audio(20 * MS, bytes(8), 24000),
+        Audio(30 * MS, LOUD, 24000),
+    ]
+    assert p.receive(silent, 40 * MS) == []  # the line's silence after the reply: never reported
+    assert p.watch.deadline_ns() == 530 * MS  # the last sound + idle
+    assert not p.watch.expired(529 * MS) and p.watch.expired(530 * MS)
+    (done,) = p.expire(530 * MS)
+    assert done == Done(530 * MS, "idle", {"reply_chunks": 3}) and p.finished
 
 
 def test_no_reply_fails_naming_the_last_event() -> None:

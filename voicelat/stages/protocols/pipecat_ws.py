@@ -194,9 +194,10 @@ class ReplyWatch:
     Digital silence (every sample within ``silence_peak``) is the line, not the reply: a
     transport that streams silence between replies (SmallWebRTC's auto-silence, a bot with a
     mixer) never starts a reply with it, and it never keeps a reply going. From the first chunk
-    with sound on, every chunk is reply audio (pauses between sentences included); the reply
-    is over ``idle_ns`` after the last chunk with sound. With no reply, the turn fails
-    ``timeout_ns`` after the user's input ended.
+    with sound on, silent chunks are held back and released (with their own arrival stamps)
+    when sound follows them: a pause inside the reply is reply audio, the line's silence after
+    it is not. The reply is over ``idle_ns`` after the last chunk with sound; with no reply,
+    the turn fails ``timeout_ns`` after the user's input ended.
     """
 
     def __init__(self, *, idle_ns: int, timeout_ns: int, silence_peak: int = 0) -> None:
@@ -207,15 +208,19 @@ class ReplyWatch:
         self.last_sound_ns: int | None = None
         self.input_ended_ns: int | None = None
         self.chunks = 0
+        self._held: list[tuple[int, bytes]] = []
 
-    def audio(self, pcm: bytes, t_ns: int) -> bool:
-        """Whether this chunk (stamped ``t_ns``) is reply audio to report."""
-        if _peak(pcm) > self.silence_peak:
-            self.started = True
-            self.last_sound_ns = t_ns
-        if self.started:
-            self.chunks += 1
-        return self.started
+    def audio(self, pcm: bytes, t_ns: int) -> list[tuple[int, bytes]]:
+        """The reply audio to report now, as ``(stamp, pcm)``, for this chunk stamped ``t_ns``."""
+        if _peak(pcm) <= self.silence_peak:
+            if self.started:
+                self._held.append((t_ns, pcm))
+            return []
+        self.started = True
+        self.last_sound_ns = t_ns
+        out, self._held = [*self._held, (t_ns, pcm)], []
+        self.chunks += len(out)
+        return out
 
     def input_ended(self, t_ns: int) -> None:
         if self.input_ended_ns is None:
@@ -318,9 +323,8 @@ class PipecatWsProtocol(WsProtocol[bytes]):
                     "audio_out_sample_rate) or make the bot's output mono",
                 )
             ]
-        if not self.watch.audio(pcm, t_ns):
-            return []
-        return [Audio(t_ns, pcm[: len(pcm) // 2 * 2], rate)]
+        pcm = pcm[: len(pcm) // 2 * 2]
+        return [Audio(t, chunk, rate) for t, chunk in self.watch.audio(pcm, t_ns)]
 
     def _message(self, data: str, t_ns: int) -> list[StageEvent]:
         try:

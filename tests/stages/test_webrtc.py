@@ -1,0 +1,96 @@
+"""webrtc against a REAL Pipecat bot behind SmallWebRTC on loopback (tests/stages/pipecat_agent.py:
+FastAPI ``POST /api/offer`` -> ``SmallWebRTCRequestHandler`` -> a pipeline per call with
+``SmallWebRTCTransport``, Silero VAD and a canned 30 ms-silence + 400 ms-tone reply), turns played
+through the runner; the reply is Opus-encoded by the bot and decoded by aiortc here.
+
+Bounds: the bot's VAD waits 300 ms, then answers; Opus, aiortc's 4-packet jitter buffer and the
+bot's 10 ms output track add ~100-250 ms over the websocket transport, so the first decoded
+sound comes 300-1200 ms after the fixture's speech end here. The error paths: a bot that is
+down, one that refuses the offer, one that never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from tests.stages.agent_helpers import MS, pipecat_agent, run_agent_turns
+from voicelat.stages.webrtc import WebRTC, _line_track_class
+
+PORT = 9261
+
+
+def _stage(port: int = PORT, **options: object) -> WebRTC:
+    url = f"http://127.0.0.1:{port}/api/offer"
+    return WebRTC({"url": url, "reply_idle_ms": 300, "timeout_s": 5.0, **options})
+
+
+def test_real_turns_through_smallwebrtc(tmp_path: Path) -> None:
+    with pipecat_agent("webrtc", PORT) as agent:
+        turns = run_agent_turns(tmp_path, _stage())
+        resampled = run_agent_turns(tmp_path / "24k", _stage(output_rate=24000), turns=1)
+    assert len(turns) == 2
+    for turn in [*turns, *resampled]:
+        assert turn.ok, turn.failure_reason
+        m = turn.milestones
+        response = m["first_audio"] - m["speech_end"]
+        assert 300 * MS <= response <= 1200 * MS, response
+        # The reply's first decoded frame holds the tone's start (the line's silence before it
+        # never starts a reply): its leading silence is under one 20 ms frame.
+        assert 0 <= m["first_audible"] - m["first_audio"] < 20 * MS
+        assert sum(turn.segments.values()) == turn.e2e_ns
+        assert all(v >= 0 for v in turn.segments.values())
+        # 400 ms of tone came through Opus and the jitter buffer (the idle end follows it).
+        assert 380 * MS <= turn.figures["s2s_audio_ns"] <= 700 * MS, turn.figures
+    assert len(agent.named("reply")) >= 3 and len(agent.named("track")) >= 3
+
+
+def test_a_bot_that_is_down_fails_every_turn(tmp_path: Path) -> None:
+    turns = run_agent_turns(tmp_path, _stage(PORT + 1), turns=2)
+    assert len(turns) == 2
+    for turn in turns:
+        assert not turn.ok
+        reason = turn.failure_reason or ""
+        assert "cannot connect to http://127.0.0.1:9262/api/offer" in reason, reason
+
+
+def test_a_refused_offer_and_a_bot_that_never_answers(tmp_path: Path) -> None:
+    with pipecat_agent("webrtc", PORT + 2, "--mode", "refuse"):
+        (refused,) = run_agent_turns(tmp_path, _stage(PORT + 2), turns=1)
+    reason = refused.failure_reason or ""
+    assert (
+        "HTTP 403" in reason and "offer refused" in reason and "refused by this test bot" in reason
+    )
+    with pipecat_agent("webrtc", PORT + 3, "--mode", "mute") as agent:
+        (mute,) = run_agent_turns(tmp_path / "mute", _stage(PORT + 3, timeout_s=1.0), turns=1)
+    assert not mute.ok
+    assert "no reply audio" in (mute.failure_reason or ""), mute.failure_reason
+    assert agent.named("vad_stop")
+
+
+def test_the_line_paces_silence_and_passes_the_turns_frames_at_once() -> None:
+    async def run() -> tuple[list[float], list[bytes]]:
+        line = _line_track_class()(16000)
+        t0 = time.monotonic()
+        times, pcms = [], []
+        for k in range(6):
+            if k == 3:
+                line.input.put_nowait(b"\x01\x00" * 320)  # the pacer's frame: out at once
+            frame = await line.recv()
+            times.append(time.monotonic() - t0)
+            pcms.append(bytes(frame.planes[0])[:640])
+            if k == 3:
+                line.input.put_nowait(None)  # the input ended: silence on our clock again
+        return times, pcms
+
+    times, pcms = asyncio.run(run())
+    assert pcms[3] == b"\x01\x00" * 320 and all(
+        p == bytes(640) for i, p in enumerate(pcms) if i != 3
+    )
+    # Silence on an absolute 20 ms cadence (never early; late only by the machine's load)...
+    assert times[1] >= 0.019 and times[2] >= 0.039 and times[2] < 0.1
+    # ... the turn's frame out at once, and the silence after it from one frame after it.
+    assert times[3] - times[2] < 0.01
+    assert times[4] - times[3] >= 0.019 and times[5] - times[3] >= 0.039
+    assert times[5] - times[3] < 0.1
