@@ -1,9 +1,10 @@
-"""Running the test Pipecat bot (tests/stages/pipecat_agent.py) and agent turns through it.
+"""Running the test Pipecat bot (tests/agents/pipecat_transport_agent.py) and agent turns
+through it.
 
 :func:`pipecat_agent` starts the bot in a subprocess (its own event loop, as a deployed bot
 has) and waits for its ``READY``; its JSON event lines are collected for the assertions.
-:func:`run_agent_turns` plays real fixtures to a stage through the runner and the S2S turn engine
-(pacer in real time, sink, recorder: the path a run takes).
+:func:`run_agent_turns` plays a real fixture to a stage through the runner and the agent turn
+engine (an ``[agent]`` pipeline: pacer in real time, sink, AgentRecorder: the path a run takes).
 """
 
 from __future__ import annotations
@@ -11,26 +12,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.engine.test_runner import _pipeline
 from voicelat.core.errors import InfraError
 from voicelat.core.plan import plan_turns
 from voicelat.core.turn import Turn
 from voicelat.engine.runner import Runner
-from voicelat.engine.stageset import S2SStageSet
+from voicelat.engine.stageset import AgentStageSet
 from voicelat.files.fixtures import load_fixtures
+from voicelat.files.pipeline import parse_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT = ROOT / "tests" / "stages" / "pipecat_agent.py"
 MS = 1_000_000
 
 
@@ -49,12 +50,15 @@ class Agent:
 @contextlib.contextmanager
 def pipecat_agent(transport: str, port: int, *args: str, ready_s: float = 30.0) -> Iterator[Agent]:
     """The test bot on 127.0.0.1:``port`` until the block ends (killed then, by its pid)."""
+    module = "tests.agents.pipecat_transport_agent"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen(
-        [sys.executable, "-W", "ignore", str(AGENT), transport, "--port", str(port), *args],
+        [sys.executable, "-W", "ignore", "-m", module, transport, "--port", str(port), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         cwd=ROOT,
+        env=env,
     )
     agent = Agent(proc, port)
     ready = threading.Event()
@@ -96,15 +100,17 @@ def one_fixture_dir(tmp_path: Path, fixture_id: str = "kitchen_lights") -> Path:
 
 
 def run_agent_turns(
-    tmp_path: Path, stage: Any, *, turns: int = 2, timeout_s: float = 15
+    tmp_path: Path, make_stage: Any, table: dict[str, Any], *, turns: int = 2, timeout_s: float = 20
 ) -> list[Turn]:
-    """``turns`` turns of the one fixture through ``stage`` (a run whose every turn failed
-    raises InfraError after writing them: the turns are what the tests look at)."""
+    """``turns`` turns of the one fixture through the stage ``make_stage(table)`` builds, from
+    an ``[agent]`` pipeline (a run whose every turn failed raises InfraError after writing
+    them: the turns are what the tests look at)."""
     fixtures = load_fixtures(one_fixture_dir(tmp_path))
-    pipeline = replace(_pipeline(), s2s={"stage": stage.stage_name}, stt={}, llm={}, tts={})
-    pipeline = replace(pipeline, turn=replace(pipeline.turn, timeout_s=timeout_s))
+    pipeline = parse_pipeline({"agent": table, "turn": {"timeout_s": timeout_s}})
     runner = Runner(pipeline, fixtures, tmp_path / "out")
-    runner.build_stages = lambda: S2SStageSet.single(stage)  # type: ignore[method-assign]
+    # Until the integrator registers the entry points, the class is handed over directly.
+    stage = make_stage(pipeline.agent or {})
+    runner.build_stages = lambda: AgentStageSet.agent_of(stage)  # type: ignore[method-assign]
     with contextlib.suppress(InfraError):
         asyncio.run(runner.run(plan_turns([f.id for f in fixtures], turns=turns, warmup=0)))
     return list(runner.turns)

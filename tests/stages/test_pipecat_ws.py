@@ -1,4 +1,4 @@
-"""pipecat-ws against a REAL Pipecat bot on loopback (tests/stages/pipecat_agent.py: Pipecat's
+"""pipecat-ws against a REAL Pipecat bot on loopback (tests/agents/pipecat_transport_agent.py: Pipecat's
 SingleClientWebsocketServerTransport + ProtobufFrameSerializer, its bundled Silero VAD and a
 canned 30 ms-silence + 400 ms-tone reply at 24 kHz), turns played through the runner.
 
@@ -13,28 +13,33 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.stages.agent_helpers import MS, pipecat_agent, run_agent_turns
+from voicelat.core.turn import Turn
 from voicelat.stages.pipecat_ws import PipecatWs
 
 PORT = 9251
 
 
-def _stage(port: int = PORT, **options: object) -> PipecatWs:
-    return PipecatWs({"url": f"ws://127.0.0.1:{port}", "reply_idle_ms": 300, **options})
+def _run(tmp_path: Path, port: int = PORT, turns: int = 2, **options: object) -> list[Turn]:
+    table = {"stage": "pipecat-ws", "url": f"ws://127.0.0.1:{port}", "reply_idle_ms": 300}
+    return run_agent_turns(tmp_path, PipecatWs, {**table, **options}, turns=turns)
 
 
 def test_real_turns_through_a_pipecat_bot(tmp_path: Path) -> None:
     with pipecat_agent("ws", PORT) as agent:
-        turns = run_agent_turns(tmp_path, _stage())
-        wrong = run_agent_turns(tmp_path / "rate", _stage(output_rate=16000), turns=1)
+        turns = _run(tmp_path)
+        wrong = _run(tmp_path / "rate", output_rate=16000, turns=1)
     assert len(turns) == 2
     for turn in turns:
         assert turn.ok, turn.failure_reason
-        m = turn.milestones
-        response = m["first_audio"] - m["speech_end"]
-        assert 300 * MS <= response <= 900 * MS, response  # VAD stop_secs 300 ms, no think time
-        assert 28 * MS <= m["first_audible"] - m["first_audio"] <= 34 * MS  # the clip's 30 ms
-        assert sum(turn.segments.values()) == turn.e2e_ns
-        assert all(v >= 0 for v in turn.segments.values())
+        assert turn.extra["kind"] == "agent" and "untraced" in turn.flags
+        seg = turn.segments
+        assert tuple(seg) == ("agent_response", "leading_silence", "playout")
+        assert sum(seg.values()) == turn.e2e_ns and all(v >= 0 for v in seg.values())
+        # The bot's VAD waits 300 ms of silence (stop_secs), then answers at once.
+        assert 300 * MS <= seg["agent_response"] <= 900 * MS, seg
+        assert 28 * MS <= seg["leading_silence"] <= 34 * MS, seg  # the clip's 30 ms
+        # The whole clip came back: 30 ms + 400 ms in 40 ms chunks (the last one padded).
+        assert 430 * MS <= turn.figures["agent_audio_ns"] <= 440 * MS, turn.figures
     # The bot heard each turn (one VAD stop per call) and answered each.
     assert len(agent.named("vad_stop")) >= 2 and len(agent.named("reply")) >= 2
     (bad,) = wrong
@@ -45,7 +50,7 @@ def test_real_turns_through_a_pipecat_bot(tmp_path: Path) -> None:
 
 
 def test_a_bot_that_is_down_fails_every_turn_and_the_run_goes_on(tmp_path: Path) -> None:
-    turns = run_agent_turns(tmp_path, _stage(PORT + 1), turns=2)
+    turns = _run(tmp_path, PORT + 1)
     assert len(turns) == 2
     for turn in turns:
         assert not turn.ok
@@ -54,10 +59,8 @@ def test_a_bot_that_is_down_fails_every_turn_and_the_run_goes_on(tmp_path: Path)
 
 def test_a_refused_upgrade_names_the_origin_option(tmp_path: Path) -> None:
     with pipecat_agent("ws", PORT + 2, "--allowed-origin", "https://app.example") as _:
-        refused = run_agent_turns(tmp_path, _stage(PORT + 2), turns=1)
-        allowed = run_agent_turns(
-            tmp_path / "ok", _stage(PORT + 2, origin="https://app.example"), turns=1
-        )
+        refused = _run(tmp_path, PORT + 2, turns=1)
+        allowed = _run(tmp_path / "ok", PORT + 2, turns=1, origin="https://app.example")
     (turn,) = refused
     assert not turn.ok
     reason = turn.failure_reason or ""
@@ -67,7 +70,7 @@ def test_a_refused_upgrade_names_the_origin_option(tmp_path: Path) -> None:
 
 def test_a_bot_that_never_answers_times_out_naming_the_last_event(tmp_path: Path) -> None:
     with pipecat_agent("ws", PORT + 3, "--mode", "mute") as agent:
-        (turn,) = run_agent_turns(tmp_path, _stage(PORT + 3, timeout_s=1.0), turns=1)
+        (turn,) = _run(tmp_path, PORT + 3, turns=1, answer_timeout_s=1.0)
     assert not turn.ok
     reason = turn.failure_reason or ""
     assert "no reply audio" in reason and "within 1 s" in reason, reason

@@ -56,7 +56,8 @@ _FRAME_MS = 20
 
 @dataclass(frozen=True, kw_only=True)
 class AgentOptions:
-    """What every agent transport's ``[agent]`` table holds."""
+    """What every agent transport's ``[agent]`` table holds (``traces`` and ``trace_wait_ms``
+    are the engine's: the pipeline file takes them out before the stage sees the table)."""
 
     url: str
     #: The user's audio rate (the bot's ``audio_in_sample_rate``) and the reply's.
@@ -64,11 +65,10 @@ class AgentOptions:
     output_rate: int = 24000
     #: The reply is over after this long without sound (when the agent sends no end mark).
     reply_idle_ms: int = 1200
-    #: Connecting, and waiting for the reply after the user's audio ended.
+    #: No reply audio this long after the user's audio (and its silence tail): the turn fails.
+    answer_timeout_s: float = 15.0
+    #: Connecting (the call's set-up, before the turn).
     timeout_s: float = 10.0
-    #: Read by the agent turn engine, not the transport (allowed here so one table serves both).
-    traces: str = "none"
-    trace_wait_ms: int = 2000
 
     def check(self) -> None:
         if self.reply_idle_ms < 100:
@@ -98,7 +98,7 @@ class PipecatWsOptions(AgentOptions):
 class PipecatWs(WsStage):
     """A Pipecat bot over its websocket transport (see the module docstring)."""
 
-    kind: ClassVar[StageName] = "s2s"
+    kind: ClassVar[StageName] = "agent"
     stage_name: ClassVar[str] = "pipecat-ws"
     persistent: ClassVar[bool] = False
     key_required: ClassVar[bool] = False
@@ -157,7 +157,9 @@ class PipecatWs(WsStage):
         if conn is None:
             return
         o = self.options
-        watch = ReplyWatch(idle_ns=o.reply_idle_ms * NS_PER_MS, timeout_ns=int(o.timeout_s * 1e9))
+        watch = ReplyWatch(
+            idle_ns=o.reply_idle_ms * NS_PER_MS, timeout_ns=int(o.answer_timeout_s * 1e9)
+        )
         proto = PipecatWsProtocol(
             conn.url, input_rate=o.input_rate, output_rate=o.output_rate, watch=watch
         )

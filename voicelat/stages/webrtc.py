@@ -219,7 +219,7 @@ class _Call:
 class WebRTC:
     """A bot behind SmallWebRTC's offer/answer (see the module docstring)."""
 
-    kind: ClassVar[StageName] = "s2s"
+    kind: ClassVar[StageName] = "agent"
     stage_name: ClassVar[str] = "webrtc"
     endpoint_by_server: bool = True
     #: Stamps every event; the engine may replace it before ``__aenter__``.
@@ -421,7 +421,9 @@ class WebRTC:
 
     async def _turn(self, call: _Call, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
         o = self.options
-        watch = ReplyWatch(idle_ns=o.reply_idle_ms * NS_PER_MS, timeout_ns=int(o.timeout_s * 1e9))
+        watch = ReplyWatch(
+            idle_ns=o.reply_idle_ms * NS_PER_MS, timeout_ns=int(o.answer_timeout_s * 1e9)
+        )
         call.listening = True
         self._resampler = None  # a resampler keeps state: one per call
         feeder = asyncio.create_task(self._feed(call, audio))
@@ -453,7 +455,7 @@ class WebRTC:
             if watch.started:
                 return [Done(now, "idle", {"reply_chunks": watch.chunks})]
             return [self.failed(f"no reply audio from {self.options.url} within "
-                                f"{self.options.timeout_s:g} s after the input ended")]  # fmt: skip
+                                f"{self.options.answer_timeout_s:g} s after the input ended")]  # fmt: skip
         if isinstance(item, _InputEnded):
             watch.input_ended(item.t_ns)
             return []

@@ -1,9 +1,12 @@
-"""A real Pipecat bot without models, for the agent-transport tests and bench/agent_transport.py.
+"""A real Pipecat bot without models behind pipecat-ws and SmallWebRTC, for the transport tests
+and bench/agent_transport.py (tests/agents/pipecat_agent.py is its twin for twilio; the clip is
+its :func:`~tests.agents.pipecat_agent.canned_clip`).
 
-Run as a script (a subprocess of the test: its own event loop, as a deployed bot has)::
+Run from the repository root (a subprocess of the test: its own event loop, as a deployed bot
+has)::
 
-    python tests/stages/pipecat_agent.py ws --port 9251
-    python tests/stages/pipecat_agent.py webrtc --port 9252
+    python -m tests.agents.pipecat_transport_agent ws --port 9251
+    python -m tests.agents.pipecat_transport_agent webrtc --port 9252
 
 The pipeline is Pipecat's own: its transport (``SingleClientWebsocketServerTransport`` with
 ``ProtobufFrameSerializer``, or ``SmallWebRTCTransport`` behind a FastAPI ``POST /api/offer``
@@ -26,9 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
-import struct
 import sys
 import time
 from typing import Any
@@ -52,6 +53,8 @@ from pipecat.processors.audio.vad_processor import VADProcessor
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
+from tests.agents.pipecat_agent import canned_clip
+
 logger.remove()
 logger.add(sys.stderr, level="WARNING")
 
@@ -60,18 +63,13 @@ def log(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, "t_ns": time.monotonic_ns(), **fields}), flush=True)
 
 
-def canned_clip(rate: int, lead_ms: int, tone_ms: int) -> bytes:
-    """``lead_ms`` of zeros then a 440 Hz tone at a third of full scale, 16-bit mono."""
-    lead = bytes(rate * lead_ms // 1000 * 2)
-    n = rate * tone_ms // 1000
-    tone = struct.pack(
-        f"<{n}h", *(int(10000 * math.sin(2 * math.pi * 440 * i / rate)) for i in range(n))
-    )
-    return lead + tone
-
-
 class CannedReply(FrameProcessor):
-    """Answers every VAD stop with the canned clip (after ``delay_ms``), unless muted."""
+    """Answers every VAD stop with the canned clip (after ``delay_ms``), unless muted.
+
+    Unlike the twilio twin's, it frames the reply as a TTS service does (started, audio,
+    stopped) and logs its timing: the websocket server transport keeps its pipeline across
+    calls, and without ``TTSStoppedFrame`` the last partial chunk of one reply would open the
+    next one."""
 
     def __init__(self, clip: bytes, rate: int, delay_ms: int, mute: bool) -> None:
         super().__init__()
@@ -115,7 +113,7 @@ def _pipeline(transport: Any, args: argparse.Namespace) -> PipelineWorker:
     vad = VADProcessor(
         vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=args.stop_ms / 1000))
     )
-    clip = canned_clip(args.out_rate, args.lead_ms, args.tone_ms)
+    clip = canned_clip(args.lead_ms, args.tone_ms, args.out_rate)
     reply = CannedReply(clip, args.out_rate, args.delay_ms, args.mode == "mute")
     _log_writes(transport.output())
     pipeline = Pipeline([transport.input(), vad, reply, transport.output()])
