@@ -113,8 +113,9 @@ def _pipeline(transport: Any, args: argparse.Namespace) -> PipelineWorker:
     vad = VADProcessor(
         vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=args.stop_ms / 1000))
     )
-    clip = canned_clip(args.lead_ms, args.tone_ms, args.out_rate)
-    reply = CannedReply(clip, args.out_rate, args.delay_ms, args.mode == "mute")
+    rate = args.clip_rate or args.out_rate  # another rate than the transport's: pipecat resamples
+    clip = canned_clip(args.lead_ms, args.tone_ms, rate)
+    reply = CannedReply(clip, rate, args.delay_ms, args.mode == "mute")
     _log_writes(transport.output())
     pipeline = Pipeline([transport.input(), vad, reply, transport.output()])
     return PipelineWorker(
@@ -178,6 +179,14 @@ async def run_webrtc(args: argparse.Namespace) -> None:
     tasks: set[asyncio.Task[None]] = set()
 
     async def start(connection: Any) -> None:
+        if args.jitter_packets != 4:  # the bot's own receiver (the inbound leg), as voicelat's
+            from aiortc.jitterbuffer import JitterBuffer
+
+            for transceiver in connection.pc.getTransceivers():
+                if transceiver.kind == "audio":
+                    transceiver.receiver._RTCRtpReceiver__jitter_buffer = JitterBuffer(
+                        capacity=16, prefetch=args.jitter_packets
+                    )
         transport = SmallWebRTCTransport(connection, _transport_params(TransportParams, args))
         runner = WorkerRunner(handle_sigint=False)
         await runner.add_workers(_pipeline(transport, args))
@@ -227,6 +236,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--in-rate", type=int, default=16000)
     parser.add_argument("--out-rate", type=int, default=24000)
+    parser.add_argument("--jitter-packets", type=int, default=4, help="webrtc: the bot's")
+    parser.add_argument("--clip-rate", type=int, default=0, help="the reply's rate (default out)")
     parser.add_argument("--stop-ms", type=int, default=300, help="the VAD's stop_secs, in ms")
     parser.add_argument("--delay-ms", type=int, default=0, help="think time before the reply")
     parser.add_argument("--lead-ms", type=int, default=30)

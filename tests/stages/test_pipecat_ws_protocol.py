@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+from pathlib import Path
 
 import pytest
 
+from voicelat.core.errors import ConfigError, StageError
 from voicelat.core.events import Audio, Delta, Done, Failed, Final, Interrupted, ServerSpeech
 from voicelat.stages.protocols.pipecat_ws import (
     PipecatWsProtocol,
@@ -17,9 +19,11 @@ from voicelat.stages.protocols.pipecat_ws import (
     encode_audio,
     encode_message,
     frame_classes,
+    is_bot_ready,
 )
 
 pb = pytest.importorskip("pipecat.frames.protobufs.frames_pb2")
+ROOT = Path(__file__).resolve().parents[2]
 MS = 1_000_000
 URL = "ws://127.0.0.1:1/"
 LOUD = struct.pack("<4h", 0, 900, -900, 5)
@@ -100,6 +104,17 @@ def test_reply_audio_is_reported_from_its_first_sound_and_ends_after_the_idle_ti
     assert done == Done(530 * MS, "idle", {"reply_chunks": 3}) and p.finished
 
 
+def test_audio_from_before_the_turn_is_not_the_reply_and_bot_ready_is_recognized() -> None:
+    p = _proto()
+    p.turn_start_ns = 100
+    loud = _pipecat_bytes(audio=LOUD, sample_rate=24000, num_channels=1)
+    assert p.receive(loud, 99) == []  # a greeting on connect, queued before the turn
+    assert not p.watch.started
+    assert p.receive(loud, 100) == [Audio(100, LOUD, 24000)]
+    assert is_bot_ready(_rtvi("bot-ready")) and not is_bot_ready(_rtvi("bot-started-speaking"))
+    assert not is_bot_ready(loud) and not is_bot_ready(b"\xff")
+
+
 def test_no_reply_fails_naming_the_last_event() -> None:
     p = _proto(timeout_ms=1500)
     assert p.receive(_rtvi("user-stopped-speaking"), 1 * MS) == [ServerSpeech(1 * MS, False)]
@@ -153,3 +168,20 @@ def test_user_audio_goes_out_as_one_frame_each() -> None:
     (send,) = list(p.send_input(b"\x00\x01" * 320))
     assert pb.Frame.FromString(send.data).audio.sample_rate == 16000
     assert list(p.send_input(b"")) == []
+
+
+def test_the_shipped_pipeline_and_bad_options(tmp_path: Path) -> None:
+    from voicelat.files.pipeline import load_pipeline
+    from voicelat.stages.pipecat_ws import PipecatWs
+
+    p = load_pipeline(ROOT / "pipelines" / "agent-pipecat-ws.toml")
+    stage = PipecatWs(p.agent or {})
+    assert stage.kind == "agent" and stage.endpoint_by_server
+    assert (stage.input_rate, stage.output_rate) == (16000, 24000)
+    assert p.agent_traces.mapping == "pipecat"  # the engine's keys, not the stage's
+    with pytest.raises(StageError, match="url must start with ws:// or wss://"):
+        PipecatWs({"url": "http://127.0.0.1:1/"})
+    with pytest.raises(ConfigError, match="unknown key"):
+        PipecatWs({"url": "ws://127.0.0.1:1/", "traces": "pipecat"})
+    with pytest.raises(StageError, match="reply_idle_ms must be at least 100"):
+        PipecatWs({"url": "ws://127.0.0.1:1/", "reply_idle_ms": 50})

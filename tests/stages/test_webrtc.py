@@ -15,8 +15,12 @@ import asyncio
 import time
 from pathlib import Path
 
-from tests.stages.agent_helpers import MS, pipecat_agent, run_agent_turns
+import pytest
+
+from tests.stages.agent_helpers import MS, ROOT, pipecat_agent, run_agent_turns
+from voicelat.core.errors import StageError
 from voicelat.core.turn import Turn
+from voicelat.files.pipeline import load_pipeline
 from voicelat.stages.webrtc import WebRTC, _line_track_class
 
 PORT = 9261
@@ -97,3 +101,14 @@ def test_the_line_paces_silence_and_passes_the_turns_frames_at_once() -> None:
     assert times[3] - times[2] < 0.01
     assert times[4] - times[3] >= 0.019 and times[5] - times[3] >= 0.039
     assert times[5] - times[3] < 0.1
+
+
+def test_the_shipped_pipeline_and_bad_options() -> None:
+    p = load_pipeline(ROOT / "pipelines" / "agent-webrtc.toml")
+    stage = WebRTC(p.agent or {})
+    assert stage.kind == "agent" and stage.endpoint_by_server
+    assert (stage.input_rate, stage.output_rate) == (16000, 48000)
+    with pytest.raises(StageError, match="url must be the http"):
+        WebRTC({"url": "ws://127.0.0.1:1/"})
+    with pytest.raises(StageError, match="jitter_buffer_packets must be between 1 and 15"):
+        WebRTC({"url": "http://127.0.0.1:1/api/offer", "jitter_buffer_packets": 16})

@@ -46,6 +46,7 @@ from voicelat.stages.protocols.pipecat_ws import (
     encode_audio,
     encode_message,
     frame_classes,
+    is_bot_ready,
 )
 
 __all__ = ["AgentOptions", "PipecatWs", "PipecatWsOptions"]
@@ -86,8 +87,10 @@ class PipecatWsOptions(AgentOptions):
     origin: str | None = None
     #: Sent as ``Authorization: Bearer <key>`` when set (a bot behind a gateway).
     api_key_env: str | None = None
-    #: Say RTVI ``client-ready`` on open (the bot then sends its RTVI events).
+    #: Say RTVI ``client-ready`` on open (the bot then sends its RTVI events) and wait up to
+    #: ``ready_timeout_s`` for its ``bot-ready`` (its pipeline is up), before the turn.
     rtvi: bool = True
+    ready_timeout_s: float = 5.0
 
     def check(self) -> None:
         super().check()
@@ -127,8 +130,17 @@ class PipecatWs(WsStage):
         return headers
 
     async def _on_open(self, conn: WsConn) -> None:
-        if self.options.rtvi:
-            await conn.send(self._ready)
+        """RTVI ``client-ready``, then the bot's ``bot-ready`` (a bot that builds its pipeline
+        per connection is not listening before); a bot without RTVI: on after the wait."""
+        if not self.options.rtvi:
+            return
+        await conn.send(self._ready)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.options.ready_timeout_s):
+                while True:
+                    message, _ = await conn.recv()
+                    if isinstance(message, bytes) and is_bot_ready(message):
+                        return
 
     async def __aenter__(self) -> PipecatWs:
         # An agent that is down or refuses the call fails each turn with the reason (the
@@ -163,6 +175,8 @@ class PipecatWs(WsStage):
         proto = PipecatWsProtocol(
             conn.url, input_rate=o.input_rate, output_rate=o.output_rate, watch=watch
         )
+        # What the bot sent before the turn's audio (a greeting on connect) is not its reply.
+        proto.turn_start_ns = self.clock.now_ns()
         try:
             async for event in self._call(conn, proto, audio):
                 yield event

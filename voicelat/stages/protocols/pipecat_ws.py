@@ -55,6 +55,7 @@ __all__ = [
     "encode_audio",
     "encode_message",
     "frame_classes",
+    "is_bot_ready",
 ]
 
 #: The pipecat-ai release whose ``frames.proto`` this schema copies.
@@ -187,6 +188,23 @@ def decode_frame(data: bytes) -> PipecatFrame:
     return PipecatFrame(which, {f.name: getattr(inner, f.name) for f in inner.DESCRIPTOR.fields})
 
 
+def is_bot_ready(data: bytes) -> bool:
+    """Whether ``data`` is the RTVI ``bot-ready`` message (the bot's answer to client-ready)."""
+    try:
+        frame = decode_frame(data)
+    except ValueError:
+        return False
+    if frame.kind != "message":
+        return False
+    try:
+        msg = json.loads(frame.fields.get("data", ""))
+    except ValueError:
+        return False
+    return (
+        isinstance(msg, dict) and msg.get("label") == _RTVI_LABEL and msg.get("type") == "bot-ready"
+    )
+
+
 # -- the end of a reply, for any agent transport -----------------------------------------------
 class ReplyWatch:
     """When an agent's reply started and when it is over, from the audio alone (sans-I/O).
@@ -266,6 +284,8 @@ class PipecatWsProtocol(WsProtocol[bytes]):
         self.output_rate = output_rate
         self.watch = watch
         self.last_event = "(none)"
+        #: Audio stamped before this (sent before the turn's first frame) is not the reply.
+        self.turn_start_ns = 0
 
     def send_input(self, item: bytes) -> Iterator[Send]:
         if item:
@@ -323,6 +343,8 @@ class PipecatWsProtocol(WsProtocol[bytes]):
                     "audio_out_sample_rate) or make the bot's output mono",
                 )
             ]
+        if t_ns < self.turn_start_ns:
+            return []
         pcm = pcm[: len(pcm) // 2 * 2]
         return [Audio(t, chunk, rate) for t, chunk in self.watch.audio(pcm, t_ns)]
 
