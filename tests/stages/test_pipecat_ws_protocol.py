@@ -20,6 +20,8 @@ from voicelat.stages.protocols.pipecat_ws import (
     encode_message,
     frame_classes,
     is_bot_ready,
+    rtvi_events,
+    rtvi_message,
 )
 
 pb = pytest.importorskip("pipecat.frames.protobufs.frames_pb2")
@@ -115,6 +117,19 @@ def test_audio_from_before_the_turn_is_not_the_reply_and_bot_ready_is_recognized
     assert not is_bot_ready(loud) and not is_bot_ready(b"\xff")
 
 
+def test_an_end_mark_ahead_of_the_audio_shortens_the_idle_wait() -> None:
+    watch = ReplyWatch(idle_ns=1200 * MS, timeout_ns=5000 * MS)
+    watch.audio(LOUD, 10 * MS)
+    watch.end_mark(300 * MS)  # WebRTC: the data channel's bot-stopped-speaking came first
+    watch.audio(LOUD, 50 * MS)  # the reply's last audio, still on the RTP path
+    assert watch.deadline_ns() == 350 * MS and watch.reason == "bot-stopped-speaking"
+    msg = rtvi_message(json.dumps({"label": "rtvi-ai", "type": "error", "data": {"error": "x"}}))
+    assert msg is not None
+    (failed,) = rtvi_events(msg, 1, watch, URL)
+    assert isinstance(failed, Failed) and failed.reason == f"error from {URL}: x"
+    assert rtvi_message('{"label": "other"}') is None and rtvi_message("not json") is None
+
+
 def test_no_reply_fails_naming_the_last_event() -> None:
     p = _proto(timeout_ms=1500)
     assert p.receive(_rtvi("user-stopped-speaking"), 1 * MS) == [ServerSpeech(1 * MS, False)]
@@ -148,8 +163,10 @@ def test_rtvi_events_text_and_interruptions() -> None:
     assert p.receive(tr.SerializeToString(), 5) == [Final(5, "turn on the lights")]
     inter = pb.Frame()
     inter.interruption.name = "x"
-    assert p.receive(inter.SerializeToString(), 6) == [Interrupted(6)]
+    # Pipecat sends one as the user starts speaking: before a reply it drops nothing.
+    assert p.receive(inter.SerializeToString(), 6) == []
     p.receive(_pipecat_bytes(audio=LOUD, sample_rate=24000, num_channels=1), 7)
+    assert p.receive(inter.SerializeToString(), 7) == [Interrupted(7)]  # a barge-in
     (done,) = p.receive(_rtvi("bot-stopped-speaking"), 8)
     assert isinstance(done, Done) and done.finish_reason == "bot-stopped-speaking"
 

@@ -41,6 +41,7 @@ from voicelat.stages._ws import (
 )
 from voicelat.stages.options import OptionProblem, parse_options
 from voicelat.stages.protocols.pipecat_ws import (
+    CLIENT_READY,
     PipecatWsProtocol,
     ReplyWatch,
     encode_audio,
@@ -115,10 +116,7 @@ class PipecatWs(WsStage):
         self.input_rate = o.input_rate
         self.output_rate = o.output_rate
         self._silence = encode_audio(bytes(o.input_rate * _FRAME_MS // 1000 * 2), o.input_rate)
-        self._ready = encode_message(
-            {"label": "rtvi-ai", "type": "client-ready", "id": "voicelat",
-             "data": {"version": "1.0.0", "about": {"library": "voicelat"}}}
-        )  # fmt: skip
+        self._ready = encode_message(CLIENT_READY)
 
     def _url(self) -> str:
         return self.options.url

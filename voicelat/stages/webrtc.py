@@ -5,8 +5,10 @@ only, nothing leaves the machine) with one ``sendrecv`` audio transceiver, the f
 Pipecat's SmallWebRTC expects. The offer is POSTed as ``{"sdp", "type": "offer"}`` JSON (plus
 ``request_data`` when set) to ``url``, the bot's offer endpoint (``/api/offer`` under Pipecat's
 runner); the answer is ``{"sdp", "type", "pc_id"}`` (pipecat-ai 1.14.0,
-``transports/smallwebrtc/request_handler.py``). No data channel is needed: the bot falls back on
-the peer connection's state. Each turn is one call, opened before the turn (``__aenter__`` for
+``transports/smallwebrtc/request_handler.py``). With ``rtvi`` (default) a data channel is opened,
+as Pipecat's clients do, and RTVI ``client-ready`` said on it: the bot's VAD events come back
+as ``ServerSpeech`` and its ``bot-stopped-speaking`` ends the reply 300 ms after its last sound
+(the message outruns the audio). Without it the bot falls back on the peer connection's state. Each turn is one call, opened before the turn (``__aenter__`` for
 the first, ``prepare()`` for the next) and hung up when the reply is over. A call is ready when
 the bot's audio track delivers its first frame (SmallWebRTC's output track streams silence as
 soon as the bot's pipeline is up), so the bot's start-up never counts in a turn.
@@ -37,6 +39,7 @@ import asyncio
 import contextlib
 import fractions
 import importlib.util
+import json
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -51,13 +54,21 @@ from voicelat.core.events import Audio, Connected, Done, Failed, Span, StageEven
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.options import OptionProblem, parse_options, read_secret
 from voicelat.stages.pipecat_ws import NS_PER_MS, AgentOptions
-from voicelat.stages.protocols.pipecat_ws import ReplyWatch
+from voicelat.stages.protocols.pipecat_ws import (
+    CLIENT_READY,
+    ReplyWatch,
+    rtvi_events,
+    rtvi_message,
+)
 
 __all__ = ["WebRTC", "WebRTCOptions"]
 
 _FRAME_S = 0.02
 #: aiortc's audio jitter buffer: 16 packets, a frame released once 4 later ones are in.
 _JITTER_CAPACITY = 16
+#: After RTVI ``bot-stopped-speaking`` the reply ends this long after its last sound: the
+#: message outruns the audio (the RTP path is ~100 ms on loopback, docs/AGENTS-TRANSPORTS.md).
+_END_MARK_GRACE_NS = 300 * NS_PER_MS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +86,9 @@ class WebRTCOptions(AgentOptions):
     )
     #: Sent as ``Authorization: Bearer <key>`` when set.
     api_key_env: str | None = None
+    #: Open a data channel and say RTVI ``client-ready`` on it (the bot's VAD events and its
+    #: ``bot-stopped-speaking`` then come back on it).
+    rtvi: bool = True
 
     def check(self) -> None:
         super().check()
@@ -99,6 +113,12 @@ class _Frame:
 
 
 @dataclass(frozen=True, slots=True)
+class _Rtvi:
+    t_ns: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class _InputEnded:
     t_ns: int
 
@@ -109,7 +129,7 @@ class _Hangup:
     why: str
 
 
-_Item = _Frame | _InputEnded | _Hangup
+_Item = _Frame | _Rtvi | _InputEnded | _Hangup
 
 
 @cache
@@ -273,6 +293,7 @@ class WebRTC:
             "output_rate": o.output_rate,
             "jitter_buffer_packets": o.jitter_buffer_packets,
             "reply_idle_ms": o.reply_idle_ms,
+            "rtvi": o.rtvi,
         }
 
     async def _hang_up(self) -> None:
@@ -307,6 +328,8 @@ class WebRTC:
         remote: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         connected = asyncio.Event()
         pc.addTrack(call.line)
+        if self.options.rtvi:
+            self._open_channel(call)
 
         @pc.on("track")  # type: ignore[untyped-decorator]
         def on_track(track: Any) -> None:
@@ -335,6 +358,22 @@ class WebRTC:
             Span("offer", t1, t2),
             Span("connect", t2, now()),
         ]
+
+    def _open_channel(self, call: _Call) -> None:
+        """The data channel Pipecat's clients open (the bot only listens for one): RTVI
+        ``client-ready`` once it is open, the bot's RTVI messages back."""
+        channel = call.pc.createDataChannel("rtvi", ordered=True)
+
+        @channel.on("open")  # type: ignore[untyped-decorator]
+        def on_open() -> None:
+            channel.send(json.dumps(CLIENT_READY))
+
+        @channel.on("message")  # type: ignore[untyped-decorator]
+        def on_message(message: Any) -> None:
+            # THE STAMP of a message: the first statement of the callback SCTP delivered it to.
+            t = self.clock.now_ns()
+            if call.listening and isinstance(message, str):
+                call.items.put_nowait(_Rtvi(t, message))
 
     async def _post_offer(self, sdp: str) -> dict[str, Any]:
         assert self._http is not None
@@ -453,18 +492,34 @@ class WebRTC:
             if not watch.expired(now):
                 return []
             if watch.started:
-                return [Done(now, "idle", {"reply_chunks": watch.chunks})]
+                return [Done(now, watch.reason, {"reply_chunks": watch.chunks})]
             return [self.failed(f"no reply audio from {self.options.url} within "
                                 f"{self.options.answer_timeout_s:g} s after the input ended")]  # fmt: skip
         if isinstance(item, _InputEnded):
             watch.input_ended(item.t_ns)
             return []
+        if isinstance(item, _Rtvi):
+            return self._rtvi(item, watch)
         if isinstance(item, _Hangup):
             if watch.started:
                 return [Done(item.t_ns, "agent hung up", {"reply_chunks": watch.chunks})]
             return [self.failed(f"{item.why} before replying", item.t_ns)]
         released = watch.audio(self._pcm(item.frame), item.t_ns)
         return [Audio(t, pcm, self.output_rate) for t, pcm in released]
+
+    def _rtvi(self, item: _Rtvi, watch: ReplyWatch) -> list[StageEvent]:
+        msg = rtvi_message(item.text)
+        if msg is None:
+            return []
+        out: list[StageEvent] = []
+        for event in rtvi_events(msg, item.t_ns, watch, self.options.url):
+            if isinstance(event, Done):  # ahead of the reply's last audio on the RTP path
+                watch.end_mark(_END_MARK_GRACE_NS)
+            elif isinstance(event, Failed):
+                out.append(self.failed(event.reason, event.t_ns))
+            else:
+                out.append(event)
+        return out
 
     async def _feed(self, call: _Call, audio: AsyncIterable[bytes]) -> None:
         async for frame in audio:

@@ -47,6 +47,7 @@ from voicelat.core.events import (
 from voicelat.stages.protocols.base import Send, WsProtocol
 
 __all__ = [
+    "CLIENT_READY",
     "PIPECAT_PROTO_VERSION",
     "PipecatFrame",
     "PipecatWsProtocol",
@@ -56,6 +57,8 @@ __all__ = [
     "encode_message",
     "frame_classes",
     "is_bot_ready",
+    "rtvi_events",
+    "rtvi_message",
 ]
 
 #: The pipecat-ai release whose ``frames.proto`` this schema copies.
@@ -188,6 +191,42 @@ def decode_frame(data: bytes) -> PipecatFrame:
     return PipecatFrame(which, {f.name: getattr(inner, f.name) for f in inner.DESCRIPTOR.fields})
 
 
+def rtvi_message(data: str | bytes) -> dict[str, Any] | None:
+    """An RTVI message (label ``rtvi-ai``) from its JSON text; None for anything else."""
+    try:
+        msg = json.loads(data)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) and msg.get("label") == _RTVI_LABEL else None
+
+
+def rtvi_events(msg: dict[str, Any], t_ns: int, watch: ReplyWatch, url: str) -> list[StageEvent]:
+    """What one RTVI message from the bot (stamped ``t_ns``) stands for, on any transport:
+    its VAD (``ServerSpeech``), the end of a reply (``bot-stopped-speaking`` once reply audio
+    came: ``Done``), an error (``Failed``)."""
+    kind = msg.get("type")
+    if kind == "user-started-speaking":
+        return [ServerSpeech(t_ns, True)]
+    if kind == "user-stopped-speaking":
+        return [ServerSpeech(t_ns, False)]
+    if kind == "bot-stopped-speaking" and watch.started:
+        return [Done(t_ns, "bot-stopped-speaking", {"reply_chunks": watch.chunks})]
+    if kind == "error":
+        detail = msg.get("data")
+        text = detail.get("error") if isinstance(detail, dict) else None
+        return [Failed(t_ns, f"error from {url}: {text or 'RTVI error'}")]
+    return []
+
+
+#: RTVI's ``client-ready`` (what Pipecat's client SDKs say once they listen).
+CLIENT_READY: dict[str, Any] = {
+    "label": _RTVI_LABEL,
+    "type": "client-ready",
+    "id": "voicelat",
+    "data": {"version": "1.0.0", "about": {"library": "voicelat"}},
+}
+
+
 def is_bot_ready(data: bytes) -> bool:
     """Whether ``data`` is the RTVI ``bot-ready`` message (the bot's answer to client-ready)."""
     try:
@@ -226,6 +265,8 @@ class ReplyWatch:
         self.last_sound_ns: int | None = None
         self.input_ended_ns: int | None = None
         self.chunks = 0
+        #: Why the reply is over when the deadline passes (``end_mark`` changes it).
+        self.reason = "idle"
         self._held: list[tuple[int, bytes]] = []
 
     def audio(self, pcm: bytes, t_ns: int) -> list[tuple[int, bytes]]:
@@ -239,6 +280,12 @@ class ReplyWatch:
         out, self._held = [*self._held, (t_ns, pcm)], []
         self.chunks += len(out)
         return out
+
+    def end_mark(self, grace_ns: int) -> None:
+        """The bot said its reply is over, ahead of its last audio (WebRTC: the data channel
+        outruns the RTP path): the reply ends ``grace_ns`` after its last sound instead."""
+        self.idle_ns = min(self.idle_ns, grace_ns)
+        self.reason = "bot-stopped-speaking"
 
     def input_ended(self, t_ns: int) -> None:
         if self.input_ended_ns is None:
@@ -328,7 +375,9 @@ class PipecatWsProtocol(WsProtocol[bytes]):
         if frame.kind == "transcription" and f.get("text"):
             return [Final(t_ns, f["text"])]
         if frame.kind == "interruption":
-            return [Interrupted(t_ns)]
+            # Pipecat broadcasts one whenever the user starts speaking: only during the
+            # reply does it mean the bot dropped audio (a barge-in).
+            return [Interrupted(t_ns)] if self.watch.started else []
         return []
 
     def _audio(self, f: dict[str, Any], t_ns: int) -> list[StageEvent]:
@@ -349,25 +398,13 @@ class PipecatWsProtocol(WsProtocol[bytes]):
         return [Audio(t, chunk, rate) for t, chunk in self.watch.audio(pcm, t_ns)]
 
     def _message(self, data: str, t_ns: int) -> list[StageEvent]:
-        try:
-            msg = json.loads(data)
-        except ValueError:
+        msg = rtvi_message(data)
+        if msg is None:
             return []
-        if not isinstance(msg, dict) or msg.get("label") != _RTVI_LABEL:
-            return []
-        kind = msg.get("type")
-        self.last_event = f"RTVI {kind}"
-        if kind == "user-started-speaking":
-            return [ServerSpeech(t_ns, True)]
-        if kind == "user-stopped-speaking":
-            return [ServerSpeech(t_ns, False)]
-        if kind == "bot-stopped-speaking" and self.watch.started:
-            return [self.done_as(t_ns, "bot-stopped-speaking")]
-        if kind == "error":
-            detail = msg.get("data")
-            text = detail.get("error") if isinstance(detail, dict) else None
-            return [self._error(t_ns, str(text or "RTVI error"))]
-        return []
+        self.last_event = f"RTVI {msg.get('type')}"
+        events = rtvi_events(msg, t_ns, self.watch, self.url)
+        self.finished = any(isinstance(e, Done) for e in events)
+        return events
 
     def done_as(self, t_ns: int, reason: str) -> Done:
         """The reply is over (``reason``: the end mark or ``idle``), with its chunk count."""
