@@ -26,6 +26,8 @@ real turns (the `pipecat-ws` / `webrtc` stages through the agent turn engine) an
   share; "both ways": the bot's receiver too, so the inbound leg's share shows in
   inbound+VAD), Opus decode on aiortc's thread, the hop to our loop.
 - **transport**: ``first_audio`` - ``reply``: the whole remainder of the traced split.
+- **loop lag max**: the measuring loop's worst lag in the turn (the engine's probe): what
+  aiortc's work on that loop (RTP, SRTP, the jitter buffer) may add to a stamp.
 
 Medians and P90 of each, with the load average; the last line is ``transport_p50_ms=...`` per
 configuration.
@@ -90,6 +92,9 @@ def _split(turn: Turn, events: list[dict[str, Any]], webrtc: bool) -> dict[str, 
     if vad is None or reply is None or write is None or write > first_audio:
         return None
     parts = {
+        # The measuring loop's worst lag in the turn: aiortc's RTP, SRTP and jitter buffer run
+        # on it (its Opus encoder and decoder on threads of their own).
+        "loop lag max": int(turn.figures.get("loop_lag_max_ns") or 0),
         "inbound+VAD": vad - speech_end - STOP_MS * MS,
         "pipecat output": write - reply,
         "transport": first_audio - reply,
