@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -143,6 +144,8 @@ class PipecatWs(WsStage):
     async def __aenter__(self) -> PipecatWs:
         # An agent that is down or refuses the call fails each turn with the reason (the
         # run goes on): nothing here is a startup error.
+        if self._url().startswith("wss://"):
+            self._ssl = ssl.create_default_context()  # once, never inside a turn
         try:
             self._conn = await self._open()
         except Exception as exc:
