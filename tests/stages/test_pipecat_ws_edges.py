@@ -101,3 +101,16 @@ async def test_a_json_bot_fails_the_turn_naming_the_serializer() -> None:
     events = await _turn(bot)
     assert isinstance(events[-1], Failed)
     assert "is the bot's serializer ProtobufFrameSerializer?" in events[-1].reason
+
+
+async def test_leading_digital_silence_is_reply_audio_unless_the_bot_streams_silence() -> None:
+    async def bot(ws: ServerConnection) -> None:
+        await _audio_frames_in(ws, 5)
+        await ws.send(encode_audio(bytes(960), 24000))  # the reply's 20 ms of exact zeros
+        await ws.send(encode_audio(LOUD, 24000))
+        await asyncio.sleep(1)
+
+    plain = [e for e in await _turn(bot) if isinstance(e, Audio)]
+    assert [a.pcm for a in plain] == [bytes(960), LOUD]  # its first byte is the first audio
+    mixer = [e for e in await _turn(bot, streams_silence=True) if isinstance(e, Audio)]
+    assert [a.pcm for a in mixer] == [LOUD]  # zeros are the line for a bot that streams them

@@ -93,6 +93,11 @@ class PipecatWsOptions(AgentOptions):
     #: ``ready_timeout_s`` for its ``bot-ready`` (its pipeline is up), before the turn.
     rtvi: bool = True
     ready_timeout_s: float = 5.0
+    #: A bot that streams digital silence between replies (an audio mixer): silence is then
+    #: the line, not the reply (as over WebRTC). Off: every frame after the turn's start is
+    #: reply audio, its leading digital silence included (Pipecat sends audio only when it
+    #: has some).
+    streams_silence: bool = False
 
     def check(self) -> None:
         super().check()
@@ -171,7 +176,9 @@ class PipecatWs(WsStage):
             return
         o = self.options
         watch = ReplyWatch(
-            idle_ns=o.reply_idle_ms * NS_PER_MS, timeout_ns=int(o.answer_timeout_s * 1e9)
+            idle_ns=o.reply_idle_ms * NS_PER_MS,
+            timeout_ns=int(o.answer_timeout_s * 1e9),
+            silence_peak=0 if o.streams_silence else -1,
         )
         proto = PipecatWsProtocol(
             conn.url, input_rate=o.input_rate, output_rate=o.output_rate, watch=watch

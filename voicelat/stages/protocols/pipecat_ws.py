@@ -248,9 +248,9 @@ def is_bot_ready(data: bytes) -> bool:
 class ReplyWatch:
     """When an agent's reply started and when it is over, from the audio alone (sans-I/O).
 
-    Digital silence (every sample within ``silence_peak``) is the line, not the reply: a
-    transport that streams silence between replies (SmallWebRTC's auto-silence, a bot with a
-    mixer) never starts a reply with it, and it never keeps a reply going. From the first chunk
+    Digital silence (every sample within ``silence_peak``; -1: none is) is the line, not the
+    reply: a transport that streams silence between replies (SmallWebRTC's auto-silence, a bot
+    with a mixer) never starts a reply with it, and it never keeps a reply going. From the first chunk
     with sound on, silent chunks are held back and released (with their own arrival stamps)
     when sound follows them: a pause inside the reply is reply audio, the line's silence after
     it is not. The reply is over ``idle_ns`` after the last chunk with sound; with no reply,
