@@ -59,6 +59,21 @@ def test_the_schema_is_pipecats_field_for_field() -> None:
     assert ours == theirs
 
 
+def test_literal_wire_bytes() -> None:
+    # Frame{audio(2){audio(3)=0102, sample_rate(4)=24000, num_channels(5)=1}}, by hand.
+    literal = bytes.fromhex("120a1a02010220c0bb012801")
+    assert encode_audio(b"\x01\x02", 24000) == literal
+    frame = decode_frame(literal)
+    assert frame.kind == "audio"
+    assert (frame.fields["audio"], frame.fields["sample_rate"], frame.fields["num_channels"]) == (
+        b"\x01\x02",
+        24000,
+        1,
+    )
+    # Frame{message(4){data(1)="{}"}}
+    assert decode_frame(bytes.fromhex("22040a027b7d")).fields == {"data": "{}"}
+
+
 def test_our_audio_is_what_pipecats_serializer_reads_as_user_audio() -> None:
     from pipecat.frames.frames import InputAudioRawFrame
     from pipecat.serializers.protobuf import ProtobufFrameSerializer
