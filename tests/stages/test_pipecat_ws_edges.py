@@ -114,3 +114,25 @@ async def test_leading_digital_silence_is_reply_audio_unless_the_bot_streams_sil
     assert [a.pcm for a in plain] == [bytes(960), LOUD]  # its first byte is the first audio
     mixer = [e for e in await _turn(bot, streams_silence=True) if isinstance(e, Audio)]
     assert [a.pcm for a in mixer] == [LOUD]  # zeros are the line for a bot that streams them
+
+
+async def test_each_call_carries_a_fresh_id_when_asked() -> None:
+    paths: list[str] = []
+
+    async def bot(ws: ServerConnection) -> None:
+        paths.append(ws.request.path if ws.request else "")
+        await _audio_frames_in(ws, 2)
+        await ws.send(encode_audio(LOUD, 24000))
+        await ws.close()
+
+    async with serve(bot, "127.0.0.1", PORT + 10):
+        url = f"ws://127.0.0.1:{PORT + 10}/ws-client"
+        async with PipecatWs({"url": url, "call_id_param": "conversation_id", "rtvi": False}) as st:
+            ids = []
+            for _ in range(2):
+                await st.prepare()
+                async for _event in st.converse(_frames(5)):
+                    pass
+                ids.append(st.call_id)
+    assert len(set(ids)) == 2 and all(ids)
+    assert paths == [f"/ws-client?conversation_id={i}" for i in ids]

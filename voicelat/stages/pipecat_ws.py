@@ -25,9 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import urlencode
 
 from voicelat.core.events import Done, Failed, StageEvent, StageName
 from voicelat.stages._ws import (
@@ -98,6 +100,9 @@ class PipecatWsOptions(AgentOptions):
     #: reply audio, its leading digital silence included (Pipecat sends audio only when it
     #: has some).
     streams_silence: bool = False
+    #: A query parameter that carries a fresh id per call (the example bot takes
+    #: ``conversation_id`` as its traces' ``conversation.id``): the turn's ``call_id``.
+    call_id_param: str | None = None
 
     def check(self) -> None:
         super().check()
@@ -123,9 +128,22 @@ class PipecatWs(WsStage):
         self.output_rate = o.output_rate
         self._silence = encode_audio(bytes(o.input_rate * _FRAME_MS // 1000 * 2), o.input_rate)
         self._ready = encode_message(CLIENT_READY)
+        self._next_call_id: str | None = None
+        #: The current turn's call id (``call_id_param``'s value), for the agent's traces.
+        self.call_id: str | None = None
 
     def _url(self) -> str:
-        return self.options.url
+        param, url = self.options.call_id_param, self.options.url
+        if not param or self._next_call_id is None:
+            return url
+        return f"{url}{'&' if '?' in url else '?'}{urlencode({param: self._next_call_id})}"
+
+    async def _open(self) -> WsConn:
+        """A new call (with a fresh id when ``call_id_param`` is set)."""
+        self._next_call_id = uuid.uuid4().hex if self.options.call_id_param else None
+        conn = await super()._open()
+        conn.extra["call_id"] = self._next_call_id
+        return conn
 
     def _headers(self) -> dict[str, str]:
         headers = {"Origin": self.options.origin} if self.options.origin else {}
@@ -174,6 +192,7 @@ class PipecatWs(WsStage):
             yield _with_hint(event)
         if conn is None:
             return
+        self.call_id = conn.extra.get("call_id")
         o = self.options
         watch = ReplyWatch(
             idle_ns=o.reply_idle_ms * NS_PER_MS,

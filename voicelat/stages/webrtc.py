@@ -260,6 +260,9 @@ class WebRTC:
         self._call: _Call | None = None
         self._last_error: str | None = None
         self._resampler: Any = None
+        #: The current turn's call: the answer's ``pc_id`` (the example bot's traces'
+        #: ``conversation.id``).
+        self.call_id: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -449,6 +452,7 @@ class WebRTC:
             yield self.failed(self._last_error or "no call")
             return
         call.used = True
+        self.call_id = call.pc_id
         yield Connected(call.t_open_ns if cold else self.clock.now_ns(), cold=cold)
         for span in call.spans:
             yield span
