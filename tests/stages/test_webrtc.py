@@ -108,7 +108,7 @@ def test_the_line_paces_silence_and_passes_the_turns_frames_at_once() -> None:
     assert times[5] - times[3] < 0.1
 
 
-def test_the_shipped_pipeline_and_bad_options() -> None:
+def test_the_shipped_pipeline_and_bad_options(monkeypatch: pytest.MonkeyPatch) -> None:
     p = load_pipeline(ROOT / "pipelines" / "agent-webrtc.toml")
     stage = WebRTC(p.agent or {})
     assert stage.kind == "agent" and stage.endpoint_by_server
@@ -117,3 +117,8 @@ def test_the_shipped_pipeline_and_bad_options() -> None:
         WebRTC({"url": "ws://127.0.0.1:1/"})
     with pytest.raises(StageError, match="jitter_buffer_packets must be between 1 and 15"):
         WebRTC({"url": "http://127.0.0.1:1/api/offer", "jitter_buffer_packets": 16})
+    import voicelat.stages.webrtc as webrtc
+
+    monkeypatch.setattr(webrtc.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(StageError, match=r"needs aiortc: pip install 'voicelat\[webrtc\]'"):
+        WebRTC({"url": "http://127.0.0.1:1/api/offer"})

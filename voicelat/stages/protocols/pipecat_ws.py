@@ -116,7 +116,7 @@ def frame_classes() -> dict[str, Any]:
         )
     except ImportError:
         raise StageError(
-            "the pipecat-ws stage needs the protobuf package: pip install 'voicelat[agents]'"
+            "the pipecat-ws stage needs the protobuf package: pip install 'voicelat[pipecat-ws]'"
             " (or pip install protobuf)"
         ) from None
     fdp = descriptor_pb2.FileDescriptorProto(
