@@ -94,6 +94,7 @@ def test_pipecat_turn_maps_every_milestone() -> None:
         "agent_endpoint": 2000 * MS,  # stt end - its TTFB (Pipecat's end-of-speech estimate)
         "agent_stt_final": 2300 * MS,
         "agent_llm_first_token": 2600 * MS,  # llm start + metrics.ttfb
+        "agent_tts_request": 2700 * MS,  # tts start: the text reached the agent's TTS
         "agent_tts_first_byte": 2800 * MS,
     }
     assert split.reported == {
@@ -141,7 +142,7 @@ def test_missing_turn_span_is_partial_but_still_maps() -> None:
     split = split_from_spans(spans, WINDOW)
     assert split is not None
     assert split.flags == (FLAG_PARTIAL,)
-    assert len(split.milestones) == 4
+    assert len(split.milestones) == 5
     assert "agent_reported_user_bot_latency_ms" not in split.reported
 
 
@@ -161,8 +162,8 @@ def test_no_ttfb_without_enable_metrics() -> None:
     ]
     split = split_from_spans(spans, WINDOW)
     assert split is not None
-    # The transcript's end is still a span end; nothing else can be placed.
-    assert dict(split.milestones) == {"agent_stt_final": 2300 * MS}
+    # The transcript's end and the TTS request are still span bounds; nothing else is placed.
+    assert dict(split.milestones) == {"agent_stt_final": 2300 * MS, "agent_tts_request": 2700 * MS}
     assert FLAG_NO_TTFB in split.flags
     assert "agent_reported_llm_ttfb_ms" not in split.reported
 
@@ -274,6 +275,7 @@ def test_genai_turn_maps_every_milestone() -> None:
         "agent_endpoint": 1900 * MS,  # end of user_speech (the agent's speech_stopped)
         "agent_stt_final": 2300 * MS,
         "agent_llm_first_token": 2600 * MS,
+        "agent_tts_request": 2700 * MS,
         "agent_tts_first_byte": 2800 * MS,
     }
     assert split.reported == {

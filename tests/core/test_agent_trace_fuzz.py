@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzzing import LONG, SHORT
-from voicelat.core.agent_trace import AGENT_MILESTONES, AgentSpan, split_from_spans
+from voicelat.core.agent_trace import SPLIT_MILESTONES, AgentSpan, split_from_spans
 
 _IDS = st.sampled_from(["a", "b", "c", "d", "e"])
 _ATTR_VALUE = st.one_of(
@@ -59,7 +59,7 @@ def check_split(spans: list[AgentSpan], lo: int, width: int, mapping: str) -> No
     split = split_from_spans(spans, (lo, lo + width), mapping)
     if split is None:
         return
-    assert set(split.milestones) <= set(AGENT_MILESTONES)
+    assert set(split.milestones) <= set(SPLIT_MILESTONES)
     assert all(isinstance(v, int) for v in split.milestones.values())
     assert all(math.isfinite(v) and v >= 0 for v in split.reported.values())
     assert len(set(split.flags)) == len(split.flags)

@@ -87,6 +87,7 @@ def test_pipecat_mapping_on_the_real_trace(transport: str) -> None:
         "agent_endpoint": stt.end_ns - stt_ttfb,
         "agent_stt_final": stt.end_ns,
         "agent_llm_first_token": llm.start_ns + llm_ttfb,
+        "agent_tts_request": tts.start_ns,
         "agent_tts_first_byte": tts.start_ns + tts_ttfb,
     }
     assert split.flags == ()

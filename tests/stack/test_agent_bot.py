@@ -26,7 +26,7 @@ from types import ModuleType
 import pytest
 
 from voicelat.cli.main import main
-from voicelat.core.agent_trace import AGENT_MILESTONES, AgentSpan, TraceSplit, split_from_spans
+from voicelat.core.agent_trace import SPLIT_MILESTONES, AgentSpan, TraceSplit, split_from_spans
 from voicelat.core.errors import EXIT_INFRA, EXIT_OK
 from voicelat.engine.trace_receiver import TraceReceiver
 from voicelat.stack.agent import AgentConfig, AgentStatus, PipecatBot
@@ -181,8 +181,8 @@ def _assert_split(
     """The "pipecat" mapping finds all four milestones, in order, before the caller heard it."""
     split = split_from_spans(spans, window, "pipecat")
     assert split is not None
-    assert set(split.milestones) == set(AGENT_MILESTONES), split
-    times = [split.milestones[m] for m in AGENT_MILESTONES]
+    assert set(split.milestones) == set(SPLIT_MILESTONES), split
+    times = [split.milestones[m] for m in SPLIT_MILESTONES]
     assert times == sorted(times), split.milestones
     assert window[0] <= times[0]
     # The bot's first TTS byte is produced before the caller receives it (same host: the

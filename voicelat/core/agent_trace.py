@@ -36,11 +36,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from voicelat.core.contract import AGENT_TRACE_MILESTONES
 from voicelat.core.errors import ConfigError
 
 __all__ = [
-    "AGENT_MILESTONES",
     "MAPPINGS",
+    "SPLIT_MILESTONES",
     "AgentSpan",
     "AttrValue",
     "TraceSplit",
@@ -50,13 +51,9 @@ __all__ = [
 
 AttrValue = str | int | float | bool
 
-#: The milestones a split may carry, in causal order.
-AGENT_MILESTONES = (
-    "agent_endpoint",
-    "agent_stt_final",
-    "agent_llm_first_token",
-    "agent_tts_first_byte",
-)
+#: The milestones a split may carry, in causal order (the contract's trace milestones, of
+#: which ``agent_tts_request`` is the TTS span's start: the text reaching the agent's TTS).
+SPLIT_MILESTONES = AGENT_TRACE_MILESTONES
 
 #: Flags a split may carry.
 FLAG_PARTIAL = "trace_partial"  # a span of the chain (turn container, stt, llm, tts) is missing
@@ -94,7 +91,7 @@ class AgentSpan:
 class TraceSplit:
     """What one turn's spans say: agent-side milestones, the agent's own figures, flags."""
 
-    milestones: Mapping[str, int]  # a subset of AGENT_MILESTONES, on voicelat's clock
+    milestones: Mapping[str, int]  # a subset of SPLIT_MILESTONES, on voicelat's clock
     reported: Mapping[str, float]  # agent_reported_{stt,llm,tts}_ttfb_ms, ...
     flags: tuple[str, ...] = ()
 
@@ -283,6 +280,9 @@ def _chain(
             continue
         milestones[name] = timed_span.start_ns + ttfb
         reported[figure] = ttfb / 1e6
+    if tts is not None:
+        # The text reached the agent's TTS: splits aggregation from tts_ttfb as in the cascade.
+        milestones["agent_tts_request"] = tts.start_ns
     if tts is not None and tts.attributes.get("tts.interrupted") is True:
         flags.append(FLAG_INTERRUPTED)
     return milestones, reported, list(dict.fromkeys(flags))
