@@ -153,7 +153,9 @@ def test_html_is_one_page_with_two_parseable_waterfalls_per_ranked_combination()
     page = comparison_html(doc)
     assert page.startswith("<!DOCTYPE html>")
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
-    svgs = re.findall(r"<svg .*?</svg>", page, flags=re.S)
+    every = re.findall(r"<svg .*?</svg>", page, flags=re.S)
+    assert 'class="combos"' in every[0]  # every combination side by side, first
+    svgs = [s for s in every if 'class="waterfall"' in s]
     assert len(svgs) == 3 * 2  # fast, close, slow at P50 and P90; the failed one has none
     for svg in svgs:
         root = _parse(svg)

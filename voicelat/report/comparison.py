@@ -114,7 +114,7 @@ def segment_rows(doc: Mapping[str, Any]) -> list[list[str]]:
     shown = display_segments(
         frozenset(s for c in combos for s, d in (c.get("segments") or {}).items() if d)
     )
-    rows = [["combination", *(SEGMENT_SHORT[s] for s in shown)]]
+    rows = [["combination", *(SEGMENT_SHORT.get(s, s) for s in shown)]]
     for c in combos:
         if c.get("status") != "ok":
             continue

@@ -16,29 +16,35 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from voicelat.core.contract import display_segments
 from voicelat.core.display import NS_PER_MS as NS_PER_MS
 from voicelat.core.display import fmt_ms
+from voicelat.core.palette import SEGMENT_COLOURS as SEGMENT_COLOURS
+from voicelat.core.palette import ordered_segments, segment_colour
+from voicelat.core.turn import Turn
+from voicelat.report.chartdata import (
+    Accuracy,
+    accuracy,
+    accuracy_text,
+    fixture_rows,
+    headline_e2e,
+    histogram,
+    percentile_marks,
+    turn_points,
+)
 from voicelat.report.comparison import (
     comparison_text,
     ranking_rows,
     segment_rows,
 )
-
-#: One colour per segment, in critical-path order (colour-blind-safe Okabe-Ito palette + greys).
-SEGMENT_COLOURS: dict[str, str] = {
-    "endpointing": "#999999",
-    "stt": "#E69F00",
-    "handoff": "#56B4E9",
-    "llm_ttft": "#009E73",
-    "aggregation": "#F0E442",
-    "tts_ttfb": "#0072B2",
-    "model": "#882255",
-    "agent_response": "#661100",
-    "transport": "#AA4499",
-    "leading_silence": "#D55E00",
-    "playout": "#CC79A7",
-}
+from voicelat.report.svg import (
+    PICTURE_CSS,
+    Frame,
+    combos_svg,
+    fixture_table_html,
+    histogram_svg,
+    legend_html,
+    timeline_svg,
+)
 
 LABEL_W = 120.0
 CHART_W = 400.0
@@ -70,7 +76,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
     scale = max(float(scale_ns), float(mean), float(exact), 1.0)
     # A speech-to-speech band has the S2S path's segments (``model``), a cascade band the
     # cascade's: each waterfall shows the bars that sum to its e2e.
-    shown = display_segments(frozenset(segs))
+    shown = ordered_segments(segs)
     rows = len(shown) + 1
     height = _TOP + rows * _ROW_H + 26
     width = LABEL_W + CHART_W + _VALUE_W
@@ -98,7 +104,7 @@ def waterfall_svg(band: Mapping[str, Any], *, p: int, scale_ns: float, title: st
             f'<text x="4" y="{y + 13:.1f}" class="lbl">{escape(s)}</text>'
             f'<rect class="seg" data-segment="{escape(s)}" data-ns="{dur}" '
             f'x="{x(start):.2f}" y="{y + 3:.1f}" width="{w:.2f}" height="{_ROW_H - 6:.1f}" '
-            f'fill="{SEGMENT_COLOURS[s]}"><title>{escape(s)} {fmt_ms(dur, decimals=1)} ms</title></rect>'
+            f'fill="{segment_colour(s)}"><title>{escape(s)} {fmt_ms(dur, decimals=1)} ms</title></rect>'
             f'<text x="{LABEL_W + CHART_W + 6:.1f}" y="{y + 13:.1f}" class="val">'
             f"{fmt_ms(dur)} ms</text>"
         )
@@ -150,7 +156,6 @@ tr.failed td{color:#a00}tr.best td{font-weight:600}
 .combo{margin:1.5em 0;border-top:1px solid #ddd;padding-top:.5em}
 .waterfall text{font-size:11px;font-family:system-ui,sans-serif}
 .waterfall .head{font-weight:600}.waterfall .mark{font-size:10px}
-.legend span{display:inline-block;margin-right:1em}.legend i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:middle}
 small{color:#666}
 """
 
@@ -183,8 +188,92 @@ def shared_scale_ns(doc: Mapping[str, Any]) -> float:
     return scale
 
 
-def comparison_html(doc: Mapping[str, Any]) -> str:
-    """The whole report page."""
+def _stages_desc(c: Mapping[str, Any]) -> str:
+    stages = c.get("stages") or {}
+    return "; ".join(
+        f"{escape(k)}: {escape(str(v.get('stage', '?')))}"
+        + (f" {escape(str(v['engine_version']))}" if v.get("engine_version") else "")
+        + (
+            f" {escape(str(v['server']))} {escape(str(v.get('server_version') or ''))}"
+            if v.get("server")
+            else ""
+        )
+        for k, v in stages.items()
+        if isinstance(v, Mapping)
+    )
+
+
+def _combo_pictures(turns: Sequence[Turn] | None) -> str:
+    """A combination's own e2e distribution, e2e over its turns and its per-fixture table."""
+    if not turns:
+        return ""
+    values = headline_e2e(turns)
+    marks = percentile_marks(values)
+    small = Frame(width=460, height=180)
+    return (
+        '<div class="pair">'
+        + histogram_svg(histogram(values), marks, title="e2e distribution", frame=small)
+        + timeline_svg(turn_points(turns), marks, title="e2e over the run", frame=small)
+        + "</div><details><summary>per fixture</summary>"
+        + fixture_table_html(fixture_rows(turns))
+        + "</details>"
+    )
+
+
+def _combo_section(
+    c: Mapping[str, Any], scale: float, turns: Sequence[Turn] | None, acc: Accuracy | None
+) -> str:
+    head = f"<h3>{escape(str(c.get('rank') or '-'))}. {escape(str(c['name']))}</h3>"
+    if c.get("status") != "ok":
+        return (
+            f'<div class="combo">{head}<p class="sig">{escape(str(c.get("status")).upper())}: '
+            f"{escape(str(c.get('failure') or ''))}</p></div>"
+        )
+    svgs = "".join(
+        waterfall_svg(band, p=int(key[1:]), scale_ns=scale, title=f"{c['name']} {key.upper()}")
+        for key, band in sorted((c.get("waterfall") or {}).items())
+        if key in ("p50", "p90")
+    )
+    wer = f"<p><small>{escape(accuracy_text(acc))}</small></p>" if acc is not None else ""
+    return (
+        f'<div class="combo">{head}<p><small>{_stages_desc(c)}; results in '
+        f"<code>{escape(str(c.get('run_dir', '')))}/</code></small></p>{wer}"
+        f'<div class="pair">{svgs}</div>{_combo_pictures(turns)}</div>'
+    )
+
+
+def accuracy_rows(
+    combos: Sequence[Mapping[str, Any]], accs: Mapping[str, Accuracy]
+) -> list[list[str]]:
+    """Latency beside transcript accuracy, one row per combination in rank order."""
+    rows = [["#", "combination", "e2e P50 ms", "e2e P90 ms", "WER", "exact turns", "words"]]
+    for c in combos:
+        e2e = c.get("e2e") or {}
+        a = accs.get(str(c.get("name")))
+        wer = None if a is None else a.wer
+        scored = (
+            ["-", "-", "-"]
+            if a is None or wer is None
+            else [f"{wer:.1%}", f"{a.exact}/{a.turns}", str(a.words)]
+        )
+        rows.append(
+            [
+                str(c.get("rank") or "-"),
+                str(c.get("name")),
+                fmt_ms((e2e.get("p50") or {}).get("ns")),
+                fmt_ms((e2e.get("p90") or {}).get("ns")),
+                *scored,
+            ]
+        )
+    return rows
+
+
+def comparison_html(
+    doc: Mapping[str, Any], runs: Mapping[str, Sequence[Turn]] | None = None
+) -> str:
+    """The whole report page; ``runs`` (combination name -> its turns) adds each one's
+    distribution, e2e over its turns, per-fixture table and transcript accuracy."""
+    runs = runs or {}
     name = str(doc.get("name", ""))
     combos = list(doc.get("combinations", []))
     classes = [
@@ -192,66 +281,63 @@ def comparison_html(doc: Mapping[str, Any]) -> str:
         for c in combos
     ]
     scale = shared_scale_ns(doc)
-    legend = "".join(
-        f'<span><i style="background:{SEGMENT_COLOURS[s]}"></i>{escape(s)}</span>'
-        for s in _segments_of(combos)
-    )
-    sections = []
-    for c in combos:
-        head = f"<h3>{escape(str(c.get('rank') or '-'))}. {escape(str(c['name']))}</h3>"
-        if c.get("status") != "ok":
-            sections.append(
-                f'<div class="combo">{head}<p class="sig">{escape(str(c.get("status")).upper())}: '
-                f"{escape(str(c.get('failure') or ''))}</p></div>"
-            )
-            continue
-        stages = c.get("stages") or {}
-        desc = "; ".join(
-            f"{escape(k)}: {escape(str(v.get('stage', '?')))}"
-            + (f" {escape(str(v['engine_version']))}" if v.get("engine_version") else "")
-            + (
-                f" {escape(str(v['server']))} {escape(str(v.get('server_version') or ''))}"
-                if v.get("server")
-                else ""
-            )
-            for k, v in stages.items()
-            if isinstance(v, Mapping)
-        )
-        svgs = "".join(
-            waterfall_svg(band, p=int(key[1:]), scale_ns=scale, title=f"{c['name']} {key.upper()}")
-            for key, band in sorted((c.get("waterfall") or {}).items())
-            if key in ("p50", "p90")
-        )
-        sections.append(
-            f'<div class="combo">{head}<p><small>{desc}; results in '
-            f"<code>{escape(str(c.get('run_dir', '')))}/</code></small></p>"
-            f'<div class="pair">{svgs}</div></div>'
-        )
+    accs = {n: accuracy(ts) for n, ts in runs.items()}
+    scored = any(a.wer is not None for a in accs.values())
+    sections = [
+        _combo_section(c, scale, runs.get(str(c["name"])), accs.get(str(c["name"]))) for c in combos
+    ]
+    text = comparison_text(doc).splitlines()
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>voicelat comparison: {escape(name)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>voicelat comparison: {escape(name)}</h1>"
+        f"<title>voicelat comparison: {escape(name)}</title><style>{_CSS}{PICTURE_CSS}</style>"
+        f"</head><body><h1>voicelat comparison: {escape(name)}</h1>"
         + (f"<p>{escape(str(doc['description']))}</p>" if doc.get("description") else "")
-        + f"<p><small>{escape(str(doc.get('created', '')))}; "
-        f"{escape(comparison_text(doc).splitlines()[0])}</small></p>"
-        f"<p><small>{escape(comparison_text(doc).splitlines()[1])}</small></p>"
+        + f"<p><small>{escape(str(doc.get('created', '')))}; {escape(text[0])}</small></p>"
+        f"<p><small>{escape(text[1])}</small></p>"
         "<h2>Ranking</h2>"
         + _table_html(ranking_rows(doc), classes)
+        + legend_html(_segments_of(combos))
+        + "<h2>Every combination at P50</h2><p><small>The P50 band's mean composition per "
+        "combination, in rank order (bars sum to the band's mean e2e); the black tick is the "
+        "exact P50.</small></p>"
+        + combos_svg(combos, accs)
+        + (
+            "<h2>Accuracy beside latency</h2><p><small>WER: word errors over reference words "
+            "of the measured turns whose fixture has a transcript.</small></p>"
+            + _table_html(accuracy_rows(combos, accs))
+            if scored
+            else ""
+        )
         + "<h2>Segments</h2><p><small>P50 / P90 ms of each segment on its own: percentiles do not "
         "add up to e2e (the waterfalls below do).</small></p>"
         + _table_html(segment_rows(doc))
         + "<h2>Waterfalls at P50 and P90</h2><p><small>Each waterfall is the mean composition of "
         "the turns ranked around the percentile: its bars sum to that band's mean e2e; the "
         "dashed line is the exact (interpolated) percentile of e2e. One time axis (ms) for all."
-        f'</small></p><p class="legend">{legend}</p>' + "".join(sections) + "</body></html>\n"
+        "</small></p>" + "".join(sections) + "</body></html>\n"
     )
 
 
-__all__ = ["SEGMENT_COLOURS", "comparison_html", "shared_scale_ns", "waterfall_svg"]
+__all__ = [
+    "SEGMENT_COLOURS",
+    "accuracy_rows",
+    "comparison_html",
+    "shared_scale_ns",
+    "waterfall_svg",
+]
 
 
 def _segments_of(combos: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The segments the combinations' summaries hold data for (cascade, S2S or both)."""
-    return display_segments(
-        frozenset(s for c in combos for s, d in (c.get("segments") or {}).items() if d)
+    return ordered_segments(
+        [
+            *(s for c in combos for s, d in (c.get("segments") or {}).items() if d),
+            *(
+                s
+                for c in combos
+                for b in (c.get("waterfall") or {}).values()
+                for s, v in (b.get("segments_ns") or {}).items()
+                if v
+            ),
+        ]
     )

@@ -16,8 +16,9 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from voicelat.core.contract import SEGMENTS, display_segments, milestone_names
+from voicelat.core.contract import SEGMENTS, milestone_names
 from voicelat.core.display import fmt_ms as core_fmt_ms
+from voicelat.core.palette import SEGMENT_COLOURS, ordered_segments, segment_colour
 from voicelat.core.stats import Band, Distribution
 from voicelat.core.turn import Turn
 from voicelat.tui.model import (
@@ -34,20 +35,9 @@ from voicelat.tui.model import (
     round_to_total,
 )
 
-#: One colour per segment, so a segment keeps its colour in every chart.
-SEGMENT_STYLES: dict[str, str] = {
-    "endpointing": "grey62",
-    "stt": "cyan",
-    "handoff": "bright_white",
-    "llm_ttft": "magenta",
-    "aggregation": "orchid",
-    "tts_ttfb": "green",
-    "model": "deep_pink3",
-    "agent_response": "dark_orange3",
-    "transport": "plum4",
-    "leading_silence": "dark_sea_green",
-    "playout": "yellow",
-}
+#: One colour per segment, the HTML reports' too (voicelat.core.palette), so a segment keeps its
+#: colour in every picture; unknown names get the palette's fallback colour.
+SEGMENT_STYLES: dict[str, str] = dict(SEGMENT_COLOURS)
 OVER_STYLE = "bold red"
 BUDGET_STYLE = "bold bright_red"
 MARKER_STYLE = "bold bright_white"
@@ -171,7 +161,7 @@ class Waterfall:
             a, b = round(cum * scale), round((cum + dur) * scale)
             cum += dur
             bar = Text(" " * width)
-            style = SEGMENT_STYLES.get(name, "white")
+            style = segment_colour(name)
             if name == self.crossing:
                 style = OVER_STYLE
             if b > a:
@@ -201,7 +191,7 @@ class Waterfall:
             a, b = round(cum * scale), round((cum + dur) * scale)
             cum += dur
             if b > a:
-                style = OVER_STYLE if name == self.crossing else SEGMENT_STYLES.get(name, "white")
+                style = OVER_STYLE if name == self.crossing else segment_colour(name)
                 stacked = _overwrite(
                     stacked, min(a, width - 1), "█" * (min(b, width) - min(a, width)), style
                 )
@@ -220,7 +210,7 @@ def turn_waterfall(turn: Turn, budget: Mapping[str, object], p: int) -> Waterfal
     """The settled waterfall of one finished turn, against the e2e budget at ``p``."""
     limit = e2e_budget_ns(dict(budget), p)
     # A speech-to-speech turn's bars are the S2S path's (endpointing, model, ...).
-    order = display_segments(frozenset(turn.segments))
+    order = ordered_segments(turn.segments)
     segments = {s: float(turn.segments.get(s, 0)) for s in order}
     total = float(turn.e2e_ns if turn.e2e_ns is not None else sum(segments.values()))
     verdict = judge(p, total, segments, dict(budget))
@@ -239,7 +229,7 @@ def band_waterfall(band: Band, verdict: BudgetVerdict) -> Waterfall:
     """The waterfall at a percentile: the band's mean composition, its exact percentile marked."""
     return Waterfall(
         segments=band.segments,
-        order=display_segments(frozenset(k for k, v in band.segments.items() if v)),
+        order=ordered_segments(k for k, v in band.segments.items() if v),
         total_ns=band.mean_e2e,
         total_label="band mean e2e",
         marker=(f"P{band.p} e2e", band.e2e_percentile),
@@ -454,10 +444,10 @@ def segment_table(dists: Mapping[str, Distribution]) -> Table:
     table.add_column("segment")
     for col in ("P50", "P90", "P99", "max", "n"):
         table.add_column(col, justify="right")
-    shown = display_segments(frozenset(k for k, d in dists.items() if d.n and k != "e2e"))
+    shown = ordered_segments(k for k, d in dists.items() if d.n and k != "e2e")
     for name in (*shown, "e2e"):
         d = dists.get(name) or Distribution(n=0)
-        style = "bold" if name == "e2e" else SEGMENT_STYLES.get(name, "")
+        style = "bold" if name == "e2e" else segment_colour(name)
         table.add_row(
             Text(name, style=style),
             fmt_ms(d.p50),
@@ -519,7 +509,7 @@ def turn_cells(turn: Turn) -> tuple[Text, ...]:
     """One turns-table row: index, fixture, e2e, largest segment, cold/warm, result."""
     big = turn.largest_segment()
     largest = (
-        Text(f"{big[0]} {core_fmt_ms(big[1])}", style=SEGMENT_STYLES.get(big[0], ""))
+        Text(f"{big[0]} {core_fmt_ms(big[1])}", style=segment_colour(big[0]))
         if big is not None and not turn.failed
         else Text("-", style=DIM)
     )
