@@ -87,4 +87,8 @@ def test_saved_runs_are_ranked_with_reports(tmp_path: Path) -> None:
     assert "not significant" in r.stdout
     md = (out / "comparison.md").read_text()
     assert "| 1 | a | 14 | 0% |" in md and "| 2 | b | 14 | 0% |" in md
-    assert (out / "report.html").read_text().count("<svg") == 4
+    page = (out / "report.html").read_text()
+    assert page.count('class="waterfall"') == 4
+    # The runs' turns were found where the comparison recorded them: each one's pictures.
+    assert page.count('class="histogram"') == 2 and page.count('class="timeline"') == 2
+    assert page.count('class="combos"') == 1

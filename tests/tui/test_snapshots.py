@@ -6,10 +6,13 @@ new SVGs in ``__snapshots__`` before committing them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tests.tui.helpers import MS, saved_model
+from voicelat.cli.view import load_comparison
 from voicelat.tui.app import VoicelatApp
+from voicelat.tui.compare import CompareApp
 from voicelat.tui.model import LiveTurn
 
 SIZE = (120, 40)
@@ -64,3 +67,27 @@ def test_terminal_too_small(snap_compare: Any) -> None:
 def test_compact_layout_in_80x24(snap_compare: Any) -> None:
     # A default terminal: the whole P50 waterfall over the turns table, no refusal.
     assert snap_compare(VoicelatApp(saved_model()), terminal_size=(80, 24))
+
+
+# -- pictures (issue 18 item 7) and a saved comparison (item 6) ------------------------------
+COMPARE_DIR = Path(__file__).resolve().parent / "data" / "compare"
+
+
+def test_run_pictures(snap_compare: Any) -> None:
+    # g: e2e distribution, e2e over the run, per fixture and WER, in the palette's colours.
+    assert snap_compare(VoicelatApp(saved_model()), press=["g"], terminal_size=SIZE)
+
+
+def _compare_app() -> CompareApp:
+    loaded = load_comparison(COMPARE_DIR)
+    return CompareApp(loaded.doc, loaded.runs)
+
+
+def test_saved_comparison(snap_compare: Any) -> None:
+    # voicelat view COMPARE_DIR: ranking, every combination at P50 with WER, segments.
+    assert snap_compare(_compare_app(), terminal_size=SIZE)
+
+
+def test_comparison_drill_down(snap_compare: Any) -> None:
+    # enter on the second ranking row: that combination's waterfalls and pictures.
+    assert snap_compare(_compare_app(), press=["down", "enter"], terminal_size=SIZE)

@@ -477,24 +477,27 @@ def _document(
 
 
 def _finish(args: argparse.Namespace, doc: dict[str, Any], out: Path) -> int:
+    from voicelat.cli.view import comparison_page, load_comparison
     from voicelat.report.comparison import comparison_markdown, comparison_text
-    from voicelat.report.comparison_html import comparison_html
 
     out.mkdir(parents=True, exist_ok=True)
     _write(out / COMPARISON_JSON, json.dumps(doc, indent=2) + "\n")
     _write(out / COMPARISON_MD, comparison_markdown(doc))
-    _write(out / REPORT_HTML, comparison_html(doc))
+    # Read back as `voicelat view OUT` reads it: the page and the screen show the same turns.
+    loaded = load_comparison(out)
+    _write(out / REPORT_HTML, comparison_page(loaded))
     print()
     print(comparison_text(doc))
     print()
     print(f"reports: {out / COMPARISON_MD}, {out / REPORT_HTML}, {out / COMPARISON_JSON}")
+    print(f"open it again: voicelat view {out}")
     from voicelat.tui.live import want_tui
 
     if want_tui(args):
         # The measurement is over: the UI cannot disturb a stamp any more.
         from voicelat.tui.compare import show_comparison
 
-        show_comparison(doc)
+        show_comparison(doc, loaded.runs)
     if not any(c.get("status") == "ok" for c in doc["combinations"]):
         first = doc["combinations"][0] if doc["combinations"] else {}
         raise InfraError(

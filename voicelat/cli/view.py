@@ -1,40 +1,147 @@
-"""``voicelat view RUN_DIR``: open saved results in the TUI, no pipeline running."""
+"""``voicelat view DIR``: open saved results in the TUI, no pipeline running.
+
+``DIR`` is a run directory (``voicelat run``: turns.jsonl + summary.json) or a comparison
+directory (``voicelat compare``: comparison.json and one run directory per combination).
+``--html`` (re)writes the directory's ``report.html`` instead of opening the terminal UI.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from voicelat.core.errors import EXIT_OK, VoicelatError
-from voicelat.files.results import load_run
+from voicelat.core.turn import Turn
+from voicelat.files.results import LoadedRun, load_run
+
+COMPARISON_JSON = "comparison.json"
+REPORT_HTML = "report.html"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``view`` on the ``voicelat`` command's subparsers."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "view",
-        help="open a saved run's results in the terminal UI",
+        help="open a saved run's or comparison's results in the terminal UI",
         description=(
-            "Open a run directory (turns.jsonl + summary.json) in the terminal UI. "
-            "Keys: p cycles P50/P90/P99, s sorts turns, enter opens a turn, q quits. "
-            "When stdout is not a terminal, prints the summary table instead."
+            "Open a run directory (turns.jsonl + summary.json) or a comparison directory "
+            "(comparison.json, from `voicelat compare`) in the terminal UI. Run keys: p cycles "
+            "P50/P90/P99, s sorts turns, g shows the pictures (distribution, e2e over the run, "
+            "per fixture), enter opens a turn, q quits. Comparison keys: enter opens a "
+            "combination (its waterfalls and pictures), esc goes back, q quits. When stdout is "
+            "not a terminal, prints the summary or the ranking instead."
         ),
     )
-    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a directory `voicelat run` wrote")
+    p.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="DIR",
+        help="a directory `voicelat run` or `voicelat compare` wrote",
+    )
+    p.add_argument(
+        "--html",
+        action="store_true",
+        help="write DIR/report.html (the pictures, one offline page) and print its path",
+    )
     p.set_defaults(func=cmd_view)
     return p
 
 
+@dataclass(frozen=True)
+class LoadedComparison:
+    """A comparison directory read back: ``comparison.json`` and each combination's turns."""
+
+    path: Path
+    doc: dict[str, Any]
+    #: Combination name -> its turns, for each run directory that could be read.
+    runs: dict[str, Sequence[Turn]] = field(default_factory=dict)
+    #: Combinations whose run directory could not be read, with why.
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def is_comparison(path: Path) -> bool:
+    """Whether ``path`` is a comparison directory (or its ``comparison.json``)."""
+    return path.name == COMPARISON_JSON or (path / COMPARISON_JSON).is_file()
+
+
+def load_comparison(path: Path) -> LoadedComparison:
+    """Read ``comparison.json`` and the turns of every combination's run directory.
+
+    A live comparison records each run directory by name inside the comparison directory; a
+    comparison of saved runs records the paths it was given: both are looked for.
+    """
+    base = path.parent if path.name == COMPARISON_JSON else path
+    doc_path = base / COMPARISON_JSON
+    try:
+        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise VoicelatError(f"{doc_path} is not readable JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "voicelat-comparison":
+        raise VoicelatError(
+            f"{doc_path} is not a voicelat comparison (no kind: voicelat-comparison)"
+        )
+    combos = doc.get("combinations")
+    if not isinstance(combos, list) or not all(isinstance(c, dict) and "name" in c for c in combos):
+        raise VoicelatError(f"{doc_path} is damaged: its combinations are not a list of tables")
+    runs: dict[str, Sequence[Turn]] = {}
+    missing: dict[str, str] = {}
+    for c in combos:
+        name, where = str(c["name"]), str(c.get("run_dir") or "")
+        candidates = [base / where, Path(where)] if where else []
+        found = next((d for d in candidates if (d / "turns.jsonl").is_file()), None)
+        if found is None:
+            missing[name] = f"no turns.jsonl at {where or '(no run_dir recorded)'}"
+            continue
+        try:
+            runs[name] = load_run(found).turns
+        except VoicelatError as exc:
+            missing[name] = str(exc)
+    return LoadedComparison(base, doc, runs, missing)
+
+
+def comparison_page(loaded: LoadedComparison) -> str:
+    """The comparison's ``report.html`` with every picture its run directories allow."""
+    from voicelat.report.comparison_html import comparison_html
+
+    return comparison_html(loaded.doc, loaded.runs)
+
+
+def run_page(run: LoadedRun) -> str:
+    """A run's ``report.html``."""
+    from voicelat.core.summary import summarize
+    from voicelat.report.run_html import run_html
+
+    summary = run.run_summary or summarize(run.turns, run={}, pipeline={}, fixtures=[], stages={})
+    return run_html(summary, run.turns, str(run.path))
+
+
+def write_report(path: Path, page: str) -> Path:
+    """Write ``path/report.html`` whole (a reader never sees half a page)."""
+    out = path / REPORT_HTML
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
 def cmd_view(args: argparse.Namespace) -> int:
-    """Open RUN_DIR; bad input is one ``VoicelatError`` line (exit 2), never a traceback."""
+    """Open DIR; bad input is one ``VoicelatError`` line (exit 2), never a traceback."""
+    if is_comparison(args.run_dir):
+        return _view_comparison(args, load_comparison(args.run_dir))
     run = load_run(args.run_dir)
     if not run.turns and run.summary is None:
         raise VoicelatError(
             f"{run.path} has no readable turn and no summary "
             f"({run.skipped_lines} unreadable line(s) in turns.jsonl)"
         )
+    if getattr(args, "html", False):
+        print(write_report(run.path, run_page(run)))
+        return EXIT_OK
     if not sys.stdout.isatty():
         # Piped or redirected: a screen full of escape codes helps nobody; print the summary.
         from voicelat.core.summary import summarize
@@ -65,5 +172,28 @@ def cmd_view(args: argparse.Namespace) -> int:
             f"voicelat: {run.skipped_lines} unreadable line(s) in {run.path / 'turns.jsonl'} "
             "were skipped",
             file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _view_comparison(args: argparse.Namespace, loaded: LoadedComparison) -> int:
+    for name, why in loaded.missing.items():
+        print(f"voicelat: {name}: {why} (its pictures are left out)", file=sys.stderr)
+    if getattr(args, "html", False):
+        print(write_report(loaded.path, comparison_page(loaded)))
+        return EXIT_OK
+    if not sys.stdout.isatty():
+        from voicelat.report.chartdata import accuracy, accuracy_text
+        from voicelat.report.comparison import comparison_text
+
+        print(comparison_text(loaded.doc))
+        for name, turns in loaded.runs.items():
+            print(f"{name}: {accuracy_text(accuracy(turns))}")
+        return EXIT_OK
+    from voicelat.tui.compare import show_comparison
+
+    if show_comparison(loaded.doc, loaded.runs):
+        raise VoicelatError(
+            f"the terminal UI stopped on an error showing {loaded.path}", exit_code=3
         )
     return EXIT_OK

@@ -126,6 +126,7 @@ class VoicelatApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("p", "cycle_percentile", "P50/P90/P99"),
         Binding("s", "cycle_sort", "Sort turns"),
+        Binding("g", "pictures", "Pictures"),
     ]
 
     def __init__(
@@ -347,6 +348,13 @@ class VoicelatApp(App[None]):
         """Sort the turns table by ``key`` (one of ``SORT_KEYS``)."""
         self.sort_key = key
         self._refresh_table()
+
+    def action_pictures(self) -> None:
+        """Open the run's pictures: e2e distribution, e2e over the run, per fixture, WER."""
+        from voicelat.tui.pictures import PicturesScreen
+
+        title = f"{self.model.pipeline_name}: {len(self.model.turns)} turn(s)"
+        self.push_screen(PicturesScreen(self.model.turns, self.model.budget, title))
 
     def action_open_turn(self) -> None:
         """Open the highlighted turn's detail."""
