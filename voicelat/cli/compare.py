@@ -279,7 +279,7 @@ def _measure(setup: _Setup, lives: Sequence[_Live]) -> None:
             lv.runner.stack_info = stack_info
             lv.writer = TurnsWriter(lv.run_dir)
         try:
-            asyncio.run(_drive(lives, setup.schedule, _print_turn(len(setup.schedule))))
+            asyncio.run(_drive(lives, setup.schedule, _Progress(setup.schedule, len(lives))))
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -343,21 +343,71 @@ def _live_document(
     )
 
 
-def _print_turn(total: int) -> Callable[[Slot, str, Turn], None]:
-    from voicelat.report.text import turn_line
+class _Progress:
+    """Each finished turn's line on stdout, and the comparison's progress with an ETA on
+    stderr (turns, combinations finished, elapsed, ETA from the mean turn so far).
 
-    width = len(str(total))
+    Called between turns, never during one: nothing here runs while a turn is stamped.
+    """
 
-    def show(slot: Slot, combo: str, turn: Turn) -> None:
-        line = turn_line(turn, 1).split("] ", 1)[-1]
-        print(f"[{slot.position + 1:>{width}}/{total}] {combo:<28} {line}", flush=True)
+    def __init__(
+        self, schedule: Sequence[Slot], combos: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        from voicelat.report.text import turn_line
 
-    return show
+        self._turn_line = turn_line
+        self.total = len(schedule)
+        self.combos = combos
+        #: The position of each combination's last turn: past it, the combination is done.
+        self.last = {s.combination: s.position for s in schedule}
+        self.clock = clock
+        self.t0 = self.mark = clock()
+        self.done = self.failed = 0
+        self.finished: set[int] = set()
+        self.turn_s: list[float] = []
+
+    def start(self) -> None:
+        """Set-up is over: the clock of the ETA starts with the first turn."""
+        self.t0 = self.mark = self.clock()
+
+    def skip(self, slot: Slot) -> None:
+        """A turn of a combination that could not start: counted, not timed."""
+        self.done += 1
+        self._count(slot)
+
+    def __call__(self, slot: Slot, combo: str, turn: Turn) -> None:
+        now = self.clock()
+        self.turn_s.append(now - self.mark)
+        self.mark = now
+        self.done += 1
+        self.failed += turn.failed
+        self._count(slot)
+        width = len(str(self.total))
+        line = self._turn_line(turn, 1).split("] ", 1)[-1]
+        print(f"[{slot.position + 1:>{width}}/{self.total}] {combo:<28} {line}", flush=True)
+        print(self.line(), file=sys.stderr, flush=True)
+
+    def _count(self, slot: Slot) -> None:
+        if self.last.get(slot.combination) == slot.position:
+            self.finished.add(slot.combination)
+
+    def line(self) -> str:
+        from voicelat.report.progress import CompareProgress, progress_line
+
+        return progress_line(
+            CompareProgress(
+                done=self.done,
+                total=self.total,
+                combos_done=len(self.finished),
+                combos=self.combos,
+                elapsed_s=self.clock() - self.t0,
+                turn_s=tuple(self.turn_s),
+                failed=self.failed,
+            )
+        )
 
 
-async def _drive(
-    lives: Sequence[_Live], schedule: Sequence[Slot], show: Callable[[Slot, str, Turn], None]
-) -> None:
+async def _drive(lives: Sequence[_Live], schedule: Sequence[Slot], show: _Progress) -> None:
     """Enter every combination's stages once, then run the schedule one turn at a time."""
     from voicelat.engine.stageset import StageSet
 
@@ -375,10 +425,12 @@ async def _drive(
             lv.runner.share_loop_lag(lives[0].runner)
         # Probe the loop only once set-up (workers, handshakes) is done, as `voicelat run` does.
         probe = asyncio.create_task(lives[0].runner.probe_loop_lag())
+        show.start()
         try:
             for slot in schedule:
                 lv = lives[slot.combination]
                 if lv.stages is None:
+                    show.skip(slot)
                     continue
                 turn = await lv.runner.run_one(slot.planned, lv.stages)
                 # Where in the interleaved order it ran: the audit trail of the fair schedule.
