@@ -224,6 +224,21 @@ class PrintObserver:
 ExecuteRun = Callable[..., Any]
 
 
+def write_run_report(out_dir: Path) -> None:
+    """``OUT/report.html``, the run's pictures, once the measuring is over; a page that cannot
+    be written is a warning, never a failed run (``voicelat view OUT --html`` retries)."""
+    from voicelat.cli.view import run_page, write_report
+    from voicelat.core.errors import VoicelatError
+    from voicelat.files.results import TURNS_FILE, load_run
+
+    if not (out_dir / TURNS_FILE).is_file():
+        return  # the run stopped before its first turn: nothing to draw
+    try:
+        write_report(out_dir, run_page(load_run(out_dir)))
+    except (OSError, VoicelatError) as exc:
+        info(f"warning: no report.html ({exc}); retry with: voicelat view {out_dir} --html")
+
+
 def cmd_run(
     args: argparse.Namespace,
     execute: ExecuteRun | None = None,
@@ -257,9 +272,12 @@ def cmd_run(
     if live.want_tui(args):
         # The run is measured in a child process: the UI cannot delay one of its timestamps.
         command = live.child_command(args, out_dir, add_run_arguments)
-        return live.run_with_tui(args, pipeline, fixtures, out_dir, command=command, argv=sys.argv)
+        code = live.run_with_tui(args, pipeline, fixtures, out_dir, command=command, argv=sys.argv)
+        write_run_report(out_dir)
+        return code
     stream = None if quiet else sys.stderr if as_json else sys.stdout
     outcome = execute(args, pipeline, fixtures, out_dir, PrintObserver(stream), argv=sys.argv)
+    write_run_report(out_dir)
     if as_json:
         from voicelat.export import summary_json
 
