@@ -4,9 +4,9 @@ baseline comparison and the P50/P90 waterfall, readable without opening the run 
 from __future__ import annotations
 
 from voicelat.core.budget import Check
-from voicelat.core.contract import SEGMENTS
 from voicelat.core.display import fmt_ms
 from voicelat.core.gate import GateResult
+from voicelat.core.palette import ordered_segments
 from voicelat.core.run_summary import RunSummary
 
 
@@ -52,7 +52,8 @@ def _waterfall(summary: RunSummary) -> list[str]:
         f"| segment | {head} |",
         "|---|" + "---:|" * len(bands),
     ]
-    for s in SEGMENTS:
+    # The segments the bands hold (an S2S or agent run's own), in the contract's order.
+    for s in ordered_segments(k for _, b in bands for k in b.segments_ns):
         out.append(f"| {s} | " + " | ".join(_ms(b.segments_ns.get(s)) for _, b in bands) + " |")
     out.append(
         "| **exact e2e percentile** | "
