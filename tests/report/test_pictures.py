@@ -70,16 +70,17 @@ def _all(root: ET.Element, tag: str, cls: str) -> list[ET.Element]:
 # -- the palette -------------------------------------------------------------------------------
 def test_known_segments_have_their_colour_and_unknown_ones_a_stable_fallback() -> None:
     assert segment_colour("stt") == SEGMENT_COLOURS["stt"]
-    new = segment_colour("agent_response")
-    assert new in FALLBACK_COLOURS and new == segment_colour("agent_response")
+    new = segment_colour("a_future_segment")
+    assert new in FALLBACK_COLOURS and new == segment_colour("a_future_segment")
+    assert not set(FALLBACK_COLOURS) & set(SEGMENT_COLOURS.values())
     # Every known segment is told apart from every other.
     assert len(set(SEGMENT_COLOURS.values())) == len(SEGMENT_COLOURS)
 
 
 def test_ordered_segments_keeps_contract_order_and_never_drops_a_name() -> None:
-    got = ordered_segments(["transport", "stt", "endpointing", "agent_response"])
+    got = ordered_segments(["future_b", "stt", "endpointing", "future_a"])
     assert got[:2] == ("endpointing", "stt")  # the contract's order first
-    assert got[-2:] == ("transport", "agent_response")  # unknown names kept, as seen
+    assert got[-2:] == ("future_b", "future_a")  # unknown names kept, as seen
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -203,10 +204,10 @@ def test_combos_chart_stacks_p50_segments_in_rank_order() -> None:
 
 def test_unknown_segments_get_the_fallback_colour_in_the_chart() -> None:
     c = _combo("agent", 1, 100, 500)
-    c["waterfall"]["p50"]["segments_ns"] = {"agent_response": 600 * MS}
+    c["waterfall"]["p50"]["segments_ns"] = {"a_future_segment": 600 * MS}
     (bar,) = _all(_svg(combos_svg([c])), "rect", "seg")
-    assert bar.get("data-segment") == "agent_response"
-    assert bar.get("fill") == segment_colour("agent_response")
+    assert bar.get("data-segment") == "a_future_segment"
+    assert bar.get("fill") == segment_colour("a_future_segment") in FALLBACK_COLOURS
 
 
 def _svgs(page: str) -> list[ET.Element]:

@@ -70,15 +70,15 @@ def test_timeline_groups_turns_when_they_outnumber_the_columns() -> None:
 
 def test_one_colour_per_segment_in_the_tui_and_the_html() -> None:
     wf = Waterfall(
-        segments={"stt": 300.0 * MS, "agent_response": 500.0 * MS},
+        segments={"stt": 300.0 * MS, "a_future_segment": 500.0 * MS},
         total_ns=800.0 * MS,
-        order=("stt", "agent_response"),
+        order=("stt", "a_future_segment"),
     )
     lines = _styled(wf)
     stt = next(line for line in lines if "stt" in line.plain)
-    agent = next(line for line in lines if "agent_response" in line.plain)
+    agent = next(line for line in lines if "a_future_segment" in line.plain)
     assert SEGMENT_COLOURS["stt"] in _colours(stt)
-    assert segment_colour("agent_response") in _colours(agent)  # the fallback, as in the SVG
+    assert segment_colour("a_future_segment") in _colours(agent)  # the fallback, as in the SVG
 
 
 def _doc() -> dict[str, Any]:

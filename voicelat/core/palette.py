@@ -16,8 +16,9 @@ from collections.abc import Iterable
 
 from voicelat.core.contract import display_segments
 
-#: Known segments, in critical-path order: the colour-blind-safe Okabe-Ito palette plus a grey
-#: and a wine for the speech-to-speech ``model`` segment.
+#: Known segments, in critical-path order: the colour-blind-safe Okabe-Ito palette plus a grey,
+#: a wine for the speech-to-speech ``model`` segment and two of Paul Tol's muted scheme for an
+#: agent's segments; each readable on a white page and on a dark terminal.
 SEGMENT_COLOURS: dict[str, str] = {
     "endpointing": "#999999",
     "stt": "#E69F00",
@@ -26,19 +27,20 @@ SEGMENT_COLOURS: dict[str, str] = {
     "aggregation": "#F0E442",
     "tts_ttfb": "#0072B2",
     "model": "#882255",
+    # A voice agent's turn (issue 17): its black-box response and its transport.
+    "agent_response": "#CC6677",
+    "transport": "#DDCC77",
     "leading_silence": "#D55E00",
     "playout": "#CC79A7",
 }
 
-#: Colours for segment names the map does not know (Paul Tol's muted scheme, distinct from the
-#: ones above).
+#: Colours for segment names the map does not know (the rest of Paul Tol's muted scheme,
+#: distinct from the ones above).
 FALLBACK_COLOURS: tuple[str, ...] = (
     "#332288",
     "#117733",
     "#44AA99",
     "#88CCEE",
-    "#DDCC77",
-    "#CC6677",
     "#AA4499",
     "#661100",
 )
