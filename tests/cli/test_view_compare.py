@@ -105,3 +105,14 @@ def test_view_help_names_both_kinds_of_directory(capsys: pytest.CaptureFixture[s
         main(["view", "--help"])
     text: Any = capsys.readouterr().out
     assert "comparison directory" in text and "--html" in text
+
+
+def test_an_unfinished_comparison_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cmp = _copy(tmp_path)
+    (cmp / "comparison.json").unlink()  # interrupted before the ranking was written
+    assert main(["view", str(cmp)]) == EXIT_USAGE
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert "has run directories (emu-a, emu-b) but no comparison.json" in line
+    assert f"voicelat compare {cmp / 'emu-a'} {cmp / 'emu-b'}" in line

@@ -133,6 +133,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     """Open DIR; bad input is one ``VoicelatError`` line (exit 2), never a traceback."""
     if is_comparison(args.run_dir):
         return _view_comparison(args, load_comparison(args.run_dir))
+    _refuse_unfinished_comparison(args.run_dir)
     run = load_run(args.run_dir)
     if not run.turns and run.summary is None:
         raise VoicelatError(
@@ -174,6 +175,21 @@ def cmd_view(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _refuse_unfinished_comparison(path: Path) -> None:
+    """A comparison stopped before its ranking holds run directories but no comparison.json:
+    say what it is and what to do, instead of "not a run directory"."""
+    if not path.is_dir() or (path / "turns.jsonl").exists() or (path / "summary.json").exists():
+        return
+    runs = sorted(d.name for d in path.iterdir() if (d / "summary.json").is_file())
+    if runs:
+        shown = " ".join(str(path / r) for r in runs[:4])
+        raise VoicelatError(
+            f"{path} has run directories ({', '.join(runs[:4])}) but no {COMPARISON_JSON}: a "
+            f"comparison that did not finish; view one of them, or rank them with: "
+            f"voicelat compare {shown}"
+        )
 
 
 def _view_comparison(args: argparse.Namespace, loaded: LoadedComparison) -> int:
