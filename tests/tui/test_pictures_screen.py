@@ -172,3 +172,17 @@ async def test_enter_on_a_ranking_row_opens_that_combination() -> None:
         assert isinstance(app.screen, CombinationScreen) and app.screen.combo["name"] == "dead"
         await pilot.press("q")
     assert app.return_code == 0
+
+
+def test_pictures_of_a_run_with_no_headline_turn_say_so() -> None:
+    from voicelat.core.run_summary import RunSummary
+    from voicelat.report.run_html import run_html
+    from voicelat.tui.charts import run_charts
+
+    failed = [make_turn(0, failed=True, e2e_ns=None, failure_stage="stt", failure_reason="x")]
+    text = text_of(run_charts(failed, {}), 80)
+    assert "no headline turn: nothing to draw" in text
+    assert "✗" in text and "turn 0" in text and "turn 0turn" not in text
+    page = run_html(RunSummary(), failed)
+    assert "no headline turn to draw" in page and 'class="failed"' in page
+    assert "no turn yet" in text_of(run_charts([], {}), 80)

@@ -127,7 +127,11 @@ class TimelineView:
             label = "" if at is None else fmt_ms(at)
             yield Text(label.rjust(axis_w - 1) + " ", style=DIM) + line
         first, last = self.points[0].index, self.points[-1].index
-        foot = f"turn {first}".ljust(max(0, len(cols) - len(f"turn {last}"))) + f"turn {last}"
+        left, right = f"turn {first}", f"turn {last}"
+        # Run order left to right; the last index at the right edge when there is room.
+        room = len(cols) - len(right)
+        foot = left if first == last else (left.ljust(room) if room > len(left) else left + "  ")
+        foot += "" if first == last else right
         yield Text(" " * axis_w + foot, style=DIM)
         legend = Text(" " * axis_w)
         legend.append("█ headline  ", style=POINT_COLOUR)
