@@ -4,10 +4,19 @@ three turns against ``voicelat serve openai`` on loopback, read back with an XML
 from __future__ import annotations
 
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from tests.cli.emulated_run import popen, run_args, serving
+from tests.helpers import ROOT
+from tests.tui.helpers import SAVED_RUN
+from voicelat.cli.main import main
+from voicelat.files.results import load_run
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -31,3 +40,22 @@ def test_a_run_writes_its_report_with_every_picture(tmp_path: Path) -> None:
     # The emulator answers every fixture's manifest transcript: nothing misheard.
     assert "WER 0.0%" in page
     assert "Traceback" not in stderr and "<script" not in page
+
+
+def test_ci_leaves_the_report_beside_its_gate_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``voicelat ci`` measuring a run writes its report.html too (the measuring replaced by
+    the saved run, so this needs no server)."""
+
+    def fake_execute_run(args: Any, pipeline: Any, fixtures: Any, out_dir: Path, *a: Any, **k: Any):  # type: ignore[no-untyped-def]
+        shutil.copytree(SAVED_RUN, out_dir, dirs_exist_ok=True)
+        run = load_run(out_dir)
+        return SimpleNamespace(summary=run.summary, turns=list(run.turns))
+
+    monkeypatch.setattr("voicelat.engine.job.execute_run", fake_execute_run)
+    out = tmp_path / "ci"
+    main(["ci", "-p", str(ROOT / "pipelines" / "emulated-openai.toml"), "-o", str(out)])
+    capsys.readouterr()
+    page = (out / "report.html").read_text()
+    assert 'class="histogram"' in page and (out / "report.md").exists()

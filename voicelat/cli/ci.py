@@ -243,6 +243,9 @@ def cmd_ci(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _write_interrupted_reports(args, out_dir)
         raise
+    from voicelat.cli.run import write_run_report
+
+    write_run_report(out_dir)  # the run's pictures beside the gate's reports (a CI artifact)
     print()
     print(summary_table(outcome.summary, str(out_dir)))
     print()
