@@ -91,3 +91,8 @@ def test_saved_comparison(snap_compare: Any) -> None:
 def test_comparison_drill_down(snap_compare: Any) -> None:
     # enter on the second ranking row: that combination's waterfalls and pictures.
     assert snap_compare(_compare_app(), press=["down", "enter"], terminal_size=SIZE)
+
+
+def test_saved_comparison_in_80x24(snap_compare: Any) -> None:
+    # A default terminal: the ranking and the side-by-side bars still fit, scrolling below.
+    assert snap_compare(_compare_app(), terminal_size=(80, 24))

@@ -91,13 +91,13 @@ def run_html(summary: RunSummary, turns: Sequence[Turn], run_dir: str = "") -> s
     segments = ordered_segments(
         [*(k for k, d in s.segments.items() if d.n), *(k for t in turns for k in t.segments)]
     )
-    fixtures = (
-        fixture_table_html(rows)
+    once = (
+        ""
         if fixtures_repeat(rows)
-        else "<p><small>Every fixture ran once: the turns are the breakdown "
-        "(repeat the fixtures, <code>--repeat</code>, for per-fixture percentiles).</small></p>"
-        + fixture_table_html(rows)
+        else "<p><small>Every fixture ran once: each row is one turn (repeat the fixtures, "
+        "<code>--repeat</code>, for per-fixture percentiles).</small></p>"
     )
+    fixtures = once + fixture_table_html(rows)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>voicelat run: {escape(str(s.pipeline.get('name') or run_dir))}</title>"

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.columns import Columns
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
@@ -203,13 +204,10 @@ def fixture_table(rows: Sequence[FixtureRow]) -> Table:
     return t
 
 
-def legend(segments: Sequence[str]) -> Text:
-    """The colour key, one swatch per segment."""
-    out = Text()
-    for s in segments:
-        out.append("█ ", style=segment_colour(s))
-        out.append(f"{s}  ")
-    return out
+def legend(segments: Sequence[str]) -> Columns:
+    """The colour key, one swatch per segment; wraps between entries, never inside one."""
+    entries = [Text.assemble(("█ ", segment_colour(s)), s) for s in segments]
+    return Columns(entries, padding=(0, 2))
 
 
 @dataclass
@@ -236,7 +234,7 @@ class CombosView:
                 continue
             yield head + self._bar(band, width / scale, width) + self._figures(c, band)
         segs = [s for _, b in bands if b for s, v in (b.get("segments_ns") or {}).items() if v]
-        yield Text(" " * name_w) + legend(ordered_segments(segs))
+        yield legend(ordered_segments(segs))
 
     def _bar(self, band: Mapping[str, Any], per_ns: float, width: int) -> Text:
         segs: Mapping[str, int] = band.get("segments_ns") or {}
