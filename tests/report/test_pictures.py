@@ -251,6 +251,29 @@ def test_comparison_page_adds_the_combination_chart_and_accuracy() -> None:
     kinds = [s.get("class") for s in _svgs(page)]
     assert kinds[0] == "combos" and kinds.count("waterfall") == 4
     assert kinds.count("histogram") == 2 and kinds.count("timeline") == 2
+    assert kinds.count("spread") == 1
     assert "Accuracy beside latency" in page and "33.3%" in page
     # Without turns the page is the one it always was, plus the combination chart.
     assert "Accuracy beside latency" not in comparison_html(doc)
+
+
+def test_spread_puts_every_turn_of_every_combination_on_one_axis() -> None:
+    from voicelat.report.svg import spread_svg
+
+    combos = [_combo("slow", 2, 300, 900), _combo("fast", 1, 100, 500)]
+    e2e = {"fast": [v * MS for v in (500, 600, 700)], "slow": [v * MS for v in (1100, 1200, 1300)]}
+    root = _svg(spread_svg(combos, e2e))
+    ticks = _all(root, "line", "tick-turn")
+    assert len(ticks) == 6
+    x = {int(t.get("data-ns", "")): float(t.get("x1", "")) for t in ticks}
+    # One axis: evenly spaced values are evenly spaced ticks, across combinations.
+    assert abs((x[600 * MS] - x[500 * MS]) - (x[1200 * MS] - x[1100 * MS])) < 0.01
+    assert x[700 * MS] < x[1100 * MS]
+    boxes = {b.get("data-combo"): b for b in _all(root, "rect", "box")}
+    assert float(boxes["fast"].get("y", "")) < float(boxes["slow"].get("y", ""))  # rank order
+    fast = boxes["fast"]
+    assert (
+        int(fast.get("data-p50-ns", "")) == 600 * MS
+        and int(fast.get("data-p90-ns", "")) == 680 * MS
+    )
+    assert abs(float(fast.get("x", "")) - x[600 * MS]) < 0.01

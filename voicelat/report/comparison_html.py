@@ -43,6 +43,7 @@ from voicelat.report.svg import (
     fixture_table_html,
     histogram_svg,
     legend_html,
+    spread_svg,
     timeline_svg,
 )
 
@@ -301,6 +302,13 @@ def comparison_html(
         "combination, in rank order (bars sum to the band's mean e2e); the black tick is the "
         "exact P50.</small></p>"
         + combos_svg(combos, accs)
+        + (
+            "<h2>Every turn of every combination</h2><p><small>One tick per headline turn on "
+            "one e2e axis; the box spans P50 to P90, the black mark is P99.</small></p>"
+            + spread_svg(combos, {n: headline_e2e(ts) for n, ts in runs.items()})
+            if runs
+            else ""
+        )
         + (
             "<h2>Accuracy beside latency</h2><p><small>WER: word errors over reference words "
             "of the measured turns whose fixture has a transcript.</small></p>"

@@ -24,6 +24,7 @@ from voicelat.core.palette import (
     ordered_segments,
     segment_colour,
 )
+from voicelat.core.stats import percentile
 from voicelat.report.chartdata import Accuracy, Bin, FixtureRow, TurnPoint, nice_step_ns
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -287,6 +288,59 @@ def combos_svg(
     return "".join(parts)
 
 
+def spread_svg(
+    combos: Sequence[Mapping[str, Any]],
+    e2e: Mapping[str, Sequence[int]],
+    *,
+    title: str = "e2e of every turn, every combination",
+) -> str:
+    """One row per combination in rank order on one e2e axis: a tick per headline turn, the
+    P50-P90 box and the P99 mark (from ``e2e``: combination name -> headline e2e ns)."""
+    rows = [
+        c
+        for c in sorted(combos, key=lambda c: (c.get("rank") is None, c.get("rank") or 0))
+        if e2e.get(str(c.get("name")))
+    ]
+    label_w, chart_w, row_h = 170.0, 520.0, 24.0
+    every = [v for c in rows for v in e2e[str(c.get("name"))]]
+    fastest, slowest = (float(min(every)), float(max(every))) if every else (0.0, 1.0)
+    pad = max((slowest - fastest) * 0.05, NS_PER_MS)
+    lo, hi = max(0.0, fastest - pad), slowest + pad
+    frame = Frame(width=label_w + chart_w + 20, height=row_h * len(rows) + 44, top=8)
+    frame = Frame(frame.width, frame.height, left=label_w, right=20, top=8, bottom=36)
+
+    def x(ns: float) -> float:
+        return label_w + (ns - lo) / (hi - lo) * chart_w
+
+    parts = [_open(frame, "spread", title, n=len(rows))]
+    for i, c in enumerate(rows):
+        name = str(c.get("name"))
+        values = sorted(e2e[name])
+        marks = {p: percentile(values, p) for p in (50, 90, 99)}
+        y = frame.top + i * row_h
+        label = f"{c.get('rank') or '-'}. {name}"[:28]
+        parts.append(
+            f'<text class="lbl" x="4" y="{y + 15:.1f}">{escape(label)}'
+            f'</text><rect class="box" data-combo="{escape(name)}" data-p50-ns="{round(marks[50])}" '
+            f'data-p90-ns="{round(marks[90])}" x="{x(marks[50]):.2f}" y="{y + 4:.1f}" '
+            f'width="{max(x(marks[90]) - x(marks[50]), 1.0):.2f}" height="{row_h - 8:.1f}" '
+            f'fill="{POINT_COLOUR}" fill-opacity="0.2" stroke="{POINT_COLOUR}"/>'
+        )
+        parts.extend(
+            f'<line class="tick-turn" data-combo="{escape(name)}" data-ns="{v}" x1="{x(v):.2f}" '
+            f'x2="{x(v):.2f}" y1="{y + 6:.1f}" y2="{y + row_h - 6:.1f}" stroke="{POINT_COLOUR}"/>'
+            for v in values
+        )
+        parts.append(
+            f'<line class="p99" data-combo="{escape(name)}" data-ns="{round(marks[99])}" '
+            f'x1="{x(marks[99]):.2f}" x2="{x(marks[99]):.2f}" y1="{y + 2:.1f}" '
+            f'y2="{y + row_h - 2:.1f}" stroke="{MARKER_COLOUR}" stroke-width="2"/>'
+        )
+    parts.append(_axes(frame, lo, hi, x, ""))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _stacked_bar(
     c: Mapping[str, Any],
     band: Mapping[str, Any],
@@ -368,5 +422,6 @@ __all__ = [
     "fixture_table_html",
     "histogram_svg",
     "legend_html",
+    "spread_svg",
     "timeline_svg",
 ]
