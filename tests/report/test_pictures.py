@@ -277,3 +277,10 @@ def test_spread_puts_every_turn_of_every_combination_on_one_axis() -> None:
         and int(fast.get("data-p90-ns", "")) == 680 * MS
     )
     assert abs(float(fast.get("x", "")) - x[600 * MS]) < 0.01
+
+
+def test_every_segment_of_the_contract_has_a_colour_of_its_own() -> None:
+    from voicelat.core.contract import ALL_SEGMENTS
+
+    colours = [segment_colour(s) for s in ALL_SEGMENTS]
+    assert len(set(colours)) == len(ALL_SEGMENTS), dict(zip(ALL_SEGMENTS, colours, strict=True))
