@@ -42,16 +42,18 @@ from voicelat.stack.config import (
 from voicelat.stack.manager import (
     LocalStack,
     StackStatus,
-    _is_recorded_process,
-    _log_tail,
-    _pdeathsig_preexec,
-    _port_free,
-    _port_holder,
-    _register_attached,
-    _state_lock,
-    _stop_processes,
-    _unregister_attached,
-    _Victim,
+)
+from voicelat.stack.processes import (
+    Victim,
+    is_recorded_process,
+    log_tail,
+    pdeathsig_preexec,
+    port_free,
+    port_holder,
+    register_attached,
+    state_lock,
+    stop_processes,
+    unregister_attached,
 )
 
 __all__ = [
@@ -275,7 +277,7 @@ def _write_agent_state(path: Path, entry: dict[str, Any] | None) -> None:
 
 
 def _alive(entry: dict[str, Any]) -> bool:
-    return _is_recorded_process(int(entry["pid"]), [str(a) for a in entry["cmdline"]])
+    return is_recorded_process(int(entry["pid"]), [str(a) for a in entry["cmdline"]])
 
 
 def _healthy(base_url: str, timeout: float = 2.0) -> bool:
@@ -311,7 +313,7 @@ class PipecatBot:
         check_agent_installed()
         script = bot_script()
         command = cfg.command(script)
-        with _state_lock(cfg.lock_file, wait_s=cfg.startup_timeout_s + 30.0):
+        with state_lock(cfg.lock_file, wait_s=cfg.startup_timeout_s + 30.0):
             reused = self._reuse(command)
             if reused is not None:
                 _emit(progress, f"reusing the bot running at {cfg.base_url}")
@@ -331,8 +333,8 @@ class PipecatBot:
             healthy = _healthy(cfg.base_url)
             return self._status(entry, running=True, healthy=healthy)
         detail = f"recorded pid {entry['pid']} is gone" if entry is not None else ""
-        if not _port_free(cfg.host, cfg.port):
-            holder = _port_holder(cfg.port)
+        if not port_free(cfg.host, cfg.port):
+            holder = port_holder(cfg.port)
             detail = f"port {cfg.port} is used by another program" + (
                 f", {holder}" if holder else ""
             )
@@ -346,19 +348,19 @@ class PipecatBot:
         Returns the bot's last status, or None if it was not running.
         """
         cfg = self.config
-        with _state_lock(cfg.lock_file, wait_s=cfg.startup_timeout_s + 30.0):
+        with state_lock(cfg.lock_file, wait_s=cfg.startup_timeout_s + 30.0):
             entry = _read_agent_state(cfg.state_file)
             stopped: AgentStatus | None = None
-            victims: list[_Victim] = []
+            victims: list[Victim] = []
             if entry is not None and _alive(entry):
                 popen = self._popen if self._popen and self._popen.pid == entry["pid"] else None
-                victims.append(_Victim("agent", int(entry["pid"]), popen))
+                victims.append(Victim("agent", int(entry["pid"]), popen))
                 stopped = self._status(entry, running=False, healthy=False)
                 _emit(progress, f"stopping pid {entry['pid']}")
             elif self._popen is not None and self._popen.poll() is None:
-                victims.append(_Victim("agent", self._popen.pid, self._popen))
-            _stop_processes(victims, cfg.stop_timeout_s)
-            _unregister_attached([v.pid for v in victims])
+                victims.append(Victim("agent", self._popen.pid, self._popen))
+            stop_processes(victims, cfg.stop_timeout_s)
+            unregister_attached([v.pid for v in victims])
             self._popen = None
             _write_agent_state(cfg.state_file, None)
             if entry is not None:
@@ -369,8 +371,8 @@ class PipecatBot:
         """Stop only what this instance started (the bot, then its attached stack)."""
         popen, self._popen = self._popen, None
         if popen is not None:
-            _stop_processes([_Victim("agent", popen.pid, popen)], self.config.stop_timeout_s)
-            _unregister_attached([popen.pid])
+            stop_processes([Victim("agent", popen.pid, popen)], self.config.stop_timeout_s)
+            unregister_attached([popen.pid])
             with contextlib.suppress(StackError, OSError):
                 entry = _read_agent_state(self.config.state_file)
                 if entry is not None and entry.get("pid") == popen.pid:
@@ -466,8 +468,8 @@ class PipecatBot:
         try:
             entry["startup_s"] = self._wait_ready(popen, progress)
         except BaseException:
-            _stop_processes([_Victim("agent", popen.pid, popen)], cfg.stop_timeout_s)
-            _unregister_attached([popen.pid])
+            stop_processes([Victim("agent", popen.pid, popen)], cfg.stop_timeout_s)
+            unregister_attached([popen.pid])
             self._popen = None
             _write_agent_state(cfg.state_file, None)
             raise
@@ -476,9 +478,9 @@ class PipecatBot:
 
     def _check_port(self) -> None:
         cfg = self.config
-        if _port_free(cfg.host, cfg.port):
+        if port_free(cfg.host, cfg.port):
             return
-        holder = _port_holder(cfg.port)
+        holder = port_holder(cfg.port)
         by = f" ({holder})" if holder else ""
         raise StackError(
             f"port {cfg.port} for the example bot on {cfg.host} is already in use by another "
@@ -501,10 +503,10 @@ class PipecatBot:
                 cwd=cfg.stack.state_root,
                 env=env,
                 start_new_session=True,  # its own group: stop reaches all of it
-                preexec_fn=None if detach else _pdeathsig_preexec(),
+                preexec_fn=None if detach else pdeathsig_preexec(),
             )
         if not detach:
-            _register_attached("agent", popen)
+            register_attached("agent", popen)
             self._popen = popen
         return popen, started
 
@@ -514,7 +516,7 @@ class PipecatBot:
         last_report = t0
         while True:
             if popen.poll() is not None:
-                tail = _log_tail(cfg.log_path)
+                tail = log_tail(cfg.log_path)
                 last = " | ".join(tail) if tail else "no output"
                 raise StackError(
                     f"the example bot exited with code {popen.returncode} during startup: "

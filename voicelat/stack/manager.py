@@ -10,25 +10,18 @@ pipeline run reuses servers that are already up instead of paying their startup 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
-import errno
-import fcntl
-import json
 import os
 import shlex
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
 import httpx
@@ -50,6 +43,20 @@ from voicelat.stack.config import (
     StackError,
     StackProgress,
 )
+from voicelat.stack.processes import (
+    Victim,
+    entry_running,
+    log_tail,
+    pdeathsig_preexec,
+    port_free,
+    port_holder,
+    read_state,
+    register_attached,
+    state_lock,
+    stop_processes,
+    unregister_attached,
+    write_state,
+)
 
 __all__ = [
     "LocalStack",
@@ -61,7 +68,6 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-_STATE_VERSION = 1
 _WARMUP_TTS_TEXT = "Ready when you are."
 # Seconds between "still waiting" progress reports.
 _PROGRESS_EVERY_S = 2.0
@@ -218,304 +224,6 @@ def build_commands(config: StackConfig, assets: StackAssets) -> dict[str, list[s
 
 
 # ---------------------------------------------------------------------------------------
-# Processes
-# ---------------------------------------------------------------------------------------
-
-_HAVE_PROC = Path("/proc/self/cmdline").exists()
-
-
-def _proc_cmdline(pid: int) -> list[str] | None:
-    """argv of a live process, None if gone or a zombie (whose cmdline is empty)."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    if not raw:
-        return None
-    return [part.decode(errors="replace") for part in raw.rstrip(b"\0").split(b"\0")]
-
-
-def _pid_alive(pid: int) -> bool:
-    """The process exists and some thread of it is not a zombie.
-
-    Per thread, not per process: a killed multi-threaded server shows its leader as a
-    zombie while other threads are still exiting, and until the last one is gone its
-    sockets stay open (its port is still taken).
-    """
-    if _HAVE_PROC:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            return False
-        for tid in tids:
-            try:
-                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            except OSError:
-                continue
-            # The state letter follows the parenthesised command name (may hold spaces).
-            if stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"]):
-                return True
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _is_recorded_process(pid: int, cmdline: list[str]) -> bool:
-    """``pid`` is alive and still runs ``cmdline`` (guards against a recycled pid)."""
-    if not _HAVE_PROC:
-        return _pid_alive(pid)
-    return _proc_cmdline(pid) == cmdline
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    # start_new_session=True made the server the leader of group `pid`.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
-
-
-@dataclass
-class _Victim:
-    name: str
-    pid: int
-    popen: subprocess.Popen[bytes] | None = None
-
-    def alive(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        return _pid_alive(self.pid)
-
-
-def _stop_processes(victims: list[_Victim], timeout_s: float) -> None:
-    """SIGTERM every group, wait up to ``timeout_s`` for all, SIGKILL what is left.
-
-    All at once rather than one by one: stopping three servers costs one timeout at most.
-    """
-    for v in victims:
-        try:
-            _signal_group(v.pid, signal.SIGTERM)
-        except PermissionError:
-            raise StackError(
-                f"cannot stop {v.name} (pid {v.pid}): permission denied; "
-                f"it belongs to another user, stop it as that user"
-            ) from None
-    deadline = time.monotonic() + timeout_s
-    while any(v.alive() for v in victims) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for v in victims:
-        # Also reaches anything the server left behind in its group after it exited.
-        with contextlib.suppress(PermissionError):
-            _signal_group(v.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 2.0
-    while any(v.alive() for v in victims) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for v in victims:
-        if v.popen is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                v.popen.wait(timeout=0.5)  # reap: no zombie left behind in this process
-
-
-# Children started by attached (non-detached) stacks of this process: stopped at exit
-# even if nobody called release()/down() (an exception that escaped, sys.exit, SIGTERM).
-_ATTACHED: dict[int, tuple[str, subprocess.Popen[bytes]]] = {}
-_ATTACHED_LOCK = threading.Lock()
-_ATEXIT_REGISTERED = False
-
-
-def _cleanup_attached() -> None:
-    with _ATTACHED_LOCK:
-        items = list(_ATTACHED.items())
-        _ATTACHED.clear()
-    victims = [_Victim(name, pid, popen) for pid, (name, popen) in items]
-    if victims:
-        with contextlib.suppress(Exception):
-            _stop_processes(victims, 3.0)
-
-
-def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
-    # Turn SIGTERM/SIGHUP into SystemExit so `with` blocks and atexit run and the
-    # servers are stopped; the default action would kill Python without any cleanup.
-    raise SystemExit(128 + signum)
-
-
-def _register_attached(name: str, popen: subprocess.Popen[bytes]) -> None:
-    global _ATEXIT_REGISTERED
-    with _ATTACHED_LOCK:
-        _ATTACHED[popen.pid] = (name, popen)
-        if not _ATEXIT_REGISTERED:
-            atexit.register(_cleanup_attached)
-            _ATEXIT_REGISTERED = True
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            # Only replace the default action: an application's own handler wins.
-            if signal.getsignal(sig) is signal.SIG_DFL:
-                signal.signal(sig, _exit_on_signal)
-
-
-def _unregister_attached(pids: list[int]) -> None:
-    with _ATTACHED_LOCK:
-        for pid in pids:
-            _ATTACHED.pop(pid, None)
-
-
-def _pdeathsig_preexec() -> Callable[[], None] | None:
-    """Linux: make the kernel SIGTERM the child if this process dies, even by SIGKILL.
-
-    Only from the main thread: the signal fires when the *thread* that forked exits, and a
-    worker thread may end long before the process does.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-    pr_set_pdeathsig = 1
-
-    def preexec() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGTERM))
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
-
-
-def _log_tail(path: Path, lines: int = 3) -> tuple[str, ...]:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ()
-    kept = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("# ")]
-    return tuple(kept[-lines:])
-
-
-# ---------------------------------------------------------------------------------------
-# Ports
-# ---------------------------------------------------------------------------------------
-
-
-def _port_free(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        # SO_REUSEADDR like the servers themselves: a TIME_WAIT left by a server we just
-        # stopped does not make the port busy for them, so it must not for us either.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return False
-            raise StackError(f"cannot bind {host}:{port}: {exc.strerror}") from None
-    return True
-
-
-def _port_holder(port: int) -> str | None:
-    """Best effort (Linux): ``pid N (command)`` of the process bound to ``port``."""
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            cols = row.split()
-            # 0A = LISTEN, 07 = bound but not listening; inode 0 = no owner (TIME_WAIT).
-            if len(cols) > 9 and cols[3] in ("0A", "07") and cols[9] != "0":
-                with contextlib.suppress(ValueError):
-                    if int(cols[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(f"socket:[{cols[9]}]")
-    if not inodes:
-        return None
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            for fd in (proc / "fd").iterdir():
-                if os.readlink(fd) in inodes:
-                    cmd = " ".join(_proc_cmdline(int(proc.name)) or ["?"])
-                    if len(cmd) > 80:
-                        cmd = cmd[:77] + "..."
-                    return f"pid {proc.name}: {cmd}"
-        except OSError:
-            continue
-    return None
-
-
-# ---------------------------------------------------------------------------------------
-# State file and lock
-# ---------------------------------------------------------------------------------------
-
-
-def _read_state(path: Path) -> dict[str, dict[str, Any]]:
-    try:
-        data: Any = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError):
-        return {}  # unreadable: treat as nothing recorded (up rewrites it)
-    servers = data.get("servers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        return {}
-    return {
-        name: entry
-        for name, entry in servers.items()
-        if name in SERVER_NAMES
-        and isinstance(entry, dict)
-        and isinstance(entry.get("pid"), int)
-        and isinstance(entry.get("cmdline"), list)
-    }
-
-
-def _write_state(path: Path, servers: dict[str, dict[str, Any]]) -> None:
-    if not servers:
-        path.unlink(missing_ok=True)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"version": _STATE_VERSION, "servers": servers}, indent=2) + "\n")
-    os.replace(tmp, path)  # readers (status) never see a half-written file
-
-
-def _entry_running(entry: dict[str, Any]) -> bool:
-    return _is_recorded_process(int(entry["pid"]), [str(a) for a in entry["cmdline"]])
-
-
-@contextlib.contextmanager
-def _state_lock(path: Path, wait_s: float) -> Iterator[None]:
-    """Exclusive lock between processes (and threads) sharing a state directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise StackError(
-                        f"another voicelat process is starting or stopping the stack "
-                        f"(lock {path} held for {wait_s:.0f} s); wait for it to finish"
-                    ) from None
-                time.sleep(0.1)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
-# ---------------------------------------------------------------------------------------
 # Async helpers
 # ---------------------------------------------------------------------------------------
 
@@ -612,10 +320,10 @@ class LocalStack:
         emit = _emitter(progress)
         check_installed()
         cfg.log_dir.mkdir(parents=True, exist_ok=True)
-        with _state_lock(cfg.lock_file, wait_s=timeout + 30.0):
+        with state_lock(cfg.lock_file, wait_s=timeout + 30.0):
             assets = prepare_assets(cfg, progress)
             commands = build_commands(cfg, assets)
-            state = _read_state(cfg.state_file)
+            state = read_state(cfg.state_file)
             reused, to_start = self._plan(state, commands, emit)
             for name in to_start:
                 self._check_port(name)
@@ -627,24 +335,24 @@ class LocalStack:
                     state[name] = launches[name].entry(cfg)
                 # Record before waiting: if this process is killed mid-startup, the next
                 # `up` or `down` still finds the pids.
-                _write_state(cfg.state_file, state)
+                write_state(cfg.state_file, state)
                 if launches:
                     deadline = time.monotonic() + timeout
                     _run_sync(lambda: self._wait_all(list(launches.values()), deadline, emit))
                 for name, launch in launches.items():
                     state[name] = launch.entry(cfg)
-                _write_state(cfg.state_file, state)
+                write_state(cfg.state_file, state)
             except BaseException:
                 # Includes KeyboardInterrupt: nothing this call started may outlive it.
-                _stop_processes(
-                    [_Victim(n, ln.popen.pid, ln.popen) for n, ln in launches.items()],
+                stop_processes(
+                    [Victim(n, ln.popen.pid, ln.popen) for n, ln in launches.items()],
                     cfg.stop_timeout_s,
                 )
-                _unregister_attached([ln.popen.pid for ln in launches.values()])
+                unregister_attached([ln.popen.pid for ln in launches.values()])
                 for name in launches:
                     state.pop(name, None)
                 with contextlib.suppress(OSError):
-                    _write_state(cfg.state_file, state)
+                    write_state(cfg.state_file, state)
                 raise
             self._launches.update(launches)
         servers = []
@@ -658,8 +366,8 @@ class LocalStack:
     def status(self) -> StackStatus:
         """What is running now (from the state file), each running server probed for health."""
         cfg = self.config
-        state = _read_state(cfg.state_file)
-        running = {name: e for name, e in state.items() if _entry_running(e)}
+        state = read_state(cfg.state_file)
+        running = {name: e for name, e in state.items() if entry_running(e)}
         healthy: dict[str, bool] = {}
         if running:
             healthy = _run_sync(lambda: self._probe_many(list(running)))
@@ -680,8 +388,8 @@ class LocalStack:
                 detail = f"recorded pid {entry['pid']} is gone"
             port = cfg.port(name)
             with contextlib.suppress(StackError):
-                if not _port_free(cfg.host, port):
-                    holder = _port_holder(port)
+                if not port_free(cfg.host, port):
+                    holder = port_holder(port)
                     detail = f"port {port} is used by another program" + (
                         f", {holder}" if holder else ""
                     )
@@ -708,24 +416,24 @@ class LocalStack:
         cfg = self.config
         emit = _emitter(progress)
         stopped: list[ServerStatus] = []
-        with _state_lock(cfg.lock_file, wait_s=cfg.startup_timeout_s + 30.0):
-            state = _read_state(cfg.state_file)
-            victims: list[_Victim] = []
+        with state_lock(cfg.lock_file, wait_s=cfg.startup_timeout_s + 30.0):
+            state = read_state(cfg.state_file)
+            victims: list[Victim] = []
             for name, entry in state.items():
-                if not _entry_running(entry):
+                if not entry_running(entry):
                     continue
                 launch = self._launches.get(name)
                 popen = launch.popen if launch and launch.popen.pid == entry["pid"] else None
-                victims.append(_Victim(name, int(entry["pid"]), popen))
+                victims.append(Victim(name, int(entry["pid"]), popen))
                 stopped.append(self._entry_status(name, entry, healthy=False))
                 emit(name, f"stopping pid {entry['pid']}")
             # Our own children even if the state file lost them (deleted by hand).
             recorded = {v.pid for v in victims}
             for name, launch in self._launches.items():
                 if launch.popen.pid not in recorded and launch.popen.poll() is None:
-                    victims.append(_Victim(name, launch.popen.pid, launch.popen))
-            _stop_processes(victims, cfg.stop_timeout_s)
-            _unregister_attached([v.pid for v in victims])
+                    victims.append(Victim(name, launch.popen.pid, launch.popen))
+            stop_processes(victims, cfg.stop_timeout_s)
+            unregister_attached([v.pid for v in victims])
             self._launches.clear()
             cfg.state_file.unlink(missing_ok=True)
         return stopped
@@ -739,16 +447,16 @@ class LocalStack:
         self._launches.clear()
         # Stop first, without the lock: our own children must go even if another
         # process holds the lock for a long time.
-        _stop_processes(
-            [_Victim(ln.name, ln.popen.pid, ln.popen) for ln in launches], cfg.stop_timeout_s
+        stop_processes(
+            [Victim(ln.name, ln.popen.pid, ln.popen) for ln in launches], cfg.stop_timeout_s
         )
-        _unregister_attached([ln.popen.pid for ln in launches])
-        with contextlib.suppress(StackError, OSError), _state_lock(cfg.lock_file, wait_s=5.0):
-            state = _read_state(cfg.state_file)
+        unregister_attached([ln.popen.pid for ln in launches])
+        with contextlib.suppress(StackError, OSError), state_lock(cfg.lock_file, wait_s=5.0):
+            state = read_state(cfg.state_file)
             pids = {ln.popen.pid for ln in launches}
             for name in [n for n, e in state.items() if e["pid"] in pids]:
                 del state[name]
-            _write_state(cfg.state_file, state)
+            write_state(cfg.state_file, state)
 
     def __enter__(self) -> Self:
         return self
@@ -805,7 +513,7 @@ class LocalStack:
     ) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """Split the servers into healthy recorded ones to reuse and ones to start."""
         cfg = self.config
-        running = {name: e for name, e in state.items() if _entry_running(e)}
+        running = {name: e for name, e in state.items() if entry_running(e)}
         for name in [n for n in state if n not in running]:
             del state[name]  # a stale record: the process is gone
         for name, recorded in running.items():
@@ -828,7 +536,7 @@ class LocalStack:
             if entry is not None:
                 # Recorded by us but not answering (hung): replace it.
                 emit(name, f"pid {entry['pid']} is not answering; restarting it")
-                _stop_processes([_Victim(name, int(entry["pid"]))], cfg.stop_timeout_s)
+                stop_processes([Victim(name, int(entry["pid"]))], cfg.stop_timeout_s)
                 del state[name]
             to_start.append(name)
         return reused, to_start
@@ -836,9 +544,9 @@ class LocalStack:
     def _check_port(self, name: str) -> None:
         cfg = self.config
         port = cfg.port(name)
-        if _port_free(cfg.host, port):
+        if port_free(cfg.host, port):
             return
-        holder = _port_holder(port)
+        holder = port_holder(port)
         by = f" ({holder})" if holder else ""
         raise StackError(
             f"port {port} for {name} on {cfg.host} is already in use by another program{by}; "
@@ -865,16 +573,16 @@ class LocalStack:
                 # Own process group: stop reaches the whole server, and the terminal's
                 # Ctrl-C does not (an attached run stops it itself, in order).
                 start_new_session=True,
-                preexec_fn=None if detach else _pdeathsig_preexec(),
+                preexec_fn=None if detach else pdeathsig_preexec(),
             )
         t_spawn = time.monotonic()
         if not detach:
-            _register_attached(name, popen)
+            register_attached(name, popen)
         return _Launch(name, popen, cmdline, log_path, t_spawn, started, detached=detach)
 
     def _exited_error(self, launch: _Launch) -> ServerExitedError:
         code = launch.popen.poll()
-        tail = _log_tail(launch.log_path)
+        tail = log_tail(launch.log_path)
         last = " | ".join(tail) if tail else "no output"
         return ServerExitedError(
             f"{launch.name} server exited with code {code} during startup: {last} "
