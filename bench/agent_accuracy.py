@@ -7,7 +7,8 @@ For each transport (``twilio``, ``pipecat-ws``, ``webrtc``) a real Pipecat bot o
 runs in its own process (tests/agents/pipecat_agent.py: FastAPIWebsocketTransport +
 TwilioFrameSerializer; tests/agents/pipecat_transport_agent.py: the websocket server transport
 + ProtobufFrameSerializer, or SmallWebRTC; Silero VAD, a canned tone reply after the VAD's
-stop). voicelat runs real turns on the bundled fixtures through the agent turn engine (one
+stop; 100 ms of digital silence first, except over WebRTC, whose line is digital silence).
+voicelat runs real turns on the bundled fixtures through the agent turn engine (one
 warm-up, one call per turn), with ``[output] save_audio``. Per measured turn, e2e three ways:
 
 - **events**: the turn's e2e, ``output_first_audible - speech_end``; ``output_first_audible``
@@ -155,9 +156,11 @@ def agent_for(transport: str, port: int) -> Iterator[tuple[dict[str, Any], Any]]
             yield {"stage": "twilio", "url": f"{url}/twilio", "reply_idle_ms": 500}, Twilio
         return
     kind = "ws" if transport == "pipecat-ws" else "webrtc"
-    # WebRTC's line carries digital silence between replies: the clip's lead would be part of
-    # it, so the reply starts at its tone on both pipecat transports.
-    with pipecat_agent(kind, port, "--stop-ms", str(STOP_MS), "--lead-ms", "0"):
+    # A lead of digital silence puts the first audible sample chunks into the reply (a sink
+    # timeline with underruns before it); WebRTC's line carries digital silence between
+    # replies, so there the lead would be the line's and its reply starts at the tone.
+    lead = "100" if kind == "ws" else "0"
+    with pipecat_agent(kind, port, "--stop-ms", str(STOP_MS), "--lead-ms", lead):
         if kind == "ws":
             yield (
                 {"stage": "pipecat-ws", "url": f"ws://127.0.0.1:{port}", "reply_idle_ms": 300},

@@ -12,12 +12,10 @@ import sys
 import numpy as np
 import pytest
 
+from bench.agent_accuracy import sliding_onset, timeline
 from tests.helpers import ROOT
-
-sys.path.insert(0, str(ROOT))
-from bench.agent_accuracy import sliding_onset, timeline  # noqa: E402
-from voicelat.audio import first_audible_sample  # noqa: E402
-from voicelat.audio.wav import PCM  # noqa: E402
+from voicelat.audio import first_audible_sample
+from voicelat.audio.wav import PCM
 
 BENCH = ROOT / "bench" / "agent_accuracy.py"
 RATE = 8000
