@@ -115,6 +115,30 @@ async def test_fake_clock_underrun_is_exact_and_recorded(tmp_path: Path) -> None
     assert not rec[320:1040].any() and rec[1040:].any()
 
 
+async def test_the_recording_keeps_time_over_many_sub_sample_underruns(tmp_path: Path) -> None:
+    """A reply streamed in real time underruns at most chunks, each by a fraction of a sample:
+    the recording must not lose those fractions (sample i played at started + i / rate), or
+    the first audible sample drifts early in it by up to a sample per underrun."""
+    ft = FakeTime()
+    path = tmp_path / "out.wav"
+    sink = SimulatedSink(clock=ft.clock, sleep=ft.sleep, record_path=path)
+    play = asyncio.create_task(sink.play())
+    step = 20 * MS + 30_000  # each chunk 30 us late: 0.48 of a sample at 16 kHz
+    for i in range(30):
+        ft.clock.advance(step if i else 0)
+        sink.feed(bytes(640), RATE, i * step)  # 20 ms of digital silence
+        await settle()
+    ft.clock.advance(step)
+    sink.feed(silence_then_tone(0.0, 0.02), RATE, 30 * step)
+    sink.finish()
+    await play
+    assert sink.underruns >= 29 and sink.first_audible_ns is not None and sink.started_ns == 0
+    rec = read_wav(path).to_array()
+    onset = int(np.flatnonzero(np.abs(rec) > 327)[0])
+    heard = sink.started_ns + onset * 1_000_000_000 // RATE
+    assert abs(heard - sink.first_audible_ns) <= 1_000_000_000 // RATE  # within one sample
+
+
 async def test_cancel_stops_playback_at_once() -> None:
     sink = SimulatedSink()
     sink.feed(silence_then_tone(0.0, 1.0), RATE, time.perf_counter_ns())

@@ -1,5 +1,5 @@
 """The agent-transport bench, run as users run it (2 turns per transport, real Pipecat bots):
-it splits every turn, and the remainders are where docs/AGENTS-TRANSPORTS.md says (generous
+it splits every turn, and the remainders are where docs/AGENTS.md says (generous
 bounds; the figures themselves live there)."""
 
 from __future__ import annotations

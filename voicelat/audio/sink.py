@@ -98,6 +98,7 @@ class SimulatedSink:
         self._dry_since_ns: int | None = None  # the buffer ran dry at this time (an underrun)
         self._played_final: int | None = None
         self._recorded: list[bytes] = []
+        self._record_silence = 0  # samples of underrun silence in the recording
 
     @property
     def finished(self) -> bool:
@@ -250,7 +251,14 @@ class SimulatedSink:
         self.underrun_total_ns += restart - due
         self._dry_since_ns = None
         if self.record_path is not None and self.rate is not None:
-            self._recorded.append(bytes(2 * ((restart - due) * self.rate // NS_PER_S)))
+            # Silence up to the restart's place on the recording's sample grid (sample i at
+            # started + i / rate): each gap's own length rounded would lose up to a sample
+            # per underrun, and a reply streamed in real time underruns at most chunks.
+            anchor = self._segments[0][1]
+            at = ((restart - anchor) * self.rate + NS_PER_S // 2) // NS_PER_S
+            silence = at - self.fed_samples - self._record_silence
+            self._record_silence += max(0, silence)
+            self._recorded.append(bytes(2 * max(0, silence)))
 
     def _played_by(self, t_ns: int) -> int:
         """Samples whose frame started at or before ``t_ns`` (a frame: ``frame_ms`` of audio)."""

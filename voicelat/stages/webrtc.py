@@ -67,7 +67,7 @@ _FRAME_S = 0.02
 #: aiortc's audio jitter buffer: 16 packets, a frame released once 4 later ones are in.
 _JITTER_CAPACITY = 16
 #: After RTVI ``bot-stopped-speaking`` the reply ends this long after its last sound: the
-#: message outruns the audio (the RTP path is ~100 ms on loopback, docs/AGENTS-TRANSPORTS.md).
+#: message outruns the audio (the RTP path is ~100 ms on loopback, docs/AGENTS.md).
 _END_MARK_GRACE_NS = 300 * NS_PER_MS
 
 
