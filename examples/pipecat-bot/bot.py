@@ -320,9 +320,11 @@ def _serializer_twilio(start: dict[str, Any], args: argparse.Namespace) -> Any:
         stream_sid=start["streamSid"],
         call_sid=start.get("callSid"),
         # No credentials here and no call to hang up through Twilio's REST API.
-        params=TwilioFrameSerializer.InputParams(
-            auto_hang_up=False, twilio_sample_rate=8000, sample_rate=args.twilio_out_rate
-        ),
+        # No sample_rate: it overrides the pipeline's INPUT rate. Set to the output rate
+        # (8 kHz) it tagged the caller's audio 8 kHz inside a 16 kHz pipeline, so the VAD and
+        # Whisper heard it at twice its speed ("No, no, no" for "Turn off the lights", or
+        # nothing). The reply is resampled to twilio_sample_rate whatever the pipeline's rate.
+        params=TwilioFrameSerializer.InputParams(auto_hang_up=False, twilio_sample_rate=8000),
     )
 
 

@@ -431,6 +431,30 @@ def test_stop_releases_the_port_and_is_idempotent() -> None:
         assert again.url == f"http://127.0.0.1:{port}/v1/traces"
 
 
+def test_a_kept_alive_exporter_reaches_the_next_receiver_on_the_port() -> None:
+    """One exporter session for the agent's life, one receiver per run on the same port:
+    stopping a receiver ends its open connections, so the session's next batch reaches the
+    next one (it used to live on in the stopped receiver's handler thread, every span lost).
+    A requests session, as the SDK's OTLP exporter keeps (urllib3's keep-alive pool)."""
+    import requests
+
+    rx = TraceReceiver(port=0)
+    rx.start()
+    port = rx.port
+    headers = {"Content-Type": "application/x-protobuf"}
+    with requests.Session() as session:
+        _, spans = record_turn(None)
+        body = encode_spans(spans).SerializeToString()
+        assert session.post(rx.url, data=body, headers=headers, timeout=5).status_code == 200
+        rx.stop()
+        with TraceReceiver(port=port) as again:
+            stamps, spans = record_turn(None)
+            body = encode_spans(spans).SerializeToString()
+            assert session.post(again.url, data=body, headers=headers, timeout=5).ok
+            check_placed(collect(again, (stamps["turn_start"], stamps["turn_end"])), stamps)
+    assert rx.accepted == 1  # nothing more went to the stopped one
+
+
 def test_the_oldest_traces_go_when_the_cap_is_reached() -> None:
     with TraceReceiver(port=0, max_spans=3) as rx:
         for i in range(5):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import contextlib
 import json
 import socket
 import threading
@@ -357,7 +358,7 @@ class TraceReceiver:
         self.clock_offset_ns = clock_offset_ns
         self.offset_uncertainty_ns = offset_uncertainty_ns
         self._store = _Store(max_spans)
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._counts_lock = threading.Lock()
         self.accepted = 0  # requests answered 200
@@ -397,6 +398,7 @@ class TraceReceiver:
         if server is None:
             return
         server.shutdown()
+        server.close_connections()
         server.server_close()
         if self._thread is not None:
             self._thread.join(5)
@@ -489,6 +491,30 @@ class _Server(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6  # "::1": loopback over IPv6
         super().__init__(address, handler)
+
+        # The connections being served: stop() must close them, or an exporter's keep-alive
+        # connection lives on in its handler thread and feeds a stopped receiver's store
+        # (the next run's receiver on the same port never saw a span).
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End every connection still open: its client reconnects to whoever listens next."""
+        with self._open_lock:
+            still_open = list(self._open)
+        for conn in still_open:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         return None  # a reset or timed-out client is its own problem: no traceback on stderr
