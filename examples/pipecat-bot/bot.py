@@ -302,7 +302,10 @@ async def run_pipeline(
         enable_tracing=args.tracing,
         enable_turn_tracking=True,
         conversation_id=conversation_id,
-        additional_span_attributes=attributes,
+        # Its VAD's stop_secs on the conversation span (docs/AGENT-TRACES.md): voicelat then
+        # places the agent's endpoint at the VAD's decision, as its own endpointing means,
+        # so the VAD's hangover counts in `endpointing`, not in `stt`.
+        additional_span_attributes={**attributes, "voicelat.vad_stop_secs": args.vad_stop_secs},
         idle_timeout_secs=None,
     )
 

@@ -40,6 +40,8 @@ TRANSPORTS = ("twilio", "pipecat-ws", "webrtc")
 #: The two shortest bundled fixtures (3.2 and 3.3 s of audio, speech ending at 1.7-1.8 s).
 FIXTURES = ("kitchen_lights", "rain_tomorrow")
 MS = 1_000_000
+#: The bot's --vad-stop-secs default (examples/pipecat-bot/bot.py), stated on its spans.
+VAD_STOP_MS = 200
 #: Pipecat's TTFBs are floats in seconds on the spans; voicelat's split places them as integer
 #: ns, so the same duration may differ by a rounding: well under this.
 ROUNDING_NS = MS
@@ -85,7 +87,9 @@ def _pipeline(transport: str, port: int, trace_port: int, out: Path) -> Path:
     text = (ROOT / "pipelines" / f"agent-{transport}.toml").read_text()
     assert "127.0.0.1:7860" in text and '\ntraces = "pipecat"\n' in text
     text = text.replace("127.0.0.1:7860", f"127.0.0.1:{port}")
-    text = text.replace('\ntraces = "pipecat"\n', f'\ntraces = "pipecat"\ntrace_port = {trace_port}\n')
+    text = text.replace(
+        '\ntraces = "pipecat"\n', f'\ntraces = "pipecat"\ntrace_port = {trace_port}\n'
+    )
     path = out / f"agent-{transport}.toml"
     path.write_text(text)
     return path
@@ -151,9 +155,11 @@ def _assert_reported(turn: Turn) -> None:
     assert all(isinstance(v, float) and v > 0 for v in reported.values()), _why(turn)
     # Same span, same start: voicelat's tts_ttfb is Pipecat's TTS TTFB placed on our clock.
     assert abs(seg["tts_ttfb"] - reported["tts"] * MS) <= ROUNDING_NS, _why(turn)
-    # Pipecat's STT TTFB runs from its end of speech (where voicelat puts agent_endpoint: the
-    # bot states no VAD stop_secs) to the transcript, voicelat's stt segment exactly.
-    assert abs(seg["stt"] - reported["stt"] * MS) <= ROUNDING_NS, _why(turn)
+    # Pipecat's STT TTFB runs from its end of speech (the VAD's stop time - stop_secs) to the
+    # transcript; the bot states its stop_secs, so voicelat's agent_endpoint is the VAD's
+    # decision and its stt segment is Pipecat's TTFB less the VAD's hangover.
+    assert abs(seg["stt"] - (reported["stt"] - VAD_STOP_MS) * MS) <= ROUNDING_NS, _why(turn)
+    assert seg["endpointing"] >= (VAD_STOP_MS - 50) * MS, _why(turn)  # the hangover is in it
     # The LLM's: voicelat's llm_ttft holds Pipecat's (request -> first token) and the wait
     # before the request (LLM_GAP_BOUND_NS says what).
     gap = seg["llm_ttft"] - reported["llm"] * MS
