@@ -78,10 +78,14 @@ class FakeTraces:
 
     def __init__(self, *, broken: bool = False) -> None:
         self.windows: list[tuple[int, int]] = []
+        self.conversations: list[str | None] = []
         self.broken = broken
 
-    async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]:
+    async def spans_for(
+        self, window: tuple[int, int], *, wait_s: float, conversation: str | None = None
+    ) -> list[AgentSpan]:
         self.windows.append(window)
+        self.conversations.append(conversation)
         if self.broken:
             raise ConnectionError("receiver gone")
         return []
@@ -157,6 +161,30 @@ async def test_trace_source_splits_the_turn(
         assert turn.figures["agent_response_ns"] == (
             turn.milestones["first_audio"] - turn.milestones["speech_end"]
         )
+
+
+class CallingAgent(FakeAgent):
+    """A stage that knows the id its agent names each call by (as twilio, pipecat-ws, webrtc)."""
+
+    calls = 0
+    call_id: str | None = None
+
+    async def converse(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
+        CallingAgent.calls += 1
+        self.call_id = f"call-{CallingAgent.calls}"
+        async for event in super().converse(audio):
+            yield event
+
+
+async def test_the_traces_are_asked_for_the_stages_call(tmp_path: Path, fixtures_dir: Path) -> None:
+    """Calls at once (--concurrency) overlap in time: the window alone cannot tell their traces
+    apart, the call id the agent puts on its spans can."""
+    traces = FakeTraces()
+    CallingAgent.calls = 0
+    await _run(tmp_path, fixtures_dir, CallingAgent(), traces)
+    assert traces.conversations == ["call-1", "call-2"]
+    await _run(tmp_path / "plain", fixtures_dir, FakeAgent(), plain := FakeTraces())
+    assert plain.conversations == [None, None]  # no id: the window alone
 
 
 async def test_a_broken_trace_source_leaves_the_turn_black_box(

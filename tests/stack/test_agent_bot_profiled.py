@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.stack.test_agent_bot import _free_ports
+from tests.tui.helpers import text_of
 from voicelat.cli.main import main
 from voicelat.core.contract import AGENT_TRACED_SEGMENTS
 from voicelat.core.errors import EXIT_OK
@@ -192,8 +193,6 @@ def test_text_report_and_tui_show_the_split_and_the_transport_remainder(
     rows = {line.split()[0] for line in report.splitlines() if line.strip()}
     assert {"endpointing", "stt", "llm_ttft", "tts_ttfb", "transport", "e2e"} <= rows, report
     model = RunModel.from_loaded(load_run(run_dir))
-    from tests.tui.helpers import text_of
-
     detail = text_of(turn_detail(model.turns[0], {}, 50), width=140)
     assert "transport" in detail and "response (measured, black box)" in detail, detail
     assert "agent-reported TTFB stt" in detail, detail

@@ -33,9 +33,13 @@ __all__ = ["AgentTurnEngine", "TraceSource"]
 class TraceSource(Protocol):
     """Where the agent's spans of a turn come from (the trace receiver). A source may also
     have ``clock_info() -> dict`` (the placement's offset and uncertainty): a traced turn
-    records it in its ``extra``."""
+    records it in its ``extra``. ``conversation`` (only passed when the stage knows its
+    call's id): just the traces naming that call, so calls at once (``--concurrency``) are
+    told apart."""
 
-    async def spans_for(self, window: tuple[int, int], *, wait_s: float) -> list[AgentSpan]: ...
+    async def spans_for(
+        self, window: tuple[int, int], *, wait_s: float, conversation: str | None = None
+    ) -> list[AgentSpan]: ...
 
 
 @dataclass
@@ -63,18 +67,27 @@ class AgentTurnEngine(S2STurnEngine):
                 "an agent turn needs an AgentStageSet (a pipeline with an [agent] table)"
             )
         await super().body(planned, inp, rec, stages, source=source, sink=sink)
-        await self.read_trace(rec)
+        call_id = getattr(stages.agent, "call_id", None)
+        await self.read_trace(rec, call_id if isinstance(call_id, str) else None)
 
-    async def read_trace(self, rec: TurnRecorder) -> None:
+    async def read_trace(self, rec: TurnRecorder, call_id: str | None = None) -> None:
         """Hand ``rec`` the split of the agent's spans of this turn (None when nothing maps);
-        a trace source that fails flags the turn and leaves it black-box."""
+        a trace source that fails flags the turn and leaves it black-box. ``call_id``: the
+        id the agent names this call by in its traces (the stage's ``call_id``: a Twilio
+        call SID, pipecat-ws ``call_id_param``, a WebRTC ``pc_id``)."""
         traces = self.pipeline.agent_traces
         if self.trace_source is None or traces.mapping == "none" or not rec.t0_ns:
             return
         assert isinstance(rec, AgentRecorder)
         window = (rec.t0_ns, self.clock.now_ns())
         try:
-            spans = await self.trace_source.spans_for(window, wait_s=traces.wait_ms / 1000)
+            wait_s = traces.wait_ms / 1000
+            if call_id is None:
+                spans = await self.trace_source.spans_for(window, wait_s=wait_s)
+            else:
+                spans = await self.trace_source.spans_for(
+                    window, wait_s=wait_s, conversation=call_id
+                )
         except Exception as exc:
             rec.flag(f"trace_error:{type(exc).__name__}")
             return

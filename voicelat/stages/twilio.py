@@ -88,6 +88,8 @@ class Twilio(WsStage):
             table, WsOptions(base_url=o.url, api_key_env=o.api_key_env, timeout_s=o.timeout_s)
         )
         self._call: TwilioProtocol | None = None
+        #: The current call's SID: the bot's traces name it as their conversation.
+        self.call_id: str | None = None
 
     def _url(self) -> str:
         return self.options.url
@@ -148,6 +150,7 @@ class Twilio(WsStage):
         call = conn.extra.get("call")
         assert isinstance(call, TwilioProtocol)
         self._call = call
+        self.call_id = call.call_sid
         return call
 
     async def _line(self, audio: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
