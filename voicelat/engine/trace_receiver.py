@@ -495,23 +495,23 @@ class _Server(ThreadingHTTPServer):
         # The connections being served: stop() must close them, or an exporter's keep-alive
         # connection lives on in its handler thread and feeds a stopped receiver's store
         # (the next run's receiver on the same port never saw a span).
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
+        with self._conns_lock:
+            self._conns.add(request)
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
+        with self._conns_lock:
+            self._conns.discard(request)
         super().shutdown_request(request)
 
     def close_connections(self) -> None:
         """End every connection still open: its client reconnects to whoever listens next."""
-        with self._open_lock:
-            still_open = list(self._open)
+        with self._conns_lock:
+            still_open = list(self._conns)
         for conn in still_open:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
