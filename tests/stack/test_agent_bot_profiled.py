@@ -10,7 +10,8 @@ Every turn must have e2e and the black-box figures; with the bot's traces its se
 traced split, which sums exactly to e2e with nothing negative or clamped, and Pipecat's own
 TTFBs sit beside voicelat's figures, agreeing with what the split derived from the same spans.
 The same runs then show in the text report (`voicelat view`, piped) and in the TUI's turn
-detail, and `voicelat compare` ranks the three transports.
+detail, and `voicelat compare` ranks the three transports. Two calls at once
+(`--concurrency 2`, each split by its own call's trace) are `slow`.
 """
 
 from __future__ import annotations
@@ -206,3 +207,26 @@ def test_compare_ranks_the_three_transports(runs: dict[str, Path], tmp_path: Pat
     assert sorted(c["rank"] for c in ranked.values()) == [1, 2, 3], ranked.keys()
     for combo in ranked.values():
         assert {"transport", "llm_ttft", "endpointing"} <= set(combo["segments"])
+
+
+@pytest.mark.slow
+def test_two_calls_at_once_each_get_their_own_trace(
+    bot: tuple[PipecatBot, int], fixtures_dir: Path, tmp_path: Path
+) -> None:
+    """`--concurrency 2`: two calls overlap in time, so the turn's window holds both calls'
+    spans; the engine asks the receiver for the stage's own call (the Twilio call SID the bot
+    names its conversation by), so each turn is split by its own trace, not flagged
+    trace_multiple_turns or split by the other call's."""
+    manager, trace_port = bot
+    pipeline = _pipeline("twilio", manager.config.port, trace_port, tmp_path)
+    run_dir = tmp_path / "concurrent"
+    argv = ["run", "-p", str(pipeline), "-f", str(fixtures_dir), "-w", "0", "-c", "2"]
+    assert main([*argv, "-o", str(run_dir), "-q"]) == EXIT_OK
+    turns = _turns(run_dir)
+    for turn in turns:
+        _assert_black_box(turn)
+        _assert_traced(turn)
+        _assert_reported(turn)
+    first, second = sorted(turns, key=lambda t: t.t0_ns)
+    # The two calls really overlapped: the second began before the first's reply was over.
+    assert second.t0_ns < first.t0_ns + first.milestones["response_done"]
