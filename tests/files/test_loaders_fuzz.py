@@ -10,10 +10,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fuzzing import LONG, SHORT, only_own_errors
+from tests import fuzzing
+from tests.fuzzing import LONG, only_own_errors
 from tests.helpers import ROOT
 from voicelat.core.summary import summarize
 from voicelat.engine.stageset import StageSet
@@ -37,6 +38,12 @@ _JSON = st.recursive(
     max_leaves=25,
 )
 _WAV = (ROOT / "fixtures" / "weather_paris.wav").read_bytes()
+
+
+def SHORT(fn: Any) -> Any:
+    """The default suite's profile for the loaders: ~200 cases each (about 12 s for the four
+    targets here), more than the shared 40 since these readers take what people edit by hand."""
+    return settings(fuzzing._SHORT, max_examples=200)(fn)
 
 
 # -- manifest ---------------------------------------------------------------------------------
