@@ -8,13 +8,18 @@ directory (``voicelat compare``: comparison.json and one run directory per combi
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
+from voicelat.cli.signals import STOP_SIGNALS
 from voicelat.core.errors import EXIT_OK, VoicelatError
 from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun, load_run
@@ -164,7 +169,11 @@ def cmd_view(args: argparse.Namespace) -> int:
     from voicelat.tui.model import RunModel
 
     app = VoicelatApp(RunModel.from_loaded(run))
-    app.run()
+    with _quit_on_signals(app) as stopped_by:
+        app.run()
+    if stopped_by:
+        # One signal policy (docs/FAILURES.md): 128 + N, the terminal given back first.
+        return 128 + stopped_by[0]
     if app.return_code:
         # Textual printed what went wrong; the exit status must say so too (it used to be 0).
         raise VoicelatError(f"the terminal UI stopped on an error showing {run.path}", exit_code=3)
@@ -213,3 +222,36 @@ def _view_comparison(args: argparse.Namespace, loaded: LoadedComparison) -> int:
             f"the terminal UI stopped on an error showing {loaded.path}", exit_code=3
         )
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _quit_on_signals(app: Any) -> Iterator[list[int]]:
+    """While the viewer runs, SIGINT, SIGTERM and SIGHUP quit it the way ``q`` does (the app
+    restores the terminal) and are recorded: textual swallows the main task's cancellation that
+    asyncio's own SIGINT handling relies on, so ``kill`` used to end the viewer with exit 0.
+    Ctrl-C typed in the viewer is a key (quit, exit 0), not a signal. A signal someone chose to
+    ignore stays ignored."""
+    stopped: list[int] = []
+    previous: dict[int, Any] = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            # Before the app's loop runs or after it ended: the command-wide policy.
+            old = previous[signum]
+            if callable(old):
+                old(signum, frame)
+            raise KeyboardInterrupt from None
+        stopped.append(signum)
+        # Thread-safe scheduling is also the signal-handler-safe way into a running loop.
+        loop.call_soon_threadsafe(app.exit)
+
+    for sig, old in previous.items():
+        if old is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+    try:
+        yield stopped
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
