@@ -33,7 +33,19 @@ LLM chunk gap max, per turn    > 10x the   the server was starved mid-reply (a l
                                run's       1.4 tokens/s, 2.5 s gaps were seen with a 15 ms
                                median gap  median): that turn's figures describe the machine,
                                and 250 ms  not the model; the turns are named
+machine load average (1 min)   > 1.5 per   more runnable work than cores: other processes
+                               core        competed with the run for the CPU
+CPU steal, share of CPU time   > 5 %       the hypervisor ran other guests on "our" CPUs
+run-queue wait of voicelat's   > 20 % of   the process was runnable but waited for a CPU (Linux
+measuring thread or a local    its CPU     schedstat): every burst of its work, and so every
+server (share of wait + CPU)   and 10 ms/s latency it serves or stamps, came that much later
+disk-I/O stall (PSI io some;   > 10 % of   tasks stalled on the disk (a slow or busy disk); the
+else iowait share)             wall time   measuring loop never touches it, servers may
 =============================  ==========  ====================================================
+
+The machine checks use :class:`MachineSample` intervals sampled off the measuring loop
+(``voicelat.engine.machine``); a turn whose window overlaps an interval over one of these
+limits is named as distrusted.
 
 A server that really takes a fixed ~40 ms between its headers and its first event trips the
 last check too: it says "suspicious", and the message says what to check.
@@ -41,6 +53,7 @@ last check too: it says "suspicious", and the message says what to check.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -70,6 +83,42 @@ class TrustThresholds:
     quantum_max_spread_ns: int = 5 * NS_PER_MS
     starved_gap_factor: float = 10.0
     starved_gap_floor_ns: int = 250 * NS_PER_MS
+    machine_load_per_core: float = 1.5
+    machine_steal_share: float = 0.05
+    machine_runq_wait_share: float = 0.20
+    machine_runq_wait_floor_per_s_ns: int = 10 * NS_PER_MS
+    machine_io_stall_share: float = 0.10
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    """One process over a sampling interval: the CPU time it used (every thread; for voicelat
+    the measuring loop's thread only) and the time it was runnable but waited for a CPU."""
+
+    name: str
+    cpu_ns: int
+    runq_wait_ns: int
+
+
+@dataclass(frozen=True)
+class MachineSample:
+    """The machine over one interval ``[start_ns, end_ns]`` of the run's clock (integers).
+
+    ``cpu_ticks`` is every core's CPU time in /proc/stat ticks, ``steal_ticks`` and
+    ``iowait_ticks`` the parts of it stolen by the hypervisor and idle waiting for I/O;
+    ``io_stall_us`` the time some task stalled on I/O (PSI), None without PSI; ``load1_milli``
+    the 1-minute load average x 1000 at the interval's end.
+    """
+
+    start_ns: int
+    end_ns: int
+    cores: int
+    load1_milli: int
+    cpu_ticks: int
+    steal_ticks: int
+    iowait_ticks: int
+    io_stall_us: int | None = None
+    processes: tuple[ProcessSample, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -248,15 +297,149 @@ def _starved(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _
     ]
 
 
+@dataclass(frozen=True)
+class _Window:
+    """Machine figures over some samples (the run's, or those a turn overlaps)."""
+
+    wall_ns: int
+    load_per_core: float
+    steal_share: float
+    io_share: float
+    io_source: str
+    runq: dict[str, tuple[float, int]]  # name -> (wait share, wait ns per second of wall)
+
+    def over(self, t: TrustThresholds) -> list[str]:
+        """What in this window is over its limit, as short phrases (empty: nothing)."""
+        out = []
+        if self.steal_share > t.machine_steal_share:
+            out.append(f"CPU steal {self.steal_share:.0%}")
+        if self.io_share > t.machine_io_stall_share:
+            out.append(f"disk-I/O stall {self.io_share:.0%} ({self.io_source})")
+        for name, (share, per_s) in sorted(self.runq.items()):
+            if share > t.machine_runq_wait_share and per_s > t.machine_runq_wait_floor_per_s_ns:
+                out.append(f"{name} waited for a CPU {share:.0%} of its run time")
+        return out
+
+
+def _window(samples: Sequence[MachineSample]) -> _Window | None:
+    wall = sum(max(x.end_ns - x.start_ns, 0) for x in samples)
+    if not samples or wall <= 0:
+        return None
+    ticks = sum(x.cpu_ticks for x in samples)
+    steal = sum(x.steal_ticks for x in samples) / ticks if ticks > 0 else 0.0
+    if all(x.io_stall_us is not None for x in samples):
+        io = sum((x.io_stall_us or 0) * 1000 for x in samples) / wall
+        source = "PSI io some"
+    else:
+        io = sum(x.iowait_ticks for x in samples) / ticks if ticks > 0 else 0.0
+        source = "iowait"
+    cpu: dict[str, int] = {}
+    wait: dict[str, int] = {}
+    for x in samples:
+        for p in x.processes:
+            cpu[p.name] = cpu.get(p.name, 0) + max(p.cpu_ns, 0)
+            wait[p.name] = wait.get(p.name, 0) + max(p.runq_wait_ns, 0)
+    runq = {
+        n: (wait[n] / (wait[n] + cpu[n]), round(wait[n] * 1e9 / wall))
+        for n in cpu
+        if wait[n] + cpu[n] > 0
+    }
+    cores = max(max(x.cores for x in samples), 1)
+    load = max(x.load1_milli for x in samples) / 1000 / cores
+    return _Window(wall, load, steal, io, source, runq)
+
+
+def _turn_window_ns(turn: Turn) -> tuple[int, int]:
+    ends = [v for v in turn.milestones.values() if isinstance(v, int)]
+    return turn.t0_ns, turn.t0_ns + max([0, *ends])
+
+
+def _machine(
+    measured: Sequence[Turn], samples: Sequence[MachineSample], t: TrustThresholds, checks: _Checks
+) -> _Reasons:
+    """The machine the run ran on: load, steal, run-queue waits, disk-I/O stalls."""
+    run = _window(samples)
+    if run is None:
+        return []
+    checks["machine_samples"] = len(samples)
+    checks["machine_load_per_core_max"] = round(run.load_per_core, 3)
+    checks["machine_steal_share"] = round(run.steal_share, 4)
+    checks["machine_io_stall_share"] = round(run.io_share, 4)
+    for name, (share, per_s) in sorted(run.runq.items()):
+        checks[f"{name}_runq_wait_share"] = round(share, 4)
+        checks[f"{name}_runq_wait_per_s_ns"] = per_s
+    reasons: _Reasons = []
+    if run.load_per_core > t.machine_load_per_core:
+        reasons.append(
+            _reason(
+                "machine_load",
+                f"load average {run.load_per_core:.1f} per core > {t.machine_load_per_core:g}: "
+                "other work competed with the run for the CPU; the figures may be inflated",
+            )
+        )
+    over = run.over(t)
+    if over:
+        reasons.append(
+            _reason(
+                "machine_inflated",
+                f"the machine inflated the figures: {', '.join(over)} over the run",
+            )
+        )
+    ordered = sorted(samples, key=lambda x: x.start_ns)
+    starts = [x.start_ns for x in ordered]
+    ends = [x.end_ns for x in ordered]
+    distrusted = [x.index for x in measured if _turn_over(x, ordered, starts, ends, t)]
+    checks["machine_distrusted_turns"] = len(distrusted)
+    if distrusted:
+        names = ", ".join(f"#{i}" for i in distrusted[:8]) + (" ..." if len(distrusted) > 8 else "")
+        reasons.append(
+            _reason(
+                "machine_turns",
+                f"{len(distrusted)} turn(s) ran while the machine was over a limit (CPU steal, "
+                f"run-queue waits or disk-I/O stalls): distrust {names}",
+            )
+        )
+    return reasons
+
+
+def _turn_over(
+    turn: Turn,
+    ordered: Sequence[MachineSample],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    t: TrustThresholds,
+) -> bool:
+    """Whether the samples overlapping ``turn`` (``ordered`` by start, back to back, found by
+    bisection: a long run has many of both) are over a limit."""
+    a, b = _turn_window_ns(turn)
+    window = _window(ordered[bisect_right(ends, a) : bisect_left(starts, b)])
+    return window is not None and bool(window.over(t))
+
+
+def machine_judged(checks: Mapping[str, Any]) -> str | None:
+    """What the machine checks looked at, for a passing trust line (None: not sampled)."""
+    if "machine_samples" not in checks:
+        return None
+    waits = [v for k, v in checks.items() if k.endswith("_runq_wait_share")]
+    worst = f", CPU waits <= {max(waits):.0%}" if waits else ""
+    return (
+        f"machine load {checks.get('machine_load_per_core_max', 0):.1f}/core, "
+        f"steal {checks.get('machine_steal_share', 0):.0%}{worst}, "
+        f"disk stall {checks.get('machine_io_stall_share', 0):.0%}"
+    )
+
+
 def assess_trust(
     turns: Sequence[Turn],
     loop_lag_ns: Sequence[int],
     thresholds: TrustThresholds = TrustThresholds(),
+    machine: Sequence[MachineSample] = (),
 ) -> dict[str, Any]:
     """The ``trust`` section of ``summary.json``: ``trustworthy``, ``reasons`` (each with a
     ``code`` and a one-line ``message``), the ``checks`` measured and the ``thresholds``.
 
-    ``turns`` are the measured turns (warm-up turns are left out by the caller or here).
+    ``turns`` are the measured turns (warm-up turns are left out by the caller or here);
+    ``machine`` the intervals the machine sampler recorded during the run (none: not judged).
     """
     t = thresholds
     measured = [x for x in turns if not x.warmup]
@@ -268,6 +451,7 @@ def assess_trust(
         *_schedule_lag(measured, t, checks),
         *_nagle(measured, t, checks),
         *_starved(measured, t, checks),
+        *_machine(measured, machine, t, checks),
     ]
     return {
         "trustworthy": not reasons,
@@ -285,9 +469,12 @@ def assess_trust(
 
 __all__ = [
     "FIRST_EVENT",
+    "MachineSample",
+    "ProcessSample",
     "Quantization",
     "TrustThresholds",
     "assess_trust",
     "first_event_gaps",
+    "machine_judged",
     "quantized_near_40ms",
 ]
