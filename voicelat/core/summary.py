@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from voicelat.core.contract import segment_names
-from voicelat.core.diagnostics import assess_trust
+from voicelat.core.diagnostics import MachineSample, assess_trust
 from voicelat.core.display import round_to_total
 from voicelat.core.run_summary import (
     SCHEMA_VERSION,
@@ -167,6 +167,7 @@ def summarize(
     stages: Mapping[str, Any],
     loop_lag_ns: Sequence[int] = (),
     budget: Mapping[str, Any] | None = None,
+    machine: Sequence[MachineSample] = (),
 ) -> RunSummary:
     """The typed run summary of ``turns`` (see :func:`build_summary` for its JSON)."""
     head = headline_turns(turns)
@@ -199,7 +200,7 @@ def summarize(
         # Both latencies, from the actual and from the intended start (schedule.py).
         e2e_from_intended=_saved(e2e_from_intended(head)),
         schedule_lag=_saved(Distribution.of(schedule_lags)),
-        trust=Trust.from_json(assess_trust(turns, loop_lag_ns)),
+        trust=Trust.from_json(assess_trust(turns, loop_lag_ns, machine=machine)),
         budget=dict(budget or {}),
     )
 
@@ -213,6 +214,7 @@ def build_summary(
     stages: Mapping[str, Any],
     loop_lag_ns: Sequence[int] = (),
     budget: Mapping[str, Any] | None = None,
+    machine: Sequence[MachineSample] = (),
 ) -> dict[str, Any]:
     """The ``summary.json`` document (schema ``SCHEMA_VERSION``): :func:`summarize` as JSON."""
     return summarize(
@@ -223,4 +225,5 @@ def build_summary(
         stages=stages,
         loop_lag_ns=loop_lag_ns,
         budget=budget,
+        machine=machine,
     ).to_json()

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.core.clock import Clock, MonotonicClock
+from voicelat.core.diagnostics import MachineSample
 from voicelat.core.errors import InfraError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.schedule import Load
@@ -37,6 +38,7 @@ from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
 from voicelat.engine.agent_turn import AgentTurnEngine, TraceSource
 from voicelat.engine.load import Barrier, Session, SessionPool, closed_loop, open_loop
+from voicelat.engine.machine import MachineSampler, server_pids
 from voicelat.engine.probes import LoopLagProbe, freeze_gc, unfreeze_gc
 from voicelat.engine.progress import NullObserver, Observer
 from voicelat.engine.s2s_turn import S2STurnEngine
@@ -96,6 +98,8 @@ class Runner:
         self.stages: StageSet | None = None
         self.turns: list[Turn] = []
         self.loop_lag = LoopLagProbe(clock=self.clock)
+        #: The machine during the run (engine/machine.py), judged by the trust verdict.
+        self.machine_samples: list[MachineSample] = []
         self.sessions_opened = 0
         self._load = Load()
         # How close to a frame's due time the pacer and the simulated sink busy-wait (None: their
@@ -164,6 +168,8 @@ class Runner:
             self.observer.turn_finished(turn, total)
 
         probe = _Probe(self.loop_lag)
+        machine = MachineSampler(self.clock.now_ns, server_pids(self.stack_info))
+        machine.start()
         try:
             await self._measure(plan, load, stages0, done, probe)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -174,6 +180,7 @@ class Runner:
             raise
         finally:
             await probe.stop()
+            self.machine_samples = machine.stop()
             # A failed turns write (a full disk) must not stop the summary from being tried.
             with contextlib.suppress(InfraError):
                 writer.close()
@@ -296,6 +303,7 @@ class Runner:
             ),
             loop_lag_ns=list(self.loop_lag.lags),
             budget=self.pipeline.budget,
+            machine=self.machine_samples,
         ) | {"fixture_set_sha256": fixture_set_hash(list(self.fixtures))}
 
     def share_loop_lag(self, other: Runner) -> None:

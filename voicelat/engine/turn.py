@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from voicelat.audio import (
     PCM,
@@ -240,13 +240,20 @@ class TurnEngine:
         default), endpoint, transcribe, then reply into ``sink`` (see :meth:`reply`)."""
         listener = _Listener(self, inp, rec, source)
         stt_task = asyncio.create_task(listener.run_stt(stages.stt))
-        await listener.listen()
-        # Re-warm the next stages' connections while STT finalizes (servers drop idle
-        # keep-alive connections after a few seconds; a real agent keeps them warm too).
-        warm = asyncio.create_task(self.prepare(rec, stages.llm, stages.tts))
-        listener.audio_ended()
-        await stt_task
-        await warm
+        warm: asyncio.Task[None] | None = None
+        try:
+            await listener.listen()
+            # Re-warm the next stages' connections while STT finalizes (servers drop idle
+            # keep-alive connections after a few seconds; a real agent keeps them warm too).
+            warm = asyncio.create_task(self.prepare(rec, stages.llm, stages.tts))
+            listener.audio_ended()
+            await stt_task
+            await warm
+        finally:
+            # Cancelled mid-turn (a signal, the turn timeout): the STT task must not outlive
+            # the turn. Left behind, it waited for audio nobody would send, and the loop's
+            # shutdown hung on it (tests/cli/test_signals_stack.py).
+            await _cancel_tasks(stt_task, warm)
         if rec.failed:
             return
         transcript = rec.transcript()
@@ -298,6 +305,15 @@ class TurnEngine:
             record_path=record_path,
             clock=self.clock,
         )
+
+
+async def _cancel_tasks(*tasks: asyncio.Task[Any] | None) -> None:
+    """Cancel the unfinished ``tasks`` and wait for them to end."""
+    pending = [t for t in tasks if t is not None and not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 class _Listener:
