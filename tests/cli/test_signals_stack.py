@@ -123,6 +123,8 @@ def test_run_on_a_stack_it_started_stopped_by_sigterm_stops_the_servers(tmp_path
     try:
         proc.wait(40)
     except subprocess.TimeoutExpired:
+        # Hung (the loop's shutdown waited on a task left behind): faulthandler prints every
+        # thread's stack on SIGABRT, into the failure message.
         proc.send_signal(signal.SIGABRT)
     stderr = finish(proc, lines, limit_s=60)
     pids = _started_pids(stderr)
