@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -205,3 +206,37 @@ async def test_bad_use() -> None:
     sink.finish()
     with pytest.raises(RuntimeError, match="after finish"):
         sink.feed(bytes(4), RATE, 0)
+
+
+async def test_recording_is_written_off_the_loop(tmp_path: Path, monkeypatch: Any) -> None:
+    """save_audio's WAV is written on a thread: a disk that holds the write for 0.4 s does not
+    stop the event loop (every other session's stamps) for that long."""
+    import voicelat.audio.sink as sink_module
+
+    real_write = sink_module.write_wav
+
+    def slow_write(path: Any, pcm: Any) -> None:
+        time.sleep(0.4)  # a busy disk
+        real_write(path, pcm)
+
+    monkeypatch.setattr(sink_module, "write_wav", slow_write)
+    path = tmp_path / "out.wav"
+    sink = SimulatedSink(record_path=path)
+    sink.feed(silence_then_tone(0.0, 0.04), RATE, time.perf_counter_ns())
+    sink.finish()
+    gaps: list[int] = []
+
+    async def tick() -> None:
+        last = time.perf_counter_ns()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.perf_counter_ns()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    await sink.play()
+    ticker.cancel()
+    assert read_wav(path).to_array().any()  # the recording was written, whole
+    assert sum(gaps) > 400 * MS  # the ticker ran all along the write ...
+    assert max(gaps) < 150 * MS, max(gaps)  # ... never held for the write's 400 ms

@@ -199,7 +199,7 @@ class SimulatedSink:
             await self._play()
         finally:
             self._playing = False
-            self._write_record()
+            await self._write_record()
 
     async def _play(self) -> None:
         await self._wait_for_audio()
@@ -317,7 +317,7 @@ class SimulatedSink:
                 self.first_audible_ns = anchor + (onset - first) * NS_PER_S // self.rate
                 return
 
-    def _write_record(self) -> None:
+    async def _write_record(self) -> None:
         if self.record_path is None or self.rate is None:
             return
         data = b"".join(self._recorded)
@@ -325,4 +325,7 @@ class SimulatedSink:
             # Cut at what played (a cancel); silence gaps count as played time.
             gaps = sum(len(b) for b in self._recorded) - 2 * self.fed_samples
             data = data[: 2 * self._played_final + max(0, gaps)]
-        write_wav(self.record_path, PCM(data, self.rate))
+        # On a thread: this runs on the measuring loop, and a busy disk held a write for
+        # seconds there, stalling every other session's stamps (a 2.3 s loop stall was seen in
+        # a 10-session run with save_audio on a busy disk).
+        await asyncio.to_thread(write_wav, self.record_path, PCM(data, self.rate))
