@@ -90,7 +90,7 @@ class TrustThresholds:
     machine_io_stall_share: float = 0.10
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProcessSample:
     """One process over a sampling interval: the CPU time it used (every thread; for voicelat
     the measuring loop's thread only) and the time it was runnable but waited for a CPU."""
@@ -100,7 +100,7 @@ class ProcessSample:
     runq_wait_ns: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MachineSample:
     """The machine over one interval ``[start_ns, end_ns]`` of the run's clock (integers).
 
