@@ -137,7 +137,10 @@ async def closed_loop(
             lead_ns += max(0, origin - clock.now_ns())
 
         async def worker(
-            s: Session, pending: list[PlannedTurn] = pending, delay_ns: int = 0
+            s: Session,
+            pending: list[PlannedTurn] = pending,
+            delay_ns: int = 0,
+            timed: bool = phase is warm,
         ) -> None:
             if delay_ns:
                 await asyncio.sleep(delay_ns / 1e9)
@@ -146,7 +149,8 @@ async def closed_loop(
                 observer.turn_started(planned, total)
                 t = clock.now_ns()
                 done(await run_turn(planned, s, None))
-                durations.append(clock.now_ns() - t)
+                if timed:  # only the warm-up's durations set the stagger: no list per turn
+                    durations.append(clock.now_ns() - t)
 
         if len(sessions) == 1:
             await worker(sessions[0], delay_ns=lead_ns)  # no task: the plain sequential run
