@@ -4,6 +4,7 @@ pinned to one core wait for it half the time, and the trust verdict names that."
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -58,7 +59,7 @@ def test_samples_are_back_to_back_with_the_servers_and_the_measuring_thread(
     time.sleep(1.6)
     samples = sampler.stop()
     assert len(samples) >= 4
-    for a, b in zip(samples, samples[1:], strict=False):
+    for a, b in itertools.pairwise(samples):
         assert a.end_ns == b.start_ns  # back to back on the run's clock
     for s in samples:
         names = {p.name for p in s.processes}
