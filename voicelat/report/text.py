@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from voicelat.core.diagnostics import machine_judged
 from voicelat.core.display import fmt_ms
 from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 from voicelat.core.turn import Turn
@@ -130,6 +131,8 @@ def trust_judged(checks: Mapping[str, float], thresholds: Mapping[str, float]) -
             f"no LLM stall over {thresholds.get('starved_gap_factor', 10):g}x the median "
             f"chunk gap ({fmt_ms(checks.get('llm_chunk_gap_median_ns'), decimals=1)} ms)"
         )
+    if machine := machine_judged(checks):
+        parts.append(machine)
     parts.append("transport checks passed")
     return ", ".join(parts)
 
