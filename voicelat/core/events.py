@@ -126,6 +126,22 @@ class ServerTiming:
 
 
 @dataclass(frozen=True, slots=True)
+class ProviderTiming:
+    """What the provider says it spent on this request, on its own clock (ms).
+
+    ``source`` names the field (``openai-processing-ms``, ``llama.timings``, ...). The report
+    arrived at ``t_ns``, which also ends the measured span it is compared with; the span
+    starts at ``start_ns``, or (None: a websocket parser does not know when its request left)
+    at the stage's first ``RequestSent``/``TextSent`` (core/provider_clock.py).
+    """
+
+    t_ns: int
+    source: str
+    provider_ms: float
+    start_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ServerSpeech:
     """A speech-to-speech server's own VAD saw the user's speech start (``started``) or stop.
 
@@ -166,6 +182,7 @@ StageEvent = (
     | Done
     | Failed
     | ServerTiming
+    | ProviderTiming
     | ServerSpeech
     | ResponseStarted
     | Interrupted

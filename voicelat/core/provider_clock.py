@@ -1,23 +1,34 @@
 """The provider's own clock: what a provider says it spent, and the rest of a stage's time.
 
 Pure parsers of the timings providers send, and the split of a measured span into the
-provider-reported part and everything else (network, queueing, client). Not wired into the
-stages yet: a stage hands the response headers or the final JSON it received to these
-functions and records :class:`ProviderSplit` per request.
+provider-reported part and everything else (network, queueing, client). A stage hands the
+response headers or the message it received to these parsers and reports a
+:class:`~voicelat.core.events.ProviderTiming` event; the recorder turns a stage's events
+into one :class:`ProviderSplit` per turn (:func:`stage_split`) and the figures
+``<stage>_provider_ns``, ``<stage>_overhead_ns`` and ``<stage>_provider_span_ns``
+(:func:`split_figures`). docs/PROVIDER-CLOCK.md says which span each source is held against.
 
 * HTTP ``Server-Timing`` (W3C): ``name;dur=12.3;desc="..."`` entries, comma-separated.
 * ``openai-processing-ms``: the OpenAI API's (and compatible servers') processing time, in ms.
 * llama.cpp's ``timings`` block (final chunk of ``/completion`` and ``/v1/chat/completions``):
   ``prompt_ms`` + ``predicted_ms``.
+* Cartesia's ``step_time`` (ms of server-side processing per audio chunk; the first chunk's).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from voicelat.core.events import ProviderTiming, RequestSent, StageEvent, TextSent
+
 NS_PER_MS = 1_000_000
+#: How far a provider's figure may exceed the measured span before the turn is flagged: the
+#: headers carry whole milliseconds (OpenAI's ``openai-processing-ms`` is an integer).
+TOLERANCE_NS = NS_PER_MS
+#: The figures of a split, after ``<stage>_``: reported, the rest, the measured span (ns).
+PROVIDER_KEYS: tuple[str, ...] = ("provider_ns", "overhead_ns", "provider_span_ns")
 
 
 def parse_server_timing(value: str) -> dict[str, float]:
@@ -127,3 +138,37 @@ class ProviderSplit:
 def split(stage: str, source: str, measured_ns: int, provider_ms: float) -> ProviderSplit:
     """Split ``measured_ns`` by a provider figure in ms (rounded to whole ns)."""
     return ProviderSplit(stage, source, measured_ns, round(provider_ms * NS_PER_MS))
+
+
+def stage_split(stage: str, events: Sequence[StageEvent]) -> ProviderSplit | None:
+    """The provider's report for one stage of a turn against the span it covers.
+
+    A stage may report several: one per HTTP request (a TTS stage sends one per text piece)
+    and several per request (the ``openai-processing-ms`` header at the response headers and
+    llama.cpp's ``timings`` at the end). The turn keeps the first request's (the one on the
+    critical path) widest report, the one that explains the most of the measured time.
+    A report without its own start counts from the stage's first request.
+    """
+    request = next((e.t_ns for e in events if isinstance(e, RequestSent | TextSent)), None)
+    found: list[tuple[int, ProviderTiming]] = []
+    for e in events:
+        if isinstance(e, ProviderTiming):
+            start = e.start_ns if e.start_ns is not None else request
+            if start is not None and e.t_ns >= start:
+                found.append((start, e))
+    if not found:
+        return None
+    first = min(start for start, _ in found)
+    start, best = max(((s, e) for s, e in found if s == first), key=lambda p: p[1].t_ns)
+    return split(stage, best.source, best.t_ns - start, best.provider_ms)
+
+
+def split_figures(s: ProviderSplit) -> dict[str, int]:
+    """The per-turn figures of a split (ns): what the provider reported, the rest, the span."""
+    values = (s.provider_ns, s.rest_ns, s.measured_ns)
+    return {f"{s.stage}_{k}": v for k, v in zip(PROVIDER_KEYS, values, strict=True)}
+
+
+def over_measured(s: ProviderSplit) -> bool:
+    """The provider reports more than the span it is compared with, beyond header rounding."""
+    return s.provider_ns - s.measured_ns > TOLERANCE_NS

@@ -32,6 +32,7 @@ from voicelat.core.metrics import (
     order_violations,
     tts_figures,
 )
+from voicelat.core.provider_clock import over_measured, split_figures, stage_split
 from voicelat.core.turn import SpanRecord, Turn
 
 #: Milestones the runner observes itself (everything else comes from stage events).
@@ -187,6 +188,7 @@ class TurnRecorder:
                 failure = ("turn", "output_first_audible is before speech_end: no e2e")
         figures = dict(self._figures)
         figures.update(self._stage_figures(absolute))
+        flags.extend(self._provider_clock(figures))
         spans: list[SpanRecord] = []
         cold_stages: list[str] = []
         for stage, events in self._events.items():
@@ -222,6 +224,20 @@ class TurnRecorder:
             wall_time_ns=self.wall_time_ns,
             extra=dict(self._extra),
         )
+
+    def _provider_clock(self, figures: dict[str, float | int | None]) -> list[str]:
+        """Each stage's provider-reported time and the rest (core/provider_clock.py); flags a
+        provider that reports more than was measured."""
+        flags: list[str] = []
+        for stage, events in self._events.items():
+            found = stage_split(stage, events)
+            if found is None:
+                continue
+            figures.update(split_figures(found))
+            self._extra[f"{stage}_provider_source"] = found.source
+            if over_measured(found):
+                flags.append(f"provider_clock:{stage}>measured")
+        return flags
 
     def _stage_figures(self, absolute: dict[str, int]) -> dict[str, float | int | None]:
         stt, llm, tts = self._events["stt"], self._events["llm"], self._events["tts"]

@@ -9,6 +9,7 @@ from typing import Any
 from voicelat.core.contract import segment_names
 from voicelat.core.diagnostics import MachineSample, assess_trust
 from voicelat.core.display import round_to_total
+from voicelat.core.provider_clock import PROVIDER_KEYS
 from voicelat.core.run_summary import (
     SCHEMA_VERSION,
     Counts,
@@ -38,6 +39,8 @@ FIGURES: tuple[str, ...] = (
     "tts_audio_ns",
     "tts_stalls",
     "tts_stall_total_ns",
+    # The provider's own clock (core/provider_clock.py): only stages whose provider reports it.
+    *(f"{st}_{k}" for st in ("stt", "llm", "tts") for k in PROVIDER_KEYS),
     # Speech-to-speech turns (a cascade summary never has them: only figures turns have show).
     "s2s_rtf",
     "s2s_audio_ns",

@@ -17,7 +17,8 @@ import httpx
 
 from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
-from voicelat.core.events import Connected, Failed, Span, StageEvent
+from voicelat.core.events import Connected, Failed, ProviderTiming, Span, StageEvent
+from voicelat.core.provider_clock import provider_ms_from_headers
 from voicelat.core.secrets import scrub_secrets
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.options import read_secret
@@ -283,6 +284,12 @@ class HttpStage:
             Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection),
             *trace.spans(t_request),
         ]
+        # The provider's own clock (openai-processing-ms, Server-Timing): held against the
+        # span it covers, request handed over -> response headers received.
+        reported = provider_ms_from_headers(response.headers)
+        t_headers = trace.first("receive_response_headers.complete")
+        if reported is not None and t_headers is not None:
+            events.append(ProviderTiming(t_headers, reported[1], reported[0], t_request))
         if response.status_code < 400:
             return events, response
         try:

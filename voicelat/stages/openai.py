@@ -21,11 +21,13 @@ from voicelat.core.events import (
     Delta,
     Done,
     Failed,
+    ProviderTiming,
     RequestSent,
     ServerTiming,
     StageEvent,
     StageName,
 )
+from voicelat.core.provider_clock import llama_timings_ms
 from voicelat.core.sse import SSEDecoder
 from voicelat.stages.http import HttpOptions, HttpStage, network_reason, stream_error
 from voicelat.stages.options import parse_options
@@ -139,15 +141,15 @@ class OpenAILLM(HttpStage):
         if response is None:
             return
         try:
-            async for event in self._read(response):
+            async for event in self._read(response, t_request):
                 yield event
         finally:
             await response.aclose()
             self._last_use_ns = self.clock.now_ns()
 
-    async def _read(self, response: httpx.Response) -> AsyncIterator[StageEvent]:
+    async def _read(self, response: httpx.Response, t_request: int) -> AsyncIterator[StageEvent]:
         decoder = SSEDecoder()
-        reply = _Reply()
+        reply = _Reply(t_request)
         raw = response.aiter_raw()
         while True:
             try:
@@ -179,9 +181,11 @@ class OpenAILLM(HttpStage):
 
 class _Reply:
     """Sans-I/O: the data of each SSE event of a completion in, stage events out; keeps the
-    finish reason and the usage for the ``Done``."""
+    finish reason and the usage for the ``Done``. ``t_request`` starts the span llama.cpp's
+    ``timings`` (prompt + generation) are held against: the request to the chunk carrying them."""
 
-    def __init__(self) -> None:
+    def __init__(self, t_request: int) -> None:
+        self.t_request = t_request
         self.finish: str | None = None
         self.usage: dict[str, int] = {}
 
@@ -202,6 +206,9 @@ class _Reply:
             timings = data["timings"].items()
             values = {k: float(v) for k, v in timings if isinstance(v, int | float)}
             events.append(ServerTiming(t, values))
+            spent = llama_timings_ms(data["timings"])
+            if spent is not None:
+                events.append(ProviderTiming(t, "llama.timings", spent, self.t_request))
         for choice in data.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue

@@ -14,7 +14,7 @@ buffer is generated:
   ends the context).
 
 Audio: ``{"type": "chunk", "data": <base64>, "done": false, "status_code": 206, "step_time",
-"context_id", "flush_id"?}``, the first ``tts_first_audio`` after the triggering message
+"context_id", "flush_id"?}`` (``step_time``: the ms injected for that chunk, the truth), the first ``tts_first_audio`` after the triggering message
 arrived (never before the previous generation's last chunk on the socket), then one every
 ``tts_chunk``; ``raw`` ``pcm_s16le`` or ``pcm_f32le`` (the SDK's default) at the requested
 rate. ``add_timestamps`` adds one ``timestamps`` message per generation. ``cancel`` drops
@@ -337,16 +337,20 @@ class CartesiaEmulator(Emulator):
             if width == 4
             else pcm_chunks(pcm, ctx.rate, chunk_ms)
         )
-        t_audio = max(t + round(x.sample("tts_first_audio") * 1e6), out.last)
+        step_ms = x.sample("tts_first_audio")
+        t_audio = max(t + round(step_ms * 1e6), out.last)
         for i, piece in enumerate(chunks):
             if i:
-                t_audio += round(x.sample("tts_chunk") * 1e6)
+                step_ms = x.sample("tts_chunk")
+                t_audio += round(step_ms * 1e6)
             message: dict[str, Any] = {
                 "type": "chunk",
                 "data": b64(piece),
                 "done": False,
                 "status_code": 206,
-                "step_time": round(chunk_ms * 0.4, 3),
+                # Server-side processing of this chunk: the delay injected for it (the truth);
+                # waiting behind the socket's earlier audio is queueing, not processing.
+                "step_time": round(step_ms, 3),
                 "context_id": ctx.id,
             }
             if flush_id is not None:

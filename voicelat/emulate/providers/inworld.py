@@ -57,6 +57,8 @@ class InworldEmulator(OpenAIEmulator):
         "models": ["openai/gpt-4o-mini", "openai/gpt-5", "inworld-tts-1.5-max"],
         "voices": ["Ashley", "Dennis", "Alex"],
         "chunk_ms": 100.0,
+        # Inworld documents no timing header (PROTOCOLS.md §6): its Router answers without one.
+        "processing_ms_header": False,
     }
 
     def routes(self) -> Sequence[Route]:

@@ -7,6 +7,13 @@ Endpoints: ``GET /v1/models``; ``POST /v1/chat/completions`` and ``POST /v1/comp
 ``POST /v1/audio/transcriptions`` (multipart upload; SSE ``transcript.text.delta``/``done``
 with ``stream=true``, JSON otherwise). Auth: ``Authorization: Bearer <key>``.
 
+The provider's own clock: every response carries ``openai-processing-ms`` (whole ms, as the
+OpenAI API sends it; content ``processing_ms_header``), the time the emulator scheduled its
+response head after the request's end: its ground truth (the injected ``headers`` delay for
+a stream). With content ``llama_timings`` the finish chunk carries llama.cpp's ``timings``
+block, ``prompt_ms`` (request end -> first token) + ``predicted_ms`` (first -> last token),
+as scheduled.
+
 Timeline of a streamed chat request (t0 = the request's last byte read)::
 
     t0 + headers            status line + headers (+ the role-only chunk)
@@ -105,6 +112,8 @@ class OpenAIEmulator(Emulator):
         **TRANSCRIBER_CONTENT,
         **SPEAKER_CONTENT,
         "audio_sse_done": False,
+        "processing_ms_header": True,
+        "llama_timings": False,
     }
 
     def __init__(self, config: EmulatorConfig) -> None:
@@ -178,6 +187,13 @@ class OpenAIEmulator(Emulator):
             ("openai-version", "2020-10-01"),
         ]
 
+    def processing(self, x: HttpExchange, t_head_ns: int) -> list[tuple[str, str]]:
+        """The ``openai-processing-ms`` header of a response whose head was scheduled at
+        ``t_head_ns``: the emulator's processing time, from its own schedule (the truth)."""
+        if not self.content["processing_ms_header"]:
+            return []
+        return [("openai-processing-ms", str(round((t_head_ns - x.t0_ns) / 1e6)))]
+
     # -- models -----------------------------------------------------------------------------
     async def models(self, x: HttpExchange) -> None:
         created = int(time.time())
@@ -225,7 +241,7 @@ class OpenAIEmulator(Emulator):
             return
         t_end = t_first + sum(round(x.sample("token") * 1e6) for _ in reply.pieces[1:])
         await x.sleep_until(t_end, "end_written")
-        await x.respond_json(200, reply.whole())
+        await x.respond_json(200, reply.whole(), self.processing(x, t_end))
 
     def _completion(
         self, body: dict[str, Any], model: str, prompt: str, *, chat: bool
@@ -264,7 +280,11 @@ class OpenAIEmulator(Emulator):
         await x.sleep_until(t_headers, "headers_written")
         await x.start(
             200,
-            [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")],
+            [
+                ("content-type", "text/event-stream; charset=utf-8"),
+                ("cache-control", "no-cache"),
+                *self.processing(x, t_headers),
+            ],
         )
         role_chunk = self.content["role_chunk"] if reply.chat else "none"
         if role_chunk == "headers":
@@ -291,11 +311,29 @@ class OpenAIEmulator(Emulator):
             else:
                 data = reply.chunk(None, text=text)
             await x.send(data, marks, content=True)
-        await x.send(reply.chunk({}, reply.finish))
+        timings = self._timings(x, reply, t_first, t) if self.content["llama_timings"] else None
+        await x.send(reply.chunk({}, reply.finish, timings=timings))
         if reply.include_usage:
             await x.send(sse(reply.usage_chunk()))
         await x.send(sse("[DONE]"), ["done_written"])
         await x.end()
+
+    @staticmethod
+    def _timings(x: HttpExchange, reply: _Completion, t_first: int, t_last: int) -> dict[str, Any]:
+        """llama.cpp's ``timings`` block (PROTOCOLS.md §1) from the emulator's schedule."""
+        prompt_ms = (t_first - x.t0_ns) / 1e6
+        predicted_ms = (t_last - t_first) / 1e6
+        n_prompt, n_pred = reply.usage["prompt_tokens"], len(reply.pieces)
+        return {
+            "prompt_n": n_prompt,
+            "prompt_ms": round(prompt_ms, 3),
+            "prompt_per_token_ms": round(prompt_ms / max(1, n_prompt), 3),
+            "prompt_per_second": round(n_prompt * 1000 / prompt_ms, 3) if prompt_ms else 0.0,
+            "predicted_n": n_pred,
+            "predicted_ms": round(predicted_ms, 3),
+            "predicted_per_token_ms": round(predicted_ms / max(1, n_pred), 3),
+            "predicted_per_second": round(n_pred * 1000 / predicted_ms, 3) if predicted_ms else 0.0,
+        }
 
     # -- speech -----------------------------------------------------------------------------
     async def speech(self, x: HttpExchange) -> None:
@@ -327,7 +365,7 @@ class OpenAIEmulator(Emulator):
         t = max(t_headers, x.at(x.sample("tts_first_audio")))
         await x.sleep_until(t_headers, "headers_written")
         ctype = "text/event-stream" if sse_mode else ("audio/wav" if fmt == "wav" else "audio/pcm")
-        await x.start(200, [("content-type", ctype)])
+        await x.start(200, [("content-type", ctype), *self.processing(x, t_headers)])
         for i, piece in enumerate(chunks):
             if i:
                 t += round(x.sample("tts_chunk") * 1e6)
@@ -377,24 +415,28 @@ class OpenAIEmulator(Emulator):
             "total_tokens": n_in + len(tokens),
         }
         if not stream:
-            await x.sleep_until(max(t_headers, t_final_min), "final_written")
+            t_answer = max(t_headers, t_final_min)
+            await x.sleep_until(t_answer, "final_written")
             if form.get("response_format") == "text":
                 await x.respond(
                     200,
                     (text + "\n").encode(),
-                    [("content-type", "text/plain; charset=utf-8")],
+                    [("content-type", "text/plain; charset=utf-8"), *self.processing(x, t_answer)],
                     ["headers_written", "final_written", "end_written"],
                 )
             else:
                 await x.respond(
                     200,
                     json.dumps({"text": text, "usage": usage}).encode(),
-                    [("content-type", "application/json")],
+                    [("content-type", "application/json"), *self.processing(x, t_answer)],
                     ["headers_written", "final_written", "end_written"],
                 )
             return
         await x.sleep_until(t_headers, "headers_written")
-        await x.start(200, [("content-type", "text/event-stream; charset=utf-8")])
+        await x.start(
+            200,
+            [("content-type", "text/event-stream; charset=utf-8"), *self.processing(x, t_headers)],
+        )
         t = t_first
         for i, token in enumerate(tokens):
             if i:
@@ -444,11 +486,19 @@ class _Completion:
         return "chat.completion.chunk" if self.chat else "text_completion"
 
     def chunk(
-        self, delta: dict[str, Any] | None, finish_reason: str | None = None, text: str = ""
+        self,
+        delta: dict[str, Any] | None,
+        finish_reason: str | None = None,
+        text: str = "",
+        *,
+        timings: dict[str, Any] | None = None,
     ) -> bytes:
-        """One SSE chunk: a chat ``delta``, or a completion's ``text``."""
+        """One SSE chunk: a chat ``delta``, or a completion's ``text`` (llama.cpp adds its
+        ``timings`` to the finish chunk)."""
         # `usage: null` on every chunk but the last when the client asked for usage.
         extra: dict[str, Any] = {"usage": None} if self.include_usage else {}
+        if timings is not None:
+            extra["timings"] = timings
         if self.chat:
             choice = {
                 "index": 0,

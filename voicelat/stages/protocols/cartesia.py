@@ -3,7 +3,9 @@
 One context per request: every text piece is a generation request with ``continue: true``
 (Cartesia concatenates transcripts verbatim, so pieces keep their spaces) and the end of the
 reply is ``transcript: ""`` with ``continue: false``; the request ends at the context's
-``done``. Audio is base64 ``pcm_s16le``. Messages of other contexts (a previous turn's
+``done``. Audio is base64 ``pcm_s16le``. The first chunk's ``step_time`` ("server-side
+processing time for this chunk in milliseconds", cartesia-python ``WebSocketResponse``) is
+the provider's clock, held against the first text sent -> that chunk. Messages of other contexts (a previous turn's
 stragglers) are ignored; an error without a context is this request's.
 """
 
@@ -15,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from voicelat.core.events import Audio, StageEvent, TextSent
+from voicelat.core.events import Audio, ProviderTiming, StageEvent, TextSent
 from voicelat.stages.protocols.base import Send, WsProtocol, json_object, json_text
 
 __all__ = ["CartesiaProtocol", "CartesiaVoice"]
@@ -51,6 +53,7 @@ class CartesiaProtocol(WsProtocol[str]):
         super().__init__(url)
         self.context = context
         self.voice = voice
+        self._timed = False
 
     def request(self, transcript: str, more: bool) -> dict[str, Any]:
         """One generation request of this context."""
@@ -103,6 +106,11 @@ class CartesiaProtocol(WsProtocol[str]):
             except (binascii.Error, ValueError):
                 return [self._failed(t, "chunk data is not valid base64")]
             events.append(Audio(t, pcm[: len(pcm) // 2 * 2], self.voice.rate))
+            step = data.get("step_time")
+            if not self._timed and isinstance(step, int | float) and not isinstance(step, bool):
+                self._timed = True
+                if step >= 0:
+                    events.append(ProviderTiming(t, "cartesia.step_time", float(step)))
         if data.get("done"):
             events.append(self._done(t))
         return events
