@@ -8,11 +8,12 @@ Endpoints: ``GET /v1/models``; ``POST /v1/chat/completions`` and ``POST /v1/comp
 with ``stream=true``, JSON otherwise). Auth: ``Authorization: Bearer <key>``.
 
 The provider's own clock: every response carries ``openai-processing-ms`` (whole ms, as the
-OpenAI API sends it; content ``processing_ms_header``), the time the emulator scheduled its
-response head after the request's end: its ground truth (the injected ``headers`` delay for
-a stream). With content ``llama_timings`` the finish chunk carries llama.cpp's ``timings``
-block, ``prompt_ms`` (request end -> first token) + ``predicted_ms`` (first -> last token),
-as scheduled.
+OpenAI API sends it; content ``processing_ms_header``): the time from the request's end to
+the response head as written (the truth's ``request_received`` -> ``headers_written``: the
+injected ``headers`` delay for a stream, unless the emulator's own work overran it). With
+content ``llama_timings`` the finish chunk carries llama.cpp's ``timings`` block,
+``prompt_ms`` (request end -> first token) + ``predicted_ms`` (first -> last token), as
+scheduled.
 
 Timeline of a streamed chat request (t0 = the request's last byte read)::
 
@@ -32,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from voicelat.core.clock import now_ns
 from voicelat.core.errors import ConfigError
 from voicelat.emulate.base import Emulator, Route, b64, bearer_key
 from voicelat.emulate.content import (
@@ -189,10 +191,14 @@ class OpenAIEmulator(Emulator):
 
     def processing(self, x: HttpExchange, t_head_ns: int) -> list[tuple[str, str]]:
         """The ``openai-processing-ms`` header of a response whose head was scheduled at
-        ``t_head_ns``: the emulator's processing time, from its own schedule (the truth)."""
+        ``t_head_ns`` and is about to be written: the time since the request's end (the
+        schedule, or later when the emulator's own work, e.g. transcribing, overran it), as
+        a server's middleware measures it; the truth is ``request_received`` ->
+        ``headers_written``."""
         if not self.content["processing_ms_header"]:
             return []
-        return [("openai-processing-ms", str(round((t_head_ns - x.t0_ns) / 1e6)))]
+        spent_ns = max(t_head_ns, now_ns()) - x.t0_ns
+        return [("openai-processing-ms", str(round(spent_ns / 1e6)))]
 
     # -- models -----------------------------------------------------------------------------
     async def models(self, x: HttpExchange) -> None:
