@@ -32,6 +32,7 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     s = RunSummary.coerce(summary)
     lines = _segment_table(s)
     lines.extend(_band_lines(s))
+    lines.extend(provider_lines(s))
     lines.extend(_count_lines(s))
     lines.extend(_load_lines(s))
     if s.run.status and s.run.status != "complete":
@@ -39,6 +40,50 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     if run_dir:
         lines.append(f"results: {run_dir}")
     return "\n".join(lines)
+
+
+def provider_clock(turn: Turn) -> str:
+    """One turn's stages split by the provider's own clock, e.g. ``llm 120 + 9 of 129 ms
+    (openai-processing-ms)``: reported + the rest (network, queueing, client) of the measured
+    span; empty when no provider of the turn reported its time (docs/PROVIDER-CLOCK.md)."""
+    parts = []
+    for stage in ("stt", "llm", "tts"):
+        f = turn.figures
+        reported, rest = f.get(f"{stage}_provider_ns"), f.get(f"{stage}_overhead_ns")
+        span = f.get(f"{stage}_provider_span_ns")
+        if reported is None or rest is None or span is None:
+            continue
+        source = turn.extra.get(f"{stage}_provider_source", "?")
+        parts.append(f"{stage} {_fine(reported)} + {_fine(rest)} of {_fine(span)} ms ({source})")
+    return "; ".join(parts)
+
+
+def provider_lines(s: RunSummary) -> list[str]:
+    """The provider-reported part of each stage that has one and the rest, at P50 and P90."""
+    lines: list[str] = []
+    for stage in ("stt", "llm", "tts"):
+        reported = s.figures.get(f"{stage}_provider_ns")
+        rest = s.figures.get(f"{stage}_overhead_ns")
+        span = s.figures.get(f"{stage}_provider_span_ns")
+        if reported is None or rest is None or span is None or not reported.n:
+            continue
+        cells = " · ".join(
+            f"{name} P50 {_fine(d.p50)} P90 {_fine(d.p90)} ms"
+            for name, d in (("reported", reported), ("rest", rest), ("span", span))
+        )
+        lines.append(f"  {stage:<4}{cells} (n={reported.n})")
+    if lines:
+        lines.insert(
+            0,
+            "Provider's own clock: what the provider reported, the rest (network, queueing, "
+            "client) and the span it covers (percentiles do not add):",
+        )
+    return lines
+
+
+def _fine(ns: object) -> str:
+    # A rest of a few ms is the point of the split: "2" would hide 1.6 vs 2.4.
+    return fmt_ms(ns, fine_below_ms=10.0)
 
 
 def _row(name: str, d: DistSummary) -> str:

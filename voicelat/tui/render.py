@@ -21,6 +21,7 @@ from voicelat.core.display import fmt_ms as core_fmt_ms
 from voicelat.core.palette import SEGMENT_COLOURS, ordered_segments, segment_colour
 from voicelat.core.stats import Band, Distribution
 from voicelat.core.turn import Turn
+from voicelat.report.text import provider_clock
 from voicelat.tui.model import (
     LIVE_MILESTONES,
     NS_PER_MS,
@@ -630,6 +631,8 @@ def turn_detail(turn: Turn, budget: Mapping[str, object], p: int) -> RenderableT
         figs.add_row("agent", _agent_figures(f))
     else:
         _stage_rows(figs, f)
+    if clock := provider_clock(turn):  # only stages whose provider reports its own time
+        figs.add_row("provider clock", clock)
     figs.add_row("connection", _conn(turn))
     figs.add_row("flags", ", ".join(turn.flags) or "none")
     if turn.failed:
