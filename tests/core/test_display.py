@@ -30,3 +30,12 @@ def test_round_to_total_keeps_the_sum() -> None:
     assert round_to_total({}, 0) == {}
     # Values that do not sum to the total still get it: the correction goes round again.
     assert sum(round_to_total({"a": 1.0, "b": 1.0}, 5).values()) == 5
+
+
+def test_round_to_total_closes_a_gap_of_a_billion_units_at_once() -> None:
+    # e2e with segments that do not add up to it (a hand-edited turns.jsonl): the correction
+    # used to go round one unit at a time, a billion times for one second in ns.
+    out = round_to_total({"a": 0.0, "b": 0.0, "c": 0.0}, 1_000_000_001)
+    assert sum(out.values()) == 1_000_000_001
+    assert sorted(out.values()) == [333_333_333, 333_333_334, 333_333_334]
+    assert sum(round_to_total({"a": 5.0, "b": 5.0}, -7).values()) == -7

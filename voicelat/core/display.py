@@ -49,11 +49,14 @@ def round_to_total(values: Mapping[str, float], total: int) -> dict[str, int]:
     short = total - sum(floors.values())
     by_remainder = sorted(values, key=lambda k: values[k] - floors[k], reverse=short > 0)
     if by_remainder:
-        # More units short than values only happens when the values do not sum to the total;
-        # then the correction goes round again rather than leaving the sum wrong.
-        for i in range(abs(short)):
-            k = by_remainder[i % len(by_remainder)]
-            floors[k] += 1 if short > 0 else -1
+        # More units short than values only happens when the values do not sum to the total
+        # (a hand-edited turns.jsonl: e2e with no segments); then every value takes an equal
+        # share of the whole rounds first (in O(n): a billion-ns gap once took minutes), and
+        # the rest goes by remainder, rather than leaving the sum wrong.
+        step = 1 if short > 0 else -1
+        rounds, rest = divmod(abs(short), len(by_remainder))
+        for i, k in enumerate(by_remainder):
+            floors[k] += step * (rounds + (1 if i < rest else 0))
     return floors
 
 
