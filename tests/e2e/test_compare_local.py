@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,5 +75,7 @@ def test_local_matrix_ranks_four_real_combinations(
     md = (out / "comparison.md").read_text()
     assert "| 1 |" in md and "FAILED" in md
     html = (out / "report.html").read_text()
-    assert html.count("<svg") == 8  # P50 and P90 for each ranked combination
+    waterfalls = re.findall(r'<svg [^>]*class="waterfall"', html)
+    assert len(waterfalls) == 8  # P50 and P90 for each ranked combination
+    assert 'class="combos"' in html  # and every combination side by side
     assert "whisper+piper" in r.stdout and "too few turns" in r.stdout
