@@ -21,7 +21,7 @@ from typing import Any
 from voicelat.cli import run as _run
 from voicelat.cli import signals as _signals
 from voicelat.cli.version import VersionAction
-from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, VoicelatError
+from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, VoicelatError, only_interrupts
 
 __all__ = ["build_parser", "main"]
 
@@ -80,7 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VoicelatError as exc:
         _err(str(exc))
         code = exc.exit_code
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        # A Ctrl-C (or a stop signal taking its path) may come wrapped in an exception group
+        # when it lands inside a library's task group: the same interruption either way.
+        if not only_interrupts(exc):
+            raise
         sig = _signals.received()
         _err("interrupted" if sig is None else f"interrupted by {signal.Signals(sig).name}")
         code = EXIT_INTERRUPTED

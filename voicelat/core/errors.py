@@ -51,3 +51,18 @@ class StageFailure(Exception):
         super().__init__(f"{stage}: {reason}")
         self.stage = stage
         self.reason = reason
+
+
+def only_interrupts(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C (or a stop signal taking its path) wrapped in exception
+    groups and nothing else.
+
+    A signal that lands while a library runs a task group (anyio's ``connect_tcp`` inside
+    httpx) comes out as ``BaseExceptionGroup([KeyboardInterrupt])``: it must still stop the
+    run as an interruption (exit 130/143, summary kept), not as a failure with a traceback.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(only_interrupts(e) for e in exc.exceptions)
+    return False

@@ -30,7 +30,7 @@ from typing import Any
 
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.diagnostics import MachineSample
-from voicelat.core.errors import InfraError
+from voicelat.core.errors import InfraError, only_interrupts
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.schedule import Load
 from voicelat.core.summary import build_summary
@@ -175,7 +175,11 @@ class Runner:
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "interrupted"
             raise
-        except BaseException:
+        except BaseException as exc:
+            if only_interrupts(exc):
+                # A stop signal inside a library's task group: still an interruption.
+                status = "interrupted"
+                raise KeyboardInterrupt from exc
             status = "failed"
             raise
         finally:
