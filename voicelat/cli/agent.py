@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from voicelat.cli.stack import add_stack_options, config_from_args
+from voicelat.cli.stack import add_stack_options, config_from_args, print_error, print_progress
 from voicelat.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.stack.agent import (
     DEFAULT_OTLP_ENDPOINT,
@@ -27,7 +27,6 @@ from voicelat.stack.agent import (
     AgentConfig,
     PipecatBot,
 )
-from voicelat.stack.config import StackProgress
 
 if TYPE_CHECKING:
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -119,14 +118,6 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     return agent
 
 
-def _progress(event: StackProgress) -> None:
-    print(f"  {event}", file=sys.stderr, flush=True)
-
-
-def _error(exc: BaseException) -> None:
-    print(f"voicelat: error: {exc}", file=sys.stderr, flush=True)
-
-
 def cmd_up(args: argparse.Namespace) -> int:
     """Start the bot detached (it outlives this command); print it and its transport URLs."""
     try:
@@ -135,9 +126,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(
             "example Pipecat bot: starting the stack and the bot ...", file=sys.stderr, flush=True
         )
-        status = PipecatBot(config).up(progress=_progress, detach=True)
+        status = PipecatBot(config).up(progress=print_progress, detach=True)
     except VoicelatError as exc:
-        _error(exc)
+        print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         print("voicelat: interrupted; nothing was left running", file=sys.stderr)
@@ -159,13 +150,13 @@ def _with_bot(args: argparse.Namespace, action: Callable[[PipecatBot], _T]) -> _
     try:
         return action(PipecatBot(agent_config_from_args(args)))
     except VoicelatError as exc:
-        _error(exc)
+        print_error(exc)
         return exc.exit_code
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     """Stop the recorded bot; succeeds when nothing was running."""
-    stopped = _with_bot(args, lambda bot: bot.down(progress=_progress))
+    stopped = _with_bot(args, lambda bot: bot.down(progress=print_progress))
     if isinstance(stopped, int):
         return stopped
     if stopped is None:

@@ -112,11 +112,13 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     return stack
 
 
-def _progress(event: StackProgress) -> None:
+def print_progress(event: StackProgress) -> None:
+    """One progress line of a background start on stderr (`stack up`, `agent up`)."""
     print(f"  {event}", file=sys.stderr, flush=True)
 
 
-def _error(exc: BaseException) -> None:
+def print_error(exc: BaseException) -> None:
+    """The one-line error of a `stack` or `agent` command on stderr."""
     print(f"voicelat: error: {exc}", file=sys.stderr, flush=True)
 
 
@@ -127,9 +129,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         stack = LocalStack(config)
         t0 = time.monotonic()
         print("embedded stack: starting or reusing servers ...", file=sys.stderr, flush=True)
-        status = stack.up(progress=_progress, detach=True)
+        status = stack.up(progress=print_progress, detach=True)
     except VoicelatError as exc:
-        _error(exc)
+        print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         # up() already stopped whatever it had started.
@@ -149,9 +151,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     """Stop every recorded server of the stack; succeeds when nothing was running."""
     try:
-        stopped = LocalStack(config_from_args(args)).down(progress=_progress)
+        stopped = LocalStack(config_from_args(args)).down(progress=print_progress)
     except VoicelatError as exc:
-        _error(exc)
+        print_error(exc)
         return exc.exit_code
     for server in stopped:
         print(f"{server.name}  {server.url}  pid {server.pid}  stopped", flush=True)
@@ -165,7 +167,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         status = LocalStack(config_from_args(args)).status()
     except VoicelatError as exc:
-        _error(exc)
+        print_error(exc)
         return exc.exit_code
     for line in status.lines():
         print(line, flush=True)
