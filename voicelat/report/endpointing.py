@@ -202,7 +202,7 @@ def _picks(t: TradeOff) -> str:
             f"Pipeline setting (energy VAD) within {budget}: `[endpointing] {pipeline_setting(pp)}` "
             f"(P50 {fmt_ms(pp.p50_ns)} ms, cut-offs {_pct(pp)})."
         )
-    if t.runs:
+    if any(_wire(s) for s in t.scores):
         prov = t.provider_pick
         out.append(
             f"No recorded provider setting keeps cut-offs within {budget}."
