@@ -183,3 +183,23 @@ def test_runs_that_cannot_be_a_point(
     with pytest.raises(ConfigError) as err:
         run_point("r", summary, turns)
     assert str(err.value).startswith(message)
+
+
+def test_stale_end_of_turn_is_left_out_and_named() -> None:
+    # endpointing=300, speech from 400 ms: an end-of-turn before 700 ms cannot come from this
+    # turn's speech (the previous turn's leftover audio ended on this turn's leading silence).
+    turns = [_turn(0, "a", 322), _turn(1, "c", 690), _turn(2, "a", 3425), _turn(3, "c", 700)]
+    point = run_point("r", _summary(), turns)
+    assert point.stale == ((0, "a", 322 * MS), (1, "c", 690 * MS))
+    assert [t.index for t in point.turns] == [2, 3] and point.score.n == 2
+    assert point.score.cutoffs == 1  # 700 ms: possible (300 ms of silence after 400 ms), early
+    with pytest.raises(ConfigError, match="2 ended by a stale end-of-turn"):
+        run_point("r", _summary(), turns[:2])
+
+
+def test_front_compares_rates_not_counts() -> None:
+    from voicelat.core.endpointing import Config, ConfigScore, pareto_front
+
+    offline = ConfigScore(Config("energy", -35, 300), 12, 297 * MS, 304 * MS, 8, 8, 8, 0)
+    wire = ConfigScore(Config("deepgram", 0, 100, (), "wire"), 9, 322 * MS, 346 * MS, 6, 6, 4, 0)
+    assert pareto_front([offline, wire]) == [offline]  # 6/9 is no better than 8/12

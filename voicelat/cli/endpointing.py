@@ -175,6 +175,13 @@ def load_points(paths: list[Path], fixtures: list[Fixture] | None) -> list[RunPo
                 f"{path}: {len(point.left_out)} turn(s) failed before any endpoint and are "
                 f"left out (turn {i} {fixture}: {why})"
             )
+        if point.stale:
+            i, fixture, t = point.stale[0]
+            _note(
+                f"{path}: {len(point.stale)} turn(s) ended on a stale end-of-turn (before "
+                "their speech could end one: the previous turn's audio, carried over on the "
+                f"provider's socket) and are left out (turn {i} {fixture} at {t / 1e9:.3f} s)"
+            )
         if fixtures is not None:
             _same_audio(path, point, run.summary or {}, fixtures)
     return points

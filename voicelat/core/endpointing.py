@@ -188,10 +188,11 @@ def score_config(config: Config, scores: Sequence[FixtureScore]) -> ConfigScore:
     )
 
 
-def _key(s: ConfigScore) -> tuple[float, int]:
+def _key(s: ConfigScore) -> tuple[float, float]:
     # A configuration that misses an endpoint never answers that turn: it ranks last on latency.
+    # Rates, not counts: a recorded run's point may cover another number of turns.
     lat = float(s.p50_ns) if s.p50_ns is not None and not s.missed else math.inf
-    return (lat, s.cut_fixtures)
+    return (lat, s.cutoff_rate)
 
 
 def pareto_front(scores: Sequence[ConfigScore]) -> list[ConfigScore]:
@@ -202,7 +203,7 @@ def pareto_front(scores: Sequence[ConfigScore]) -> list[ConfigScore]:
     usable = sorted((s for s in scores if not s.missed and s.p50_ns is not None), key=_key)
     front: list[ConfigScore] = []
     for s in usable:
-        if not front or s.cut_fixtures < front[-1].cut_fixtures:
+        if not front or s.cutoff_rate < front[-1].cutoff_rate - 1e-12:
             front.append(s)
     return front
 
@@ -216,4 +217,4 @@ def pick_for_budget(scores: Sequence[ConfigScore], max_cutoff_rate: float) -> Co
     ]
     if not ok:
         return None
-    return min(ok, key=lambda s: (s.p50_ns or 0, s.p90_ns or 0, s.cut_fixtures))
+    return min(ok, key=lambda s: (s.p50_ns or 0, s.p90_ns or 0, s.cutoff_rate))

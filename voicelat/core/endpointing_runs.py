@@ -15,7 +15,12 @@ under one offline configuration. What differs, and is said wherever the point is
 * the pipeline stops listening at that endpoint, so a cut-off turn (the pipeline answered
   mid-sentence) has no latency: P50/P90 are over the turns it did not cut;
 * every turn counts (a fixture repeated counts each time); warm-up turns are left out, as
-  from the run's own headline, and so are turns that failed before any endpoint (named).
+  from the run's own headline, and so are turns that failed before any endpoint (named);
+* a **stale** end-of-turn is left out and named too: one that arrived before this turn's
+  speech could have produced it (before its speech start plus the provider's silence
+  setting). It belongs to the previous turn's audio: the provider's decision came while the
+  client was still sending, the frames sent after it (the user speaking on) opened a new
+  utterance on the long-lived socket, and the next turn's leading silence ended that one.
 """
 
 from __future__ import annotations
@@ -79,6 +84,8 @@ class RunPoint:
     warmup: int  # warm-up turns, not scored
     with_pauses: int  # scored fixtures with annotated pauses
     pauses: int
+    #: Turns ended by a stale end-of-turn (the previous turn's audio): (index, fixture, ns).
+    stale: tuple[tuple[int, str, int], ...] = ()
 
     @property
     def controls_only(self) -> bool:
@@ -145,6 +152,12 @@ def provider_setting(
     return stage, tuple(options)
 
 
+def _silence_ms(options: tuple[tuple[str, str], ...]) -> int:
+    """The provider's silence setting (the first option, in ms), 0 when it is not a number."""
+    value = options[0][1] if options else ""
+    return int(value) if value.isdigit() else 0
+
+
 def _truth(entry: Mapping[str, Any], where: str) -> Truth | None:
     fid = str(entry.get("id"))
     start, end = entry.get("speech_start_ms"), entry.get("speech_end_ms")
@@ -192,7 +205,9 @@ def run_point(where: str, summary: Mapping[str, Any] | None, turns: Sequence[Tur
     truths = run_truths(summary, where)
     judged: list[JudgedTurn] = []
     left_out: list[tuple[int, str, str]] = []
+    stale: list[tuple[int, str, int]] = []
     warmup = 0
+    silence_ns = int(_silence_ms(options)) * NS_PER_MS
     for turn in turns:
         if turn.warmup:
             warmup += 1
@@ -211,6 +226,9 @@ def run_point(where: str, summary: Mapping[str, Any] | None, turns: Sequence[Tur
                 (turn.index, turn.fixture, f"{turn.failure_stage}: {turn.failure_reason}")
             )
             continue
+        if endpoint is not None and endpoint < truth.speech_start_ns + silence_ns:
+            stale.append((turn.index, turn.fixture, endpoint))
+            continue
         score = score_turn(truth, endpoint)
         pause = pause_at(truth, endpoint) if endpoint is not None and score.cutoffs else None
         judged.append(JudgedTurn(turn.index, turn.fixture, endpoint, score, pause, turn.transcript))
@@ -218,11 +236,11 @@ def run_point(where: str, summary: Mapping[str, Any] | None, turns: Sequence[Tur
         why = f"; left out: {left_out[0][2]}" if left_out else ""
         raise ConfigError(
             f"{where} has no turn to score ({len(turns)} turn(s), {warmup} warm-up, "
-            f"{len(left_out)} failed before an endpoint{why})"
+            f"{len(left_out)} failed before an endpoint, {len(stale)} ended by a stale "
+            f"end-of-turn{why})"
         )
-    silence = next((v for _, v in options[:1] if v.isdigit()), "0")
     provider = stage.removesuffix("-stt")
-    config = Config(provider, 0.0, int(silence), options, "wire")
+    config = Config(provider, 0.0, _silence_ms(options), options, "wire")
     scored = {t.fixture for t in judged}
     return RunPoint(
         run=where,
@@ -231,6 +249,7 @@ def run_point(where: str, summary: Mapping[str, Any] | None, turns: Sequence[Tur
         turns=tuple(judged),
         left_out=tuple(left_out),
         warmup=warmup,
+        stale=tuple(stale),
         with_pauses=sum(1 for f in scored if _has_pauses(summary, f)),
         pauses=sum(len(t.pauses) for f in scored if (t := truths.get(f)) is not None),
     )

@@ -176,6 +176,11 @@ def _cut_lines(t: TradeOff) -> list[str]:
         details += [
             f"- left out turn {i} {f}: failed before any endpoint ({w})" for i, f, w in run.left_out
         ]
+        details += [
+            f"- left out turn {i} {f}: stale end-of-turn at {t / 1e9:.3f} s, before this "
+            "turn's speech could end one (the previous turn's audio, carried over on the socket)"
+            for i, f, t in run.stale
+        ]
         if details:
             out += ["", *details]
     return out
@@ -259,6 +264,7 @@ def _run_doc(r: RunPoint, point: dict[str, Any]) -> dict[str, Any]:
         "controls_only": r.controls_only,
         "warmup_turns": r.warmup,
         "left_out": [{"index": i, "fixture": f, "why": w} for i, f, w in r.left_out],
+        "stale": [{"index": i, "fixture": f, "endpoint_ns": t} for i, f, t in r.stale],
         "turns": [
             {
                 "index": j.index,
