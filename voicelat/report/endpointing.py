@@ -309,7 +309,7 @@ def curve_svg(scores: Sequence[ConfigScore], budget: float) -> str:
         parts.append(f'<line x1="{_L}" x2="{_L + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
     parts.append(
         f'<text x="{_L + pw / 2}" y="{_H - 6}" text-anchor="middle">false cut-off rate '
-        f"(fixtures cut at least once)</text>"
+        f"(fixtures cut at least once{'; runs: turns cut' if any(map(_wire, pts)) else ''})</text>"
         f'<text x="14" y="{_T + ph / 2}" text-anchor="middle" '
         f'transform="rotate(-90 14 {_T + ph / 2})">P50 endpointing latency (ms)</text>'
     )

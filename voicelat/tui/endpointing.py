@@ -84,7 +84,10 @@ def _runs_text(t: TradeOff) -> str:
     ]
     for run in t.runs:
         cut = cut_turn_lines(run)
-        lines.append(f"{run.score.config.label}  {run.run}: {len(cut)}/{run.score.n} turns cut")
+        stale = f", {len(run.stale)} stale end-of-turn(s) left out" if run.stale else ""
+        lines.append(
+            f"{run.score.config.label}  {run.run}: {len(cut)}/{run.score.n} turns cut{stale}"
+        )
         lines += [f"  {c}" for c in cut]
     return "\n".join(lines)
 
