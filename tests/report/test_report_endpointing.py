@@ -49,3 +49,41 @@ def test_curve_places_points_on_their_axes() -> None:
     assert xs[0] > xs[1] and ys[0] > ys[1]
     assert svg.count("<polyline") == 1 and "budget 10%" in svg
     assert "<svg" in html(_t(0.1)) and "Every configuration" in html(_t(0.1))
+
+
+def test_wire_points_drawn_apart_and_never_the_pipeline_pick() -> None:
+    from voicelat.core.endpointing import Config as C
+    from voicelat.report.endpointing import curve_text
+
+    wire = ConfigScore(
+        C("deepgram", 0.0, 300, (("endpointing", "300"),), "wire"),
+        10,
+        420 * MS,
+        430 * MS,
+        0,
+        0,
+        0,
+        0,
+    )
+    t = TradeOff((*SCORES, wire), 0.1, 10, 8, 12, 50.0, 2.0)
+    text = markdown(t)
+    assert (
+        "| deepgram (wire) | — | endpointing=300 | 420 | 430 | 0% (0/10) | 0 (0) | 0 | * |" in text
+    )
+    assert (
+        "Provider setting (measured on the wire) within 10%: **deepgram endpointing=300 (wire)**"
+        in text
+    )
+    assert (
+        t.pick is wire
+        and t.pipeline_pick is not None
+        and t.pipeline_pick.config.endpointer == "energy"
+    )
+    svg = curve_svg(t.scores, 0.1)
+    assert (
+        svg.count('r="3.5"') == 3
+        and 'width="9" height="9"' in svg
+        and "squares: recorded runs" in svg
+    )
+    assert "on the wire (recorded runs) D: deepgram" in curve_text(t.scores)
+    assert document(t)["configs"][-1]["source"] == "wire"

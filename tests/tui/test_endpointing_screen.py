@@ -48,3 +48,38 @@ async def test_endpointing_screen() -> None:
         assert "silero thr=0.5 hang=800ms" in title
         await pilot.press("q")
     assert app.return_code == 0
+
+
+def _wire_trade() -> TradeOff:
+    from voicelat.core.endpointing_runs import run_point
+    from voicelat.core.turn import Turn
+
+    summary = {
+        "pipeline": {"endpointing": {"mode": "provider"}, "stt": {"stage": "deepgram-stt"}},
+        "stages": {"stt": {"stage": "deepgram-stt", "endpointing": 300}},
+        "fixtures": [
+            {
+                "id": "a",
+                "speech_start_ms": 400,
+                "speech_end_ms": 3000,
+                "pauses": [{"start_ms": 1500, "end_ms": 2200}],
+            }
+        ],
+    }
+    turns = [Turn(i, "a", 0, {"endpoint": e * MS}, {}, None) for i, e in ((0, 1900), (1, 3420))]
+    point = run_point("runs/dg", summary, turns)
+    return TradeOff((*TRADE.scores, point.score), 0.1, 10, 8, 12, 50.0, 2.0, (point,))
+
+
+async def test_endpointing_screen_marks_recorded_runs() -> None:
+    app = EndpointingApp(_wire_trade())
+    async with app.run_test(size=(140, 60)) as pilot:
+        grid = app.query_one("#grid", DataTable)
+        last = grid.get_row_at(grid.row_count - 1)
+        assert last[0] == "deepgram endpointing=300 (wire)" and last[-1] == "on the wire"
+        assert grid.get_row_at(0)[-1] == "offline replay"
+        runs = str(app.query_one("#runs", Static).render())
+        assert (
+            "1/2 turns cut" in runs and "turn 0 a: end-of-turn at 1.900 s, inside the pause" in runs
+        )
+        await pilot.press("q")

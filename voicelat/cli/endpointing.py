@@ -4,6 +4,11 @@ Replays the fixtures (default: the bundled pause set) through the energy VAD, Si
 WebRTC VAD over a grid of thresholds and hangovers, at the live 20 ms frame timing but without
 servers or real-time pacing, and writes ``endpointing.md``, ``endpointing.json`` and
 ``endpointing.html`` (the curve as SVG). Prints the table and the setting that meets the budget.
+
+With ``--runs RUN_DIR ...``, each recorded run of a pipeline that ended its turns on the
+provider's own end-of-turn (``[endpointing] mode = "provider"``: Deepgram, AssemblyAI) becomes
+one more point, scored by the same rules against the annotations the run recorded
+(:mod:`voicelat.core.endpointing_runs`) and marked as measured on the wire.
 """
 
 from __future__ import annotations
@@ -24,9 +29,15 @@ from voicelat.audio.endpointers_replay import (
     truth_of,
 )
 from voicelat.cli.args import non_negative_float, positive_int
+from voicelat.core.endpointing import ConfigScore
+from voicelat.core.endpointing_runs import RunPoint, run_point
 from voicelat.core.errors import EXIT_OK, ConfigError
-from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
+from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
+from voicelat.files.results import load_run
 from voicelat.report.endpointing import TradeOff, curve_text, document, html, markdown
+
+#: ``--endpointers none``: no offline replay, only the recorded runs.
+NONE = "none"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -38,14 +49,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Replay annotated fixtures through endpointers (energy VAD, Silero, WebRTC VAD) over "
             "a grid of thresholds and hangovers; report P50/P90 latency after the true speech "
             "end, false cut-off rate (an endpoint before the end, e.g. inside a pause), missed "
-            "endpoints, the Pareto front and the fastest setting within a cut-off budget."
+            "endpoints, the Pareto front and the fastest setting within a cut-off budget. "
+            "--runs adds recorded runs of provider-endpointed pipelines (Deepgram, AssemblyAI) "
+            "as points measured on the wire."
         ),
     )
     p.add_argument("--fixtures", type=Path, help="annotated fixtures (default: the pause set)")
     p.add_argument(
         "--endpointers",
         default=",".join(SPECS),
-        help=f"comma-separated, from {', '.join(SPECS)} (default: all)",
+        help=f"comma-separated, from {', '.join(SPECS)} (default: all; {NONE}: only --runs)",
+    )
+    p.add_argument(
+        "--runs",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="RUN_DIR",
+        help="recorded runs (`voicelat run --out`) of pipelines with [endpointing] mode = "
+        '"provider": the provider\'s end-of-turn, one point per run',
     )
     p.add_argument(
         "--hangovers",
@@ -131,12 +153,65 @@ class _Bar:
             sys.stderr.flush()
 
 
-def cmd_endpointing(args: argparse.Namespace) -> int:
-    """Run the grid, print the table, write the reports."""
-    directory = args.fixtures or default_fixtures_dir() / "pauses"
-    fixtures = load_fixtures(directory)
-    for f in fixtures:
-        truth_of(f)  # every fixture must be annotated: say so before any work
+def load_points(paths: list[Path], fixtures: list[Fixture] | None) -> list[RunPoint]:
+    """Each run directory as a point; a directory that is no usable run is one error line.
+
+    Notes on stderr say what a point can and cannot show (controls only, turns left out,
+    other audio than the offline replay's).
+    """
+    points: list[RunPoint] = []
+    for path in paths:
+        run = load_run(path)
+        point = run_point(str(path), run.summary, run.turns)
+        points.append(point)
+        if point.controls_only:
+            _note(
+                f"{path}: its fixtures have no annotated pauses (controls only): a cut-off is "
+                "still any end-of-turn before the speech end, none can be placed in a pause"
+            )
+        if point.left_out:
+            i, fixture, why = point.left_out[0]
+            _note(
+                f"{path}: {len(point.left_out)} turn(s) failed before any endpoint and are "
+                f"left out (turn {i} {fixture}: {why})"
+            )
+        if point.stale:
+            i, fixture, t = point.stale[0]
+            _note(
+                f"{path}: {len(point.stale)} turn(s) ended on a stale end-of-turn (before "
+                "their speech could end one: the previous turn's audio, carried over on the "
+                f"provider's socket) and are left out (turn {i} {fixture} at {t / 1e9:.3f} s)"
+            )
+        if fixtures is not None:
+            _same_audio(path, point, run.summary or {}, fixtures)
+    return points
+
+
+def _same_audio(
+    path: Path, point: RunPoint, summary: dict[str, Any], fixtures: list[Fixture]
+) -> None:
+    """Say so when a run's point is not on the offline replay's audio."""
+    offline = {f.id: f.sha256 for f in fixtures}
+    recorded = {str(e.get("id")): e.get("sha256") for e in summary.get("fixtures") or []}
+    other = [f for f in point.fixtures if recorded.get(f) not in (None, offline.get(f))]
+    if other:
+        _note(
+            f"{path}: fixture(s) {', '.join(other)} are not the offline replay's audio "
+            "(another --fixtures, or changed): the points are not on the same audio"
+        )
+    elif set(point.fixtures) != set(offline):
+        _note(
+            f"{path}: scored on {len(point.fixtures)} fixture(s), the offline grid on "
+            f"{len(offline)}: compare on the same fixtures for a like-for-like front"
+        )
+
+
+def _note(text: str) -> None:
+    print(f"note: {text}", file=sys.stderr)
+
+
+def _offline(args: argparse.Namespace, fixtures: list[Fixture], directory: Path) -> TradeOff:
+    """The offline grid over ``fixtures``, scored (the estimate and its limit first)."""
     grid = grid_from(args)
     audio_s = audio_seconds(fixtures)
     estimate = estimate_seconds(grid, audio_s)
@@ -158,7 +233,7 @@ def cmd_endpointing(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     out = replay(fixtures, grid, progress=_Bar())
-    trade = TradeOff(
+    return TradeOff(
         tuple(out.scores),
         args.budget / 100,
         out.fixtures,
@@ -167,6 +242,40 @@ def cmd_endpointing(args: argparse.Namespace) -> int:
         out.audio_s,
         out.wall_s,
     )
+
+
+def _trade_off(args: argparse.Namespace) -> TradeOff:
+    """The offline grid (unless ``--endpointers none``) and the runs' points, on one curve."""
+    offline = str(args.endpointers).strip() != NONE
+    if not offline and not args.runs:
+        raise ConfigError(f"--endpointers {NONE} leaves nothing to score: give --runs RUN_DIR")
+    fixtures: list[Fixture] | None = None
+    directory = args.fixtures or default_fixtures_dir() / "pauses"
+    if offline:
+        fixtures = load_fixtures(directory)
+        for f in fixtures:
+            truth_of(f)  # every fixture must be annotated: say so before any work
+        grid_from(args)  # a bad flag is refused before the runs are read
+    points = load_points(list(args.runs), fixtures)  # a bad run: refused before the grid
+    wire: tuple[ConfigScore, ...] = tuple(p.score for p in points)
+    if fixtures is None:
+        return TradeOff(wire, args.budget / 100, 0, 0, 0, 0.0, 0.0, tuple(points))
+    t = _offline(args, fixtures, directory)
+    return TradeOff(
+        t.scores + wire,
+        t.budget,
+        t.fixtures,
+        t.with_pauses,
+        t.pauses,
+        t.audio_s,
+        t.wall_s,
+        tuple(points),
+    )
+
+
+def cmd_endpointing(args: argparse.Namespace) -> int:
+    """Run the grid (and read the runs), print the table, write the reports."""
+    trade = _trade_off(args)
     text = markdown(trade)
     print(text, end="")
     out_dir = args.out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-endpointing"

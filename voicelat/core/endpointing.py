@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from voicelat.core.stats import percentile
 
@@ -80,14 +80,20 @@ class FixtureScore:
     """One fixture under one configuration."""
 
     fixture_id: str
-    latency_ns: int | None  # first endpoint at/after the true end, minus the end; None: missed
+    latency_ns: int | None  # first endpoint at/after the true end, minus the end; None: none
     cutoffs: int  # endpoints before the true speech end (after its start)
     cutoffs_in_pause: int  # of those, the ones inside an annotated pause
+    #: False for a recorded turn: the pipeline stopped listening at its (first) endpoint, so
+    #: after a cut-off no later endpoint could come, and the missing latency is not a miss.
+    listened_after_cut: bool = True
 
     @property
     def missed(self) -> bool:
-        """No endpoint came after the true speech end."""
-        return self.latency_ns is None
+        """No endpoint came after the true speech end (and none came before it to stop a
+        recorded turn)."""
+        if self.latency_ns is not None:
+            return False
+        return self.listened_after_cut or not self.cutoffs
 
 
 def score_fixture(truth: Truth, endpoints_ns: Sequence[int]) -> FixtureScore:
@@ -99,6 +105,21 @@ def score_fixture(truth: Truth, endpoints_ns: Sequence[int]) -> FixtureScore:
     return FixtureScore(truth.fixture_id, latency, len(early), in_pause)
 
 
+def score_turn(truth: Truth, endpoint_ns: int | None) -> FixtureScore:
+    """Judge a recorded turn, whose pipeline stopped listening at its one endpoint.
+
+    The same rules as :func:`score_fixture` on that single endpoint; an endpoint before the
+    speech end is a cut-off (the pipeline answered mid-sentence) with no latency, not a miss.
+    """
+    score = score_fixture(truth, [] if endpoint_ns is None else [endpoint_ns])
+    return replace(score, listened_after_cut=False)
+
+
+def pause_at(truth: Truth, t_ns: int) -> tuple[int, int] | None:
+    """The annotated pause ``t_ns`` falls in (half-open), None when it falls in none."""
+    return next(((a, b) for a, b in truth.pauses if a <= t_ns < b), None)
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """One endpointer setting: which endpointer, its threshold and its hangover."""
@@ -106,10 +127,29 @@ class Config:
     endpointer: str
     threshold: float
     hangover_ms: int
+    #: A recorded run's point: the provider's endpointing options as the run recorded them
+    #: (``(("endpointing", "300"),)``); empty for the offline grid.
+    options: tuple[tuple[str, str], ...] = ()
+    #: ``offline`` (replayed here from the audio) or ``wire`` (the provider's end-of-turn as a
+    #: recorded run received it: network and the provider's processing included).
+    source: str = "offline"
+
+    @property
+    def measured_on_wire(self) -> bool:
+        """The point comes from a recorded run, not from the offline replay."""
+        return self.source == "wire"
+
+    @property
+    def options_text(self) -> str:
+        """``endpointing=300 utterance_end_ms=1000`` (``defaults`` when the run set none)."""
+        return " ".join(f"{k}={v}" for k, v in self.options) or "defaults"
 
     @property
     def label(self) -> str:
-        """``energy thr=-40 hang=500ms``: the name used in tables and on the curve."""
+        """``energy thr=-40 hang=500ms`` (offline) or ``deepgram endpointing=300 (wire)``: the
+        name used in tables and on the curve."""
+        if self.measured_on_wire:
+            return f"{self.endpointer} {self.options_text} (wire)"
         thr = f"{self.threshold:g}"
         return f"{self.endpointer} thr={thr} hang={self.hangover_ms}ms"
 
@@ -148,10 +188,11 @@ def score_config(config: Config, scores: Sequence[FixtureScore]) -> ConfigScore:
     )
 
 
-def _key(s: ConfigScore) -> tuple[float, int]:
+def _key(s: ConfigScore) -> tuple[float, float]:
     # A configuration that misses an endpoint never answers that turn: it ranks last on latency.
+    # Rates, not counts: a recorded run's point may cover another number of turns.
     lat = float(s.p50_ns) if s.p50_ns is not None and not s.missed else math.inf
-    return (lat, s.cut_fixtures)
+    return (lat, s.cutoff_rate)
 
 
 def pareto_front(scores: Sequence[ConfigScore]) -> list[ConfigScore]:
@@ -162,7 +203,7 @@ def pareto_front(scores: Sequence[ConfigScore]) -> list[ConfigScore]:
     usable = sorted((s for s in scores if not s.missed and s.p50_ns is not None), key=_key)
     front: list[ConfigScore] = []
     for s in usable:
-        if not front or s.cut_fixtures < front[-1].cut_fixtures:
+        if not front or s.cutoff_rate < front[-1].cutoff_rate - 1e-12:
             front.append(s)
     return front
 
@@ -176,4 +217,4 @@ def pick_for_budget(scores: Sequence[ConfigScore], max_cutoff_rate: float) -> Co
     ]
     if not ok:
         return None
-    return min(ok, key=lambda s: (s.p50_ns or 0, s.p90_ns or 0, s.cut_fixtures))
+    return min(ok, key=lambda s: (s.p50_ns or 0, s.p90_ns or 0, s.cutoff_rate))

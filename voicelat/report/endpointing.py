@@ -2,8 +2,11 @@
 
 Pure functions of the scored grid (:class:`voicelat.core.endpointing.ConfigScore`). The curve
 puts every configuration at (false cut-off rate, P50 latency after the true speech end), one
-colour per endpointer, and draws the Pareto front through the ones nothing beats on both. The page
-needs nothing from anywhere: it opens offline.
+colour per endpointer, and draws the Pareto front through the ones nothing beats on both. Points
+from recorded runs (a streaming STT provider's own end-of-turn, :mod:`voicelat.core.endpointing_runs`)
+sit in the same table and on the same curve, drawn as squares and marked "wire": they were
+measured on the wire (network and the provider's processing included). The page needs nothing
+from anywhere: it opens offline.
 """
 
 from __future__ import annotations
@@ -15,9 +18,16 @@ from typing import Any
 
 from voicelat.core.display import fmt_ms
 from voicelat.core.endpointing import ConfigScore, pareto_front, pick_for_budget
+from voicelat.core.endpointing_runs import RunPoint
 
-#: Okabe-Ito colours, one per endpointer (colour-blind safe).
-COLOURS = {"energy": "#0072B2", "silero": "#D55E00", "webrtc": "#009E73"}
+#: Okabe-Ito colours, one per endpointer or provider (colour-blind safe).
+COLOURS = {
+    "energy": "#0072B2",
+    "silero": "#D55E00",
+    "webrtc": "#009E73",
+    "deepgram": "#CC79A7",
+    "assemblyai": "#E69F00",
+}
 _OTHER = "#777777"
 
 
@@ -32,6 +42,8 @@ class TradeOff:
     pauses: int
     audio_s: float
     wall_s: float
+    #: Points from recorded runs (their scores are in ``scores`` too), with their turns.
+    runs: tuple[RunPoint, ...] = ()
 
     @property
     def front(self) -> list[ConfigScore]:
@@ -47,8 +59,26 @@ class TradeOff:
     def pipeline_pick(self) -> ConfigScore | None:
         """The fastest energy-VAD configuration within the budget: what a pipeline file can set."""
         return pick_for_budget(
-            [s for s in self.scores if s.config.endpointer == "energy"], self.budget
+            [s for s in self.scores if s.config.endpointer == "energy" and not _wire(s)],
+            self.budget,
         )
+
+    @property
+    def provider_pick(self) -> ConfigScore | None:
+        """The fastest recorded provider setting within the budget (None without runs)."""
+        return pick_for_budget([s for s in self.scores if _wire(s)], self.budget)
+
+
+def _wire(s: ConfigScore) -> bool:
+    return s.config.measured_on_wire
+
+
+def _cells(s: ConfigScore) -> tuple[str, str, str]:
+    """Endpointer, threshold and hangover cells; a run's point shows its provider options."""
+    c = s.config
+    if _wire(s):
+        return f"{c.endpointer} (wire)", "—", c.options_text
+    return c.endpointer, f"{c.threshold:g}", str(c.hangover_ms)
 
 
 def pipeline_setting(score: ConfigScore) -> str:
@@ -64,20 +94,26 @@ def _pct(s: ConfigScore) -> str:
 def markdown(t: TradeOff) -> str:
     """The grid as one Markdown table (front rows marked), then the front and the budget's pick."""
     front = {id(s) for s in t.front}
-    lines = [
+    replayed = (
         f"Endpointing on {t.fixtures} fixtures ({t.with_pauses} with {t.pauses} annotated "
         f"pauses), {t.audio_s:.1f} s of audio replayed in {t.wall_s:.1f} s "
-        f"({t.audio_s / max(t.wall_s, 1e-9):.0f}x real time). Latency is after the true speech "
-        "end; a cut-off is an endpoint before it (in a pause: inside an annotated pause).",
+        f"({t.audio_s / max(t.wall_s, 1e-9):.0f}x real time)."
+        if t.fixtures
+        else f"Endpointing from {len(t.runs)} recorded run(s), no offline replay."
+    )
+    lines = [
+        f"{replayed} Latency is after the true speech end; a cut-off is an endpoint before it "
+        "(in a pause: inside an annotated pause).",
+        *_wire_note(t),
         "",
         "| endpointer | threshold | hangover ms | P50 ms | P90 ms | false cut-off rate "
         "| cut-offs (in pause) | missed | front |",
         "|---|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for s in t.scores:
-        c = s.config
+        name, thr, hang = _cells(s)
         lines.append(
-            f"| {c.endpointer} | {c.threshold:g} | {c.hangover_ms} | {fmt_ms(s.p50_ns)} "
+            f"| {name} | {thr} | {hang} | {fmt_ms(s.p50_ns)} "
             f"| {fmt_ms(s.p90_ns)} | {_pct(s)} | {s.cutoffs} ({s.cutoffs_in_pause}) "
             f"| {s.missed} | {'*' if id(s) in front else ''} |"
         )
@@ -87,8 +123,67 @@ def markdown(t: TradeOff) -> str:
         f"| {s.config.label} | {fmt_ms(s.p50_ns)} | {fmt_ms(s.p90_ns)} | {_pct(s)} |"
         for s in t.front
     ]
-    lines += ["", _picks(t)]
+    lines += ["", _picks(t), *_cut_lines(t)]
     return "\n".join(lines) + "\n"
+
+
+def _wire_note(t: TradeOff) -> list[str]:
+    if not t.runs:
+        return []
+    return [
+        "",
+        f"{len(t.runs)} point(s) come from recorded runs, marked (wire): the provider's "
+        "end-of-turn as the pipeline received it, so their latency includes the network and "
+        "the provider's processing. The pipeline stopped listening there: a cut-off turn "
+        "answered mid-sentence and has no latency (P50/P90 are over the turns not cut); "
+        "rates are per turn.",
+    ]
+
+
+def cut_turn_lines(run: RunPoint) -> list[str]:
+    """One line per turn a run's provider cut off: where the endpoint fell, what was heard."""
+    out = []
+    for j in run.cut_turns:
+        at = f"{(j.endpoint_ns or 0) / 1e9:.3f} s"
+        where = (
+            f"inside the pause {j.pause[0] / 1e9:.3f}-{j.pause[1] / 1e9:.3f} s"
+            if j.pause
+            else "between words (no annotated pause)"
+        )
+        heard = f', transcript "{j.transcript}"' if j.transcript else ""
+        out.append(f"turn {j.index} {j.fixture}: end-of-turn at {at}, {where}{heard}")
+    return out
+
+
+def _cut_lines(t: TradeOff) -> list[str]:
+    out: list[str] = []
+    for run in t.runs:
+        cut = cut_turn_lines(run)
+        n = run.score.n
+        head = f"{run.score.config.label} ({run.run}): "
+        head += (
+            f"the pipeline answered mid-sentence in {len(cut)} of {n} turns:"
+            if cut
+            else f"no turn cut off ({n} turns)."
+        )
+        out += ["", head]
+        details = [f"- {line}" for line in cut]
+        details += [
+            f"- turn {j.index} {j.fixture}: no end-of-turn came (missed)"
+            for j in run.turns
+            if j.score.missed
+        ]
+        details += [
+            f"- left out turn {i} {f}: failed before any endpoint ({w})" for i, f, w in run.left_out
+        ]
+        details += [
+            f"- left out turn {i} {f}: stale end-of-turn at {t / 1e9:.3f} s, before this "
+            "turn's speech could end one (the previous turn's audio, carried over on the socket)"
+            for i, f, t in run.stale
+        ]
+        if details:
+            out += ["", *details]
+    return out
 
 
 def _picks(t: TradeOff) -> str:
@@ -112,6 +207,14 @@ def _picks(t: TradeOff) -> str:
             f"Pipeline setting (energy VAD) within {budget}: `[endpointing] {pipeline_setting(pp)}` "
             f"(P50 {fmt_ms(pp.p50_ns)} ms, cut-offs {_pct(pp)})."
         )
+    if any(_wire(s) for s in t.scores):
+        prov = t.provider_pick
+        out.append(
+            f"No recorded provider setting keeps cut-offs within {budget}."
+            if prov is None
+            else f"Provider setting (measured on the wire) within {budget}: "
+            f"**{prov.config.label}** (P50 {fmt_ms(prov.p50_ns)} ms, cut-offs {_pct(prov)})."
+        )
     return "\n\n".join(out)
 
 
@@ -122,6 +225,8 @@ def document(t: TradeOff) -> dict[str, Any]:
         c = s.config
         return {
             "endpointer": c.endpointer,
+            "source": c.source,
+            "options": dict(c.options),
             "threshold": c.threshold,
             "hangover_ms": c.hangover_ms,
             "n": s.n,
@@ -146,6 +251,34 @@ def document(t: TradeOff) -> dict[str, Any]:
         "front": [row(s) for s in t.front],
         "pick": row(t.pick) if t.pick else None,
         "pipeline_pick": row(t.pipeline_pick) if t.pipeline_pick else None,
+        "provider_pick": row(t.provider_pick) if t.provider_pick else None,
+        "runs": [_run_doc(r, row(r.score)) for r in t.runs],
+    }
+
+
+def _run_doc(r: RunPoint, point: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run": r.run,
+        "stage": r.stage,
+        "point": point,
+        "controls_only": r.controls_only,
+        "warmup_turns": r.warmup,
+        "left_out": [{"index": i, "fixture": f, "why": w} for i, f, w in r.left_out],
+        "stale": [{"index": i, "fixture": f, "endpoint_ns": t} for i, f, t in r.stale],
+        "turns": [
+            {
+                "index": j.index,
+                "fixture": j.fixture,
+                "endpoint_ns": j.endpoint_ns,
+                "latency_ns": j.score.latency_ns,
+                "cut": j.cut,
+                "cut_in_pause": j.pause is not None,
+                "pause_ns": list(j.pause) if j.pause else None,
+                "missed": j.score.missed,
+                "transcript": j.transcript,
+            }
+            for j in r.turns
+        ],
     }
 
 
@@ -176,7 +309,7 @@ def curve_svg(scores: Sequence[ConfigScore], budget: float) -> str:
         parts.append(f'<line x1="{_L}" x2="{_L + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
     parts.append(
         f'<text x="{_L + pw / 2}" y="{_H - 6}" text-anchor="middle">false cut-off rate '
-        f"(fixtures cut at least once)</text>"
+        f"(fixtures cut at least once{'; runs: turns cut' if any(map(_wire, pts)) else ''})</text>"
         f'<text x="14" y="{_T + ph / 2}" text-anchor="middle" '
         f'transform="rotate(-90 14 {_T + ph / 2})">P50 endpointing latency (ms)</text>'
     )
@@ -190,24 +323,46 @@ def curve_svg(scores: Sequence[ConfigScore], budget: float) -> str:
     parts.append(f'<polyline points="{line}" fill="none" stroke="#333" stroke-width="1.5"/>')
     for s in pts:
         x, y = xy(s)
-        colour = COLOURS.get(s.config.endpointer, _OTHER)
-        tip = escape(f"{s.config.label}: P50 {fmt_ms(s.p50_ns)} ms, cut-offs {_pct(s)}")
-        parts.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}" fill-opacity="0.75">'
-            f"<title>{tip}</title></circle>"
-        )
-    for i, name in enumerate(sorted({s.config.endpointer for s in pts})):
+        parts.append(_mark(s, x, y))
+    names = sorted({(_wire(s), s.config.endpointer) for s in pts})
+    for i, (wire, name) in enumerate(names):
         y = _T + 10 + 16 * i
         colour = COLOURS.get(name, _OTHER)
+        x = _W - _R + 16
         parts.append(
-            f'<circle cx="{_W - _R + 16}" cy="{y}" r="4" fill="{colour}"/>'
-            f'<text x="{_W - _R + 26}" y="{y + 4}">{escape(name)}</text>'
+            f'<rect x="{x - 4}" y="{y - 4}" width="8" height="8" fill="{colour}"/>'
+            if wire
+            else f'<circle cx="{x}" cy="{y}" r="4" fill="{colour}"/>'
         )
+        label = f"{name} (wire)" if wire else name
+        parts.append(f'<text x="{_W - _R + 26}" y="{y + 4}">{escape(label)}</text>')
+    y0 = _T + 22 + 16 * len(names)
     parts.append(
-        f'<text x="{_W - _R + 12}" y="{_T + 70}">line: Pareto front</text>'
-        f'<text x="{_W - _R + 12}" y="{_T + 86}" fill="#c00">dashed: budget</text></svg>'
+        f'<text x="{_W - _R + 12}" y="{y0}">line: Pareto front</text>'
+        f'<text x="{_W - _R + 12}" y="{y0 + 16}" fill="#c00">dashed: budget</text>'
     )
+    if any(wire for wire, _ in names):
+        parts.append(
+            f'<text x="{_W - _R + 12}" y="{y0 + 32}">squares: recorded runs,</text>'
+            f'<text x="{_W - _R + 12}" y="{y0 + 46}">measured on the wire</text>'
+        )
+    parts.append("</svg>")
     return "".join(parts)
+
+
+def _mark(s: ConfigScore, x: float, y: float) -> str:
+    """A configuration's mark: a circle offline, a square for a run's point (on the wire)."""
+    colour = COLOURS.get(s.config.endpointer, _OTHER)
+    tip = escape(f"{s.config.label}: P50 {fmt_ms(s.p50_ns)} ms, cut-offs {_pct(s)}")
+    if _wire(s):
+        return (
+            f'<rect x="{x - 4.5:.1f}" y="{y - 4.5:.1f}" width="9" height="9" fill="{colour}" '
+            f'stroke="#333" fill-opacity="0.85"><title>{tip}</title></rect>'
+        )
+    return (
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}" fill-opacity="0.75">'
+        f"<title>{tip}</title></circle>"
+    )
 
 
 def html(t: TradeOff) -> str:
@@ -217,9 +372,7 @@ def html(t: TradeOff) -> str:
         + "".join(
             f"<td>{escape(v)}</td>"
             for v in (
-                s.config.endpointer,
-                f"{s.config.threshold:g}",
-                str(s.config.hangover_ms),
+                *_cells(s),
                 fmt_ms(s.p50_ns),
                 fmt_ms(s.p90_ns),
                 _pct(s),
@@ -248,14 +401,27 @@ def html(t: TradeOff) -> str:
         for s in t.front
     )
     picks = escape(_picks(t)).replace("**", "").replace("`", "")
+    notes = "".join(f"<p>{escape(line)}</p>" for line in _wire_note(t) if line)
+    cuts = "".join(
+        f"<h3>{escape(r.score.config.label)} ({escape(r.run)})</h3><ul>"
+        + (
+            "".join(f"<li>{escape(c)}</li>" for c in cut_turn_lines(r))
+            or "<li>no turn cut off</li>"
+        )
+        + "</ul>"
+        for r in t.runs
+    )
+    if cuts:
+        cuts = f"<h2>Turns the provider cut off (recorded runs)</h2>{cuts}"
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>voicelat endpointing</title>'
         "<style>body{font-family:sans-serif;margin:2em;max-width:60em}table{border-collapse:"
         "collapse}td,th{border:1px solid #ddd;padding:2px 8px;text-align:right}</style></head>"
         f"<body><h1>Endpointing trade-off</h1><p>{t.fixtures} fixtures ({t.with_pauses} with "
         f"{t.pauses} annotated pauses); latency after the true speech end; a cut-off is an "
-        f"endpoint before it.</p>{curve_svg(t.scores, t.budget)}<h2>Pareto front</h2><ul>{front}"
-        f"</ul><p>{picks}</p><h2>Every configuration</h2><table><tr>{head}</tr>{rows}</table>"
+        f"endpoint before it.</p>{notes}{curve_svg(t.scores, t.budget)}<h2>Pareto front</h2>"
+        f"<ul>{front}</ul><p>{picks}</p>{cuts}<h2>Every configuration</h2>"
+        f"<table><tr>{head}</tr>{rows}</table>"
         "</body></html>\n"
     )
 
@@ -272,14 +438,23 @@ def curve_text(scores: Sequence[ConfigScore], *, width: int = 60, height: int = 
     for s in sorted(pts, key=lambda s: id(s) in front):
         col = round(s.cutoff_rate * width)
         row = height - round((s.p50_ns or 0) / 1e6 / top * height)
-        grid[row][col] = "*" if id(s) in front else s.config.endpointer[:1]
+        grid[row][col] = "*" if id(s) in front else _letter(s)
     lines = []
     for r, cells in enumerate(grid):
         label = f"{top * (height - r) / height:5.0f} |" if r % 2 == 0 else "      |"
         lines.append(label + "".join(cells))
     lines.append("      +" + "-" * (width + 1))
     lines.append("       0%" + " " * (width - 8) + "100%")
+    names = sorted({(_letter(s), s.config.endpointer) for s in pts if _wire(s)})
+    wire = ", ".join(f"{letter}: {name}" for letter, name in names)
     lines.append(
         "P50 ms up, false cut-off rate across; * Pareto front, e/s/w: energy/silero/webrtc"
+        + (f"; on the wire (recorded runs) {wire}" if wire else "")
     )
     return "\n".join(lines)
+
+
+def _letter(s: ConfigScore) -> str:
+    """A point's letter on the text curve: lower case offline, upper case on the wire."""
+    first = s.config.endpointer[:1]
+    return first.upper() if _wire(s) else first

@@ -1,6 +1,8 @@
 """The endpointing screen: the trade-off curve in characters, the Pareto front, every setting.
 
 Opened by ``voicelat endpointing`` after the grid has run (nothing is measured while it shows).
+Points from recorded runs (a provider's own end-of-turn) are in the same tables, marked "wire"
+in the ``measured`` column, and the turns they cut off are listed under the grid.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from voicelat.core.display import fmt_ms
-from voicelat.report.endpointing import TradeOff, curve_text
+from voicelat.report.endpointing import TradeOff, curve_text, cut_turn_lines
 
 
 class EndpointingApp(App[None]):
@@ -45,6 +47,8 @@ class EndpointingApp(App[None]):
             yield DataTable(id="front", zebra_stripes=True, cursor_type="row")
             yield Static("Every configuration", classes="note")
             yield DataTable(id="grid", zebra_stripes=True, cursor_type="row")
+            if t.runs:
+                yield Static(_runs_text(t), id="runs")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -55,6 +59,7 @@ class EndpointingApp(App[None]):
             "cut fixtures",
             "cut-offs (in pause)",
             "missed",
+            "measured",
         )
         for table_id, scores in (("#front", self.trade.front), ("#grid", self.trade.scores)):
             table = self.query_one(table_id, DataTable)
@@ -67,7 +72,24 @@ class EndpointingApp(App[None]):
                     f"{s.cut_fixtures}/{s.n}",
                     f"{s.cutoffs} ({s.cutoffs_in_pause})",
                     str(s.missed),
+                    "on the wire" if s.config.measured_on_wire else "offline replay",
                 )
+
+
+def _runs_text(t: TradeOff) -> str:
+    """What the recorded runs' points are, and the turns each provider cut off."""
+    lines = [
+        "Recorded runs (on the wire: network and the provider's processing included; a cut "
+        "turn has no latency):"
+    ]
+    for run in t.runs:
+        cut = cut_turn_lines(run)
+        stale = f", {len(run.stale)} stale end-of-turn(s) left out" if run.stale else ""
+        lines.append(
+            f"{run.score.config.label}  {run.run}: {len(cut)}/{run.score.n} turns cut{stale}"
+        )
+        lines += [f"  {c}" for c in cut]
+    return "\n".join(lines)
 
 
 def show_endpointing(trade: TradeOff) -> None:
