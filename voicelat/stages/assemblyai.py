@@ -143,6 +143,7 @@ class AssemblyAISTT(WsStage):
             # and so the stream time that words[].end counts in.
             next_order=conn.extra.get("next_order", 0),
             stream_start_ms=conn.extra.get("stream_bytes", 0) / (2 * o.rate) * 1000,
+            rate=o.rate,
         )
         try:
             async for event in self._exchange(conn, proto, audio):

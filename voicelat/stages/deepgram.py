@@ -226,6 +226,7 @@ class DeepgramSTT(_DeepgramStage):
             conn.url,
             close_stream=not self.persistent_socket,
             stream_start_s=sent / (2 * self.input_rate),
+            rate=self.input_rate,
         )
 
     def _after(self, conn: WsConn, proto: DeepgramSTTProtocol) -> None:

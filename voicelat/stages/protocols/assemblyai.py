@@ -33,6 +33,8 @@ _FORCE_ENDPOINT = json_text({"type": "ForceEndpoint"})
 #: A word of this request ends well after its first audio; one ending at most this much later
 #: (rounding to ms, the padding of the last chunk) is an earlier request's.
 _STREAM_TOLERANCE_MS = 10
+#: Audio that may follow an end of turn the caller stopped on (see the Deepgram protocol).
+STOPPED_ON_EOT_MS = 100
 
 
 def words_end_ms(data: Mapping[str, Any]) -> int | None:
@@ -76,6 +78,7 @@ class AssemblyAIProtocol(WsProtocol[bytes]):
         wait_formatted: bool = False,
         next_order: int = 0,
         stream_start_ms: float = 0.0,
+        rate: int = 16000,
     ) -> None:
         super().__init__(url)
         self.chunk_bytes = chunk_bytes
@@ -85,8 +88,10 @@ class AssemblyAIProtocol(WsProtocol[bytes]):
         self.open_turn = False
         self.ended = 0
         self.audio_ended = False
-        #: Audio went out after the last end of turn: the server may hold a new turn.
-        self.leftover = False
+        #: Audio bytes sent since the last end of turn arrived (None: none yet). Any may
+        #: hold the start of a new turn (the user spoke on before it arrived).
+        self.since_eot: int | None = None
+        self._slack_bytes = rate * 2 * STOPPED_ON_EOT_MS // 1000
         #: The audio ended after the server had ended the turn: later Turns are not this one's.
         self.turn_over = False
         #: The request ended with a ForceEndpoint for that leftover whose answer it did not
@@ -97,26 +102,32 @@ class AssemblyAIProtocol(WsProtocol[bytes]):
 
     def send_input(self, item: bytes) -> Iterator[Send]:
         self._buf += item
+        if self.since_eot is not None:
+            self.since_eot += len(item)
         if len(self._buf) >= self.chunk_bytes:
             chunk, self._buf = self._buf, b""
-            yield from self._audio(chunk)
+            self.sent_bytes += len(chunk)
+            yield Send(chunk)
 
-    def _audio(self, chunk: bytes) -> Iterator[Send]:
-        self.sent_bytes += len(chunk)
-        if self._turn_closed():
-            self.leftover = True
-        yield Send(chunk)
+    def stopped_on_eot(self) -> bool:
+        """The audio ended on the last end of turn: the turn ended there (provider
+        endpointing), whatever Turn of the user speaking on came after it."""
+        return self.since_eot is not None and self.since_eot <= self._slack_bytes
 
     def send_end(self) -> Iterator[Send]:
         if self._buf:
             chunk, self._buf = self._buf, b""
-            yield from self._audio(chunk + bytes(self.chunk_bytes - len(chunk)))
-        if self._turn_closed():
-            # The server already ended the turn; a leftover is closed now, so that the next
-            # request on this session does not end on it, but not waited for.
+            chunk += bytes(self.chunk_bytes - len(chunk))
+            self.sent_bytes += len(chunk)
+            yield Send(chunk)
+        if self._turn_closed() or (self.ended and self.stopped_on_eot()):
+            # The server already ended the turn; the audio sent after it is closed now, so
+            # that the next request on this session does not end on it, but not waited for.
             self.turn_over = True
-            self.flushed_leftover = self.leftover
-            yield Send(_FORCE_ENDPOINT if self.leftover else None, RequestSent(0, "audio_end"))
+            self.flushed_leftover = bool(self.since_eot)
+            yield Send(
+                _FORCE_ENDPOINT if self.flushed_leftover else None, RequestSent(0, "audio_end")
+            )
         else:
             yield Send(_FORCE_ENDPOINT, RequestSent(0, "audio_end"))
 
@@ -163,10 +174,12 @@ class AssemblyAIProtocol(WsProtocol[bytes]):
             self.open_turn = True
             return [Partial(t, text)] if text else []
         if self.wait_formatted and not data.get("turn_is_formatted"):
+            self.since_eot = 0
             return [EndOfTurn(t)]
         self.next_order = order + 1
         self.ended += 1
         self.open_turn = False
+        self.since_eot = 0  # only audio sent after this one can open a new turn
         events: list[StageEvent] = [] if self.wait_formatted else [EndOfTurn(t)]
         if text:
             events.append(Final(t, text))

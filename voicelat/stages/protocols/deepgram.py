@@ -46,6 +46,10 @@ _FLUSH = json_text({"type": "Flush"})
 #: Rounding of Deepgram's times (ms) and a word's least length: a word of this request ends
 #: well after its first audio; one ending at most this much later is an earlier request's.
 _STREAM_TOLERANCE_S = 0.01
+#: Audio that may follow an end-of-turn the caller stopped on: provider endpointing stops the
+#: audio on the EndOfTurn, after the frame it had in hand and any it had queued (20 ms each).
+#: A caller that sent more kept listening (its own VAD ends the turn): its audio counts.
+STOPPED_ON_EOT_MS = 100
 
 
 def error_text(data: Mapping[str, Any]) -> str:
@@ -99,7 +103,12 @@ class DeepgramSTTProtocol(WsProtocol[bytes]):
     sending: ClassVar[str] = "audio"
 
     def __init__(
-        self, url: str, *, close_stream: bool = False, stream_start_s: float = 0.0
+        self,
+        url: str,
+        *,
+        close_stream: bool = False,
+        stream_start_s: float = 0.0,
+        rate: int = 16000,
     ) -> None:
         super().__init__(url)
         self.close_stream = close_stream
@@ -109,8 +118,10 @@ class DeepgramSTTProtocol(WsProtocol[bytes]):
         self.audio_ended = False
         #: The last result was a speech_final: everything heard is final already.
         self.nothing_pending = False
-        #: Audio went out after that speech_final: the provider may hold a new utterance.
-        self.leftover = False
+        #: Audio bytes sent since the last speech_final arrived (None: none yet). Any may
+        #: hold the start of a new utterance (the user spoke on before it arrived).
+        self.since_eot: int | None = None
+        self._slack_bytes = rate * 2 * STOPPED_ON_EOT_MS // 1000
         #: The audio ended on a final transcript: the turn is over, later results are not its.
         self.turn_over = False
         #: The request ended with a Finalize for that leftover whose answer it did not wait
@@ -120,17 +131,23 @@ class DeepgramSTTProtocol(WsProtocol[bytes]):
 
     def send_input(self, item: bytes) -> Iterator[Send]:
         self.sent_bytes += len(item)
-        if self.nothing_pending:
-            self.leftover = True
+        if self.since_eot is not None:
+            self.since_eot += len(item)
         yield Send(item)
 
+    def stopped_on_eot(self) -> bool:
+        """The audio ended on the last speech_final: the turn ended there (provider
+        endpointing), whatever interim of the user speaking on came after it."""
+        return self.since_eot is not None and self.since_eot <= self._slack_bytes
+
     def send_end(self) -> Iterator[Send]:
-        if not self.close_stream and self.nothing_pending:
-            # The turn is over (its transcript is final); a leftover is flushed now, so that
-            # the next turn on this socket does not end on it, but not waited for.
+        if not self.close_stream and (self.nothing_pending or self.stopped_on_eot()):
+            # The turn is over (its transcript is what was final at its speech_final); the
+            # audio sent after it is flushed now, so that the next turn on this socket does
+            # not end on it, but not waited for.
             self.turn_over = True
-            self.flushed_leftover = self.leftover
-            yield Send(_FINALIZE if self.leftover else None, RequestSent(0, "audio_end"))
+            self.flushed_leftover = bool(self.since_eot)
+            yield Send(_FINALIZE if self.flushed_leftover else None, RequestSent(0, "audio_end"))
             return
         yield Send(CLOSE_STREAM if self.close_stream else _FINALIZE, RequestSent(0, "audio_end"))
 
@@ -182,7 +199,7 @@ class DeepgramSTTProtocol(WsProtocol[bytes]):
             events.append(Final(t, text))
         if data.get("speech_final"):
             self.nothing_pending = True
-            self.leftover = False  # only audio sent after this one can open a new utterance
+            self.since_eot = 0  # only audio sent after this one can open a new utterance
             if self.text_final:
                 events.append(EndOfTurn(t))
         if data.get("from_finalize") and self.audio_ended:
