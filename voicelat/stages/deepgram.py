@@ -210,7 +210,7 @@ class DeepgramSTT(_DeepgramStage):
                 yield event
             if conn is None:
                 return
-            proto = self._protocol(conn)
+            proto = self._protocol(conn, conn.extra.get("stream_bytes", 0))
             try:
                 async for event in self._exchange(conn, proto, audio):
                     yield event
@@ -219,13 +219,13 @@ class DeepgramSTT(_DeepgramStage):
         finally:
             self._busy = False
 
-    def _protocol(self, conn: WsConn) -> DeepgramSTTProtocol:
-        # Deepgram's result times are stream seconds: the audio this socket carried so far.
-        sent = conn.extra.get("stream_bytes", 0)
+    def _protocol(self, conn: WsConn, stream_bytes: int = 0) -> DeepgramSTTProtocol:
+        # Deepgram's result times are stream seconds: ``stream_bytes`` of audio went over
+        # this socket before the request.
         return DeepgramSTTProtocol(
             conn.url,
             close_stream=not self.persistent_socket,
-            stream_start_s=sent / (2 * self.input_rate),
+            stream_start_s=stream_bytes / (2 * self.input_rate),
             rate=self.input_rate,
         )
 
