@@ -6,13 +6,25 @@ import json
 from typing import Any
 
 from voicelat.core.events import Done, EndOfTurn, Failed, Final, Partial, RequestSent
-from voicelat.stages.protocols.assemblyai import TERMINATE, AssemblyAIProtocol
+from voicelat.stages.protocols.assemblyai import (
+    TERMINATE,
+    AssemblyAIProtocol,
+    LeftoverTurn,
+    words_end_ms,
+)
 
 URL = "wss://streaming.assemblyai.com/v3/ws"
 CHUNK = 16000 * 60 // 1000 * 2  # 60 ms of 16 kHz s16le
 
 
-def turn(order: int, text: str, *, end: bool = False, formatted: bool = False) -> str:
+def turn(
+    order: int,
+    text: str,
+    *,
+    end: bool = False,
+    formatted: bool = False,
+    words: tuple[int, int] = (1920, 2000),
+) -> str:
     body: dict[str, Any] = {
         "type": "Turn",
         "turn_order": order,
@@ -20,7 +32,7 @@ def turn(order: int, text: str, *, end: bool = False, formatted: bool = False) -
         "end_of_turn": end,
         "transcript": text,
         "end_of_turn_confidence": 0.001037,
-        "words": [{"start": 1920, "end": 2000, "text": "hi", "confidence": 0.87}],
+        "words": [{"start": words[0], "end": words[1], "text": "hi", "confidence": 0.87}],
         "utterance": "",
     }
     return json.dumps(body)
@@ -88,3 +100,81 @@ def test_errors_and_other_messages() -> None:
     assert p.receive(b"\x00", 9) == []
     assert "no end of turn from" in p.stalled(3)
     assert json.loads(TERMINATE) == {"type": "Terminate"}
+
+
+# -- a provider cut-off's leftover: ended, not waited for, never this turn's or the next's --
+FRAME = bytes(640)  # 20 ms at 16 kHz
+
+
+def test_audio_after_the_end_of_turn_is_force_ended_but_not_waited_for() -> None:
+    p = AssemblyAIProtocol(URL, chunk_bytes=CHUNK)
+    assert p.receive(turn(0, "book me a flight", end=True), 10) == [
+        EndOfTurn(10),
+        Final(10, "book me a flight"),
+    ]
+    list(p.send_input(FRAME))  # the frame the caller had in hand when the end of turn came
+    padded, force = p.send_end()
+    assert padded.data == FRAME + bytes(CHUNK - len(FRAME))
+    assert json.loads(str(force.data)) == {"type": "ForceEndpoint"} and p.flushed_leftover
+    assert force.event == RequestSent(0, "audio_end")
+    assert p.input_ended(30) == [Done(30)] and p.finished
+    assert p.sent_bytes == CHUNK  # the stream time the session carries on
+
+
+def test_a_leftover_turn_does_not_reopen_a_turn_the_audio_ended_on() -> None:
+    # The user spoke on before the end of turn arrived: the next turn's first Turn comes
+    # after it, then the audio ends (provider endpointing stopped on the EndOfTurn).
+    p = AssemblyAIProtocol(URL, chunk_bytes=CHUNK)
+    p.receive(turn(0, "book me a flight", end=True), 10)
+    list(p.send_input(FRAME))
+    assert p.receive(turn(1, ""), 12) == [] and p.open_turn
+    list(p.send_input(FRAME))
+    _, force = p.send_end()
+    assert json.loads(str(force.data)) == {"type": "ForceEndpoint"} and p.flushed_leftover
+    assert p.input_ended(30) == [Done(30)]
+    # The ForceEndpoint's answer before the request's end is not this turn's.
+    assert p.receive(turn(1, "to", end=True), 40) == []
+
+
+def test_a_caller_that_listened_on_after_the_end_of_turn_waits_for_it() -> None:
+    # Its own VAD ended the turn 200 ms after the server's end of turn: the words after it
+    # are the turn's, as before.
+    p = AssemblyAIProtocol(URL, chunk_bytes=CHUNK)
+    p.receive(turn(0, "book me a flight", end=True), 10)
+    for _ in range(10):
+        list(p.send_input(FRAME))
+    p.receive(turn(1, "to"), 20)
+    (_, force) = p.send_end()
+    assert json.loads(str(force.data)) == {"type": "ForceEndpoint"} and not p.flushed_leftover
+    assert p.input_ended(30) == []
+    assert p.receive(turn(1, "to denver", end=True), 50) == [
+        EndOfTurn(50),
+        Final(50, "to denver"),
+        Done(50),
+    ]
+
+
+def test_turns_whose_words_ended_before_the_request_are_ignored() -> None:
+    # 3000 ms of audio went over the session before this request: the leftover's turn (its
+    # words end by then) must not end it; its formatted copy is skipped by its order.
+    p = AssemblyAIProtocol(URL, chunk_bytes=CHUNK, next_order=1, stream_start_ms=3000)
+    assert p.receive(turn(1, "to", words=(2700, 2990)), 1) == []
+    assert p.receive(turn(1, "to", end=True, words=(2700, 3005)), 2) == []
+    assert p.next_order == 2 and p.ended == 0
+    assert p.receive(turn(1, "To.", end=True, formatted=True, words=(2700, 3005)), 3) == []
+    assert p.receive(turn(2, "will it", words=(3400, 3800)), 4) == [Partial(4, "will it")]
+    # A Turn without words is not judged by time.
+    assert p.receive(turn(2, "will it be", words=(3400, 3800)).replace(
+        '"words": [{"start": 3400, "end": 3800, "text": "hi", "confidence": 0.87}]',
+        '"words": []',
+    ), 5) == [Partial(5, "will it be")]  # fmt: skip
+
+
+def test_leftover_turn_reader_and_word_times_on_literal_frames() -> None:
+    reader = LeftoverTurn(next_order=1)
+    assert not reader.answered(turn(1, "to"))  # a partial: the answer is still to come
+    assert not reader.answered(turn(0, "Book me a flight.", end=True, formatted=True))
+    assert not reader.answered(json.dumps({"type": "Termination"})) and not reader.answered(b"")
+    assert reader.answered(turn(1, "to", end=True)) and reader.next_order == 2
+    assert words_end_ms(json.loads(turn(0, "hi", words=(100, 350)))) == 350
+    assert words_end_ms({"type": "Turn", "words": []}) is None

@@ -19,6 +19,8 @@ from voicelat.stages.protocols.deepgram import (
     KEEPALIVE,
     DeepgramSTTProtocol,
     DeepgramTTSProtocol,
+    audio_end_s,
+    flush_answered,
 )
 
 URL = "wss://api.deepgram.com/v1/listen"
@@ -137,3 +139,105 @@ def test_tts_ends_at_the_last_flushed_after_the_text_ended() -> None:
     assert p.receive(json.dumps({"type": "Flushed", "sequence_id": 1}), 7) == [Done(7)]
     warning = {"type": "Warning", "description": "flush rate", "code": "W1"}
     assert p.receive(json.dumps(warning), 8) == []
+
+
+# -- a provider cut-off's leftover: flushed, not waited for, never this turn's or the next's --
+FRAME = bytes(640)  # 20 ms at 16 kHz
+
+
+def timed(text: str, start: float, end: float, **flags: bool) -> str:
+    """A ``Results`` frame with word times (stream seconds), as Deepgram sends them."""
+    words = text.split()
+    step = (end - start) / max(len(words), 1)
+    items = [
+        {"word": w, "start": start + i * step, "end": start + (i + 1) * step, "confidence": 0.9}
+        for i, w in enumerate(words)
+    ]
+    body = json.loads(results(text, is_final=flags.get("is_final", True), **{
+        k: v for k, v in flags.items() if k != "is_final"
+    }))  # fmt: skip
+    body.update(start=start, duration=end - start)
+    body["channel"]["alternatives"][0]["words"] = items
+    return json.dumps(body)
+
+
+def test_audio_after_a_speech_final_is_flushed_but_not_waited_for() -> None:
+    p = DeepgramSTTProtocol(URL)
+    assert p.receive(results("Book me a flight", is_final=True, speech_final=True), 10) == [
+        Final(10, "Book me a flight"),
+        EndOfTurn(10),
+    ]
+    list(p.send_input(FRAME))  # the frame the caller had in hand when the end-of-turn came
+    (end,) = list(p.send_end())
+    assert json.loads(str(end.data)) == {"type": "Finalize"} and p.flushed_leftover
+    assert p.input_ended(30) == [Done(30)] and p.finished  # the turn ended at its cut-off
+    assert p.sent_bytes == len(FRAME)
+
+
+def test_no_audio_after_the_speech_final_sends_nothing() -> None:
+    p = DeepgramSTTProtocol(URL)
+    p.receive(results("hi", is_final=True, speech_final=True), 10)
+    (end,) = list(p.send_end())
+    assert end.data is None and not p.flushed_leftover
+
+
+def test_a_leftover_interim_does_not_reopen_a_turn_the_audio_ended_on() -> None:
+    # The user spoke on before the speech_final arrived: an interim of the new utterance
+    # comes after it, then the audio ends (provider endpointing stopped on the EndOfTurn).
+    p = DeepgramSTTProtocol(URL)
+    p.receive(results("Book me a flight", is_final=True, speech_final=True), 10)
+    list(p.send_input(FRAME))
+    assert p.receive(results("to", is_final=False), 15) == [Partial(15, "Book me a flight to")]
+    list(p.send_input(FRAME))
+    (end,) = list(p.send_end())
+    assert json.loads(str(end.data)) == {"type": "Finalize"} and p.flushed_leftover
+    assert p.input_ended(40) == [Done(40)]
+    # Its answer (and anything else of the leftover) before the request's end is not this
+    # turn's: the transcript stays what was final at the cut-off.
+    assert p.receive(results("to Denver", is_final=True, fin=True), 45) == []
+
+
+def test_a_caller_that_listened_on_after_the_speech_final_waits_for_the_flush() -> None:
+    # Its own VAD ended the turn 200 ms after the speech_final (more than a caller stopping
+    # on it sends): the words after it are the turn's, as before.
+    p = DeepgramSTTProtocol(URL)
+    p.receive(results("Book me a flight", is_final=True, speech_final=True), 10)
+    for _ in range(10):
+        list(p.send_input(FRAME))
+    p.receive(results("to Denver", is_final=False), 20)
+    (end,) = list(p.send_end())
+    assert json.loads(str(end.data)) == {"type": "Finalize"} and not p.flushed_leftover
+    assert p.input_ended(30) == []
+    assert p.receive(results("to Denver", is_final=True, fin=True), 50) == [
+        Final(50, "to Denver"),
+        Done(50),
+    ]
+
+
+def test_results_whose_words_ended_before_the_request_are_ignored() -> None:
+    # The socket carried 3.0 s of audio before this request: a result whose words end by
+    # then is an earlier request's leftover (its speech_final must not end this turn).
+    p = DeepgramSTTProtocol(URL, stream_start_s=3.0)
+    assert p.receive(timed("Denver on", 2.6, 2.995, speech_final=True), 10) == []
+    assert p.receive(timed("Denver", 2.7, 2.9, is_final=False), 11) == []
+    assert p.text_final == "" and not p.nothing_pending
+    # This request's own words end after its first audio.
+    assert p.receive(timed("Will it be sunny", 3.4, 4.9, speech_final=True), 20) == [
+        Final(20, "Will it be sunny"),
+        EndOfTurn(20),
+    ]
+    # An empty from_finalize carries no words: never taken for an earlier one's.
+    q = DeepgramSTTProtocol(URL, stream_start_s=3.0)
+    list(q.send_end())
+    q.input_ended(5)
+    assert q.receive(timed("", 3.0, 3.0, fin=True), 30) == [Done(30)]
+
+
+def test_result_times_and_the_finalize_answer_on_literal_frames() -> None:
+    assert audio_end_s(json.loads(timed("hello there", 1.0, 1.5))) == 1.5
+    assert audio_end_s(json.loads(results("hi", is_final=True))) == 1.02  # start + duration
+    assert audio_end_s({"type": "Results"}) is None
+    assert flush_answered(results("", is_final=True, fin=True))
+    assert not flush_answered(results("hi", is_final=True, speech_final=True))
+    assert not flush_answered(json.dumps({"type": "UtteranceEnd", "last_word_end": 2.4}))
+    assert not flush_answered(b"\x00\x01") and not flush_answered("not json")

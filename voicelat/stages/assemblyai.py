@@ -15,8 +15,12 @@ voice agents not to wait for the formatted copy; ``wait_formatted = true`` takes
 Finals included, is reported as its message arrives, with that message's stamp (a Final
 does not stop the runner's audio); a request with several Finals has their text in order as
 its transcript and the last one as ``stt_final``. At the end of the audio an open turn is
-closed with ``ForceEndpoint``; a turn the server already ended needs nothing. Turns of
-earlier requests (a late formatted copy) are told apart by ``turn_order`` and ignored.
+closed with ``ForceEndpoint``; after a turn the server already ended the request ends with
+the audio, and audio sent after that end of turn (until it arrived: the user may have spoken
+on) is closed with a ``ForceEndpoint`` whose answer is read and dropped between turns
+(:mod:`voicelat.stages._leftover`), so the next turn on the session does not end on it.
+Turns of earlier requests (a late formatted copy, a leftover's turn) are told apart by
+``turn_order`` and by stream time (``words[].end``) and ignored.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from voicelat.core.events import StageEvent, StageName
-from voicelat.stages._ws import WsOptions, WsStage, plain_url
+from voicelat.stages._leftover import LeftoverDrain
+from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import OptionProblem, parse_options, query_strings
-from voicelat.stages.protocols.assemblyai import TERMINATE, AssemblyAIProtocol
+from voicelat.stages.protocols.assemblyai import TERMINATE, AssemblyAIProtocol, LeftoverTurn
 
 __all__ = ["AssemblyAIOptions", "AssemblyAISTT"]
 
@@ -82,6 +87,7 @@ class AssemblyAISTT(WsStage):
         super().__init__(table, o)
         self.input_rate = o.rate
         self.params = o.params()
+        self._leftover = LeftoverDrain()
 
     def _url(self) -> str:
         o = self.options
@@ -112,10 +118,17 @@ class AssemblyAISTT(WsStage):
         }
 
     async def __aexit__(self, *exc: object) -> None:
+        await self._leftover.cancel()
         await self._send_final(TERMINATE)
         await super().__aexit__(*exc)
 
+    async def prepare(self) -> None:
+        # Before the turn's first sample: the previous turn's leftover is off the session.
+        await self._leftover.settle()
+        await super().prepare()
+
     async def transcribe(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
+        await self._leftover.settle()  # a no-op after prepare()
         conn, events = await self._acquire()
         for event in events:
             yield event
@@ -126,11 +139,30 @@ class AssemblyAISTT(WsStage):
             conn.url,
             chunk_bytes=o.rate * o.chunk_ms // 1000 * 2,
             wait_formatted=o.wait_formatted,
-            # turn_order counts per session: the connection carries it from turn to turn.
+            # turn_order counts per session: the connection carries it from turn to turn,
+            # and so the stream time that words[].end counts in.
             next_order=conn.extra.get("next_order", 0),
+            stream_start_ms=conn.extra.get("stream_bytes", 0) / (2 * o.rate) * 1000,
+            rate=o.rate,
         )
         try:
             async for event in self._exchange(conn, proto, audio):
                 yield event
         finally:
-            conn.extra["next_order"] = proto.next_order
+            self._after(conn, proto)
+
+    def _after(self, conn: WsConn, proto: AssemblyAIProtocol) -> None:
+        """Carry the session's order and stream time on; drop the answer to a leftover's
+        ForceEndpoint off the turn: a task, so that nothing is awaited between this turn's
+        end and its reply."""
+        conn.extra["next_order"] = proto.next_order
+        conn.extra["stream_bytes"] = conn.extra.get("stream_bytes", 0) + proto.sent_bytes
+        if proto.finished and proto.flushed_leftover and conn is self._conn and conn.open:
+            reader = LeftoverTurn(proto.next_order)
+
+            def answered(message: str | bytes) -> bool:
+                done = reader.answered(message)
+                conn.extra["next_order"] = reader.next_order
+                return done
+
+            self._leftover.start(conn, answered)

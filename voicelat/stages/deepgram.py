@@ -12,7 +12,10 @@ go out as the runner paces them. Interim results are :class:`~voicelat.core.even
 stops the audio on it). At the end of the audio the stage sends ``Finalize`` (or
 ``CloseStream`` with ``end_of_audio = "close_stream"``) and the request ends on the result
 marked ``from_finalize`` (or ``Metadata``). When the last result already was a ``speech_final``
-with nothing after it, there is nothing to flush and the request ends at the end of audio.
+with nothing after it, the turn's transcript is final and the request ends at the end of
+audio; audio sent after that ``speech_final`` (until it arrived: the user may have spoken on)
+is flushed with a ``Finalize`` whose answer is read and dropped between turns
+(:mod:`voicelat.stages._leftover`), so the next turn on the socket does not end on it.
 
 Every event, ``Final`` included, is reported as its message arrives, with that message's
 stamp. Deepgram finalizes long utterances in pieces, so a request may have several ``Final``
@@ -34,6 +37,7 @@ from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlencode
 
 from voicelat.core.events import StageEvent, StageName
+from voicelat.stages._leftover import LeftoverDrain
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import OptionProblem, QueryTable, parse_options
 from voicelat.stages.protocols.deepgram import (
@@ -41,6 +45,7 @@ from voicelat.stages.protocols.deepgram import (
     KEEPALIVE,
     DeepgramSTTProtocol,
     DeepgramTTSProtocol,
+    flush_answered,
 )
 
 __all__ = ["DeepgramSTT", "DeepgramSTTOptions", "DeepgramTTS", "DeepgramTTSOptions"]
@@ -124,6 +129,7 @@ class DeepgramSTT(_DeepgramStage):
         self.persistent_socket = o.end_of_audio == "finalize"
         self._keepalive: asyncio.Task[None] | None = None
         self._busy = False
+        self._leftover = LeftoverDrain()
 
     def _url(self) -> str:
         o = self.options
@@ -171,8 +177,14 @@ class DeepgramSTT(_DeepgramStage):
             self._keepalive.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keepalive
+        await self._leftover.cancel()
         await self._send_final(CLOSE_STREAM)
         await super().__aexit__(*exc)
+
+    async def prepare(self) -> None:
+        # Before the turn's first sample: the previous turn's leftover is off the socket.
+        await self._leftover.settle()
+        await super().prepare()
 
     def _stale(self, conn: WsConn) -> bool:
         return not self.persistent_socket and conn.used
@@ -191,14 +203,38 @@ class DeepgramSTT(_DeepgramStage):
     async def transcribe(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
         self._busy = True
         try:
+            await self._leftover.settle()  # a no-op after prepare()
             await self._discard_stale()
-            async for event in self._request(audio, self._protocol):
+            conn, events = await self._acquire()
+            for event in events:
                 yield event
+            if conn is None:
+                return
+            proto = self._protocol(conn, conn.extra.get("stream_bytes", 0))
+            try:
+                async for event in self._exchange(conn, proto, audio):
+                    yield event
+            finally:
+                self._after(conn, proto)
         finally:
             self._busy = False
 
-    def _protocol(self, conn: WsConn) -> DeepgramSTTProtocol:
-        return DeepgramSTTProtocol(conn.url, close_stream=not self.persistent_socket)
+    def _protocol(self, conn: WsConn, stream_bytes: int = 0) -> DeepgramSTTProtocol:
+        # Deepgram's result times are stream seconds: ``stream_bytes`` of audio went over
+        # this socket before the request.
+        return DeepgramSTTProtocol(
+            conn.url,
+            close_stream=not self.persistent_socket,
+            stream_start_s=stream_bytes / (2 * self.input_rate),
+            rate=self.input_rate,
+        )
+
+    def _after(self, conn: WsConn, proto: DeepgramSTTProtocol) -> None:
+        """Carry the stream time on; drop the answer to a leftover's Finalize off the turn:
+        a task, so that nothing is awaited between this turn's end and its reply."""
+        conn.extra["stream_bytes"] = conn.extra.get("stream_bytes", 0) + proto.sent_bytes
+        if proto.finished and proto.flushed_leftover and conn is self._conn and conn.open:
+            self._leftover.start(conn, flush_answered)
 
 
 class DeepgramTTS(_DeepgramStage):
