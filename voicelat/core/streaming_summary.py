@@ -28,7 +28,7 @@ machine check's turn windows, 24 bytes a measured turn.
 from __future__ import annotations
 
 from array import array
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -286,10 +286,11 @@ class SummaryAccumulator:
             out |= {f"spans.{stage}.{k}": v for k, v in spans.items()}
         return out
 
-    def quantiles(self) -> dict[str, Any]:
+    def quantiles(self, loop_lag: ValueStream | None = None) -> dict[str, Any]:
         """The ``quantiles`` section: exact, or which distributions come from histograms and
         their relative error."""
-        approximate = [k for k, v in self._all_streams().items() if not v.exact]
+        streams = self._all_streams() | ({"loop_lag": loop_lag} if loop_lag is not None else {})
+        approximate = [k for k, v in streams.items() if not v.exact]
         if not approximate and self.bands.index is not None:
             return dict(EXACT_QUANTILES)
         return {
@@ -299,9 +300,16 @@ class SummaryAccumulator:
             "approximate": approximate + ([] if self.bands.index is not None else ["waterfall"]),
         }
 
-    def parts(self, machine: Sequence[MachineSample] = ()) -> SummaryParts:
-        """The summary's measured sections."""
+    def parts(
+        self, machine: Sequence[MachineSample] = (), loop_lag_ns: Iterable[int] = ()
+    ) -> SummaryParts:
+        """The summary's measured sections; ``loop_lag_ns``: samples besides those added (a
+        probe's, read at the end; this accumulator is left as it was)."""
         names = segment_names(frozenset(self.segments))
+        lags = self._stream()
+        lags.merge(self.loop_lag)
+        for v in loop_lag_ns:
+            lags.add(float(v))
         empty = ValueStream(0)
         counts = {k: v for k, v in self.counts.items() if k != "interrupted" or v}
         bands = {p: b for p in PERCENTILES if (b := self.bands.band(p, names, self.e2e))}
@@ -316,13 +324,11 @@ class SummaryAccumulator:
             },
             bands=bands,
             failures=self.failures.most_common(),
-            loop_lag=self.loop_lag.distribution(),
+            loop_lag=lags.distribution(),
             e2e_from_intended=self.e2e_from_intended.distribution(),
             schedule_lag=self.schedule_lag.distribution(),
-            trust=self.trust.assess(
-                self.loop_lag.quantile(99) if self.loop_lag.n else None, machine
-            ),
-            quantiles=self.quantiles(),
+            trust=self.trust.assess(lags.quantile(99) if lags.n else None, machine),
+            quantiles=self.quantiles(lags),
         )
 
     def summarize(
@@ -334,10 +340,11 @@ class SummaryAccumulator:
         stages: Mapping[str, Any],
         budget: Mapping[str, Any] | None = None,
         machine: Sequence[MachineSample] = (),
+        loop_lag_ns: Iterable[int] = (),
     ) -> RunSummary:
         """The typed run summary (as :func:`~voicelat.core.summary.summarize`)."""
         return assemble(
-            self.parts(machine),
+            self.parts(machine, loop_lag_ns),
             run=run,
             pipeline=pipeline,
             fixtures=fixtures,
@@ -348,7 +355,7 @@ class SummaryAccumulator:
     def finish(self, **kw: Any) -> dict[str, Any]:
         """The ``summary.json`` document, as :func:`~voicelat.core.summary.build_summary`
         gives it for the same turns (keywords: ``run``, ``pipeline``, ``fixtures``,
-        ``stages``, ``budget``, ``machine``)."""
+        ``stages``, ``budget``, ``machine``, ``loop_lag_ns``)."""
         return self.summarize(**kw).to_json()
 
     def retained(self) -> int:
@@ -367,6 +374,39 @@ class SummaryAccumulator:
         return streams + bands * (1 + len(self.segments)) + tally + len(self.failures)
 
 
+#: Finished turns a runner keeps in memory (the most recent; the summary has them all).
+RECENT_TURNS = 1000
+
+
+class RecentTurns(deque[Turn]):
+    """A run's finished turns as its runner keeps them: the most recent ``maxlen`` (None: all),
+    each appended turn also added to :attr:`summary`, which summarizes every one of them.
+
+    ``len()`` is what is kept; :attr:`appended` how many were appended; :attr:`first` the first.
+    """
+
+    def __init__(
+        self, summary: SummaryAccumulator | None = None, maxlen: int | None = RECENT_TURNS
+    ) -> None:
+        super().__init__(maxlen=maxlen)
+        self.summary = summary if summary is not None else SummaryAccumulator()
+        self.appended = 0
+        self.first: Turn | None = None
+
+    def append(self, turn: Turn) -> None:
+        super().append(turn)
+        self.summary.add(turn)
+        self.appended += 1
+        if self.first is None:
+            self.first = turn
+
+    @property
+    def all_failed(self) -> bool:
+        """Some turns ran and every one failed."""
+        c = self.summary.counts
+        return bool(c["turns"]) and c["failed"] == c["turns"]
+
+
 def _merge_streams(
     mine: dict[str, ValueStream],
     theirs: Mapping[str, ValueStream],
@@ -378,4 +418,4 @@ def _merge_streams(
         mine[name].merge(stream)
 
 
-__all__ = ["BAND_EXAMPLES", "MAX_REASONS", "SummaryAccumulator"]
+__all__ = ["BAND_EXAMPLES", "MAX_REASONS", "RECENT_TURNS", "RecentTurns", "SummaryAccumulator"]
