@@ -18,6 +18,7 @@ import pytest
 from tests.helpers import ROOT
 from voicelat.core.plan import plan_turns
 from voicelat.core.schedule import Load, arrival_offsets_ns
+from voicelat.core.summary import build_summary
 from voicelat.core.turn import Turn
 from voicelat.emulate import Emulators
 from voicelat.engine.job import execute_run
@@ -30,6 +31,7 @@ from voicelat.engine.workers import (
 )
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.files.pipeline import Pipeline, load_pipeline
+from voicelat.files.results import turn_from_json
 
 MS = 1_000_000
 PROFILE = {
@@ -121,6 +123,20 @@ async def test_two_workers_write_one_turns_file_and_one_summary(
     # both workers' loop-lag samples feed the trust section
     assert summary["loop_lag"]["n"] > 0 and "trust" in summary
     assert (out / "workers" / "w0" / "turns.jsonl").exists()
+    # The parent streamed the workers' turns into one accumulator, keeping none of them for
+    # it: its summary is build_summary's of the merged turns file (loop lag and trust aside:
+    # the workers' probe samples are not in the file).
+    expected = build_summary(
+        [turn_from_json(t) for t in turns],
+        run=summary["run"],
+        pipeline=summary["pipeline"],
+        fixtures=summary["fixtures"],
+        stages=summary["stages"],
+        budget=summary["budget"],
+    )
+    for key in ("counts", "e2e", "segments", "figures", "spans", "waterfall", "failures"):
+        assert summary[key] == expected[key], key
+    assert summary["quantiles"] == {"mode": "exact"}
 
 
 class _Seen:

@@ -53,12 +53,14 @@ last check too: it says "suspicious", and the message says what to check.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from voicelat.core.display import NS_PER_MS, fmt_ms
+from voicelat.core.sketch import ValueStream
 from voicelat.core.stats import percentile
 from voicelat.core.turn import Turn
 
@@ -142,16 +144,42 @@ def quantized_near_40ms(
     P10 within ``quantum_max_spread_ns``): a model's prefill time varies from request to
     request; a kernel timer does not. Returns None when the gaps look ordinary.
     """
-    t = thresholds
-    gaps = [g for g in gaps_ns if g >= 0]
-    near = [g for g in gaps if t.quantum_lo_ns <= g <= t.quantum_hi_ns]
-    if not gaps or len(near) < t.quantum_min_count:
-        return None
-    share = len(near) / len(gaps)
-    spread = percentile(near, 90) - percentile(near, 10)
-    if share < t.quantum_min_share or spread > t.quantum_max_spread_ns:
-        return None
-    return Quantization(len(gaps), len(near), share, percentile(near, 50), spread)
+    gaps = _Gaps(None, thresholds)
+    for g in gaps_ns:
+        gaps.add(g)
+    return gaps.quantization()
+
+
+class _Gaps:
+    """One stage's header -> first-event gaps, as :func:`quantized_near_40ms` judges them:
+    counts, and the gaps near the quantum (a bounded stream)."""
+
+    def __init__(self, cap: int | None, t: TrustThresholds) -> None:
+        self.t = t
+        self.total = 0  # every gap, negative ones too (the checks' count)
+        self.nonneg = 0
+        self.near = ValueStream(cap)
+
+    def add(self, gap: int) -> None:
+        self.total += 1
+        self.nonneg += gap >= 0
+        if self.t.quantum_lo_ns <= gap <= self.t.quantum_hi_ns:
+            self.near.add(gap)
+
+    def merge(self, other: _Gaps) -> None:
+        self.total += other.total
+        self.nonneg += other.nonneg
+        self.near.merge(other.near)
+
+    def quantization(self) -> Quantization | None:
+        t, n_near = self.t, self.near.n
+        if not self.nonneg or n_near < t.quantum_min_count:
+            return None
+        share = n_near / self.nonneg
+        spread = self.near.quantile(90) - self.near.quantile(10)
+        if share < t.quantum_min_share or spread > t.quantum_max_spread_ns:
+            return None
+        return Quantization(self.nonneg, n_near, share, self.near.quantile(50), spread)
 
 
 def first_event_gaps(turns: Iterable[Turn]) -> dict[str, list[int]]:
@@ -164,17 +192,23 @@ def first_event_gaps(turns: Iterable[Turn]) -> dict[str, list[int]]:
     """
     out: dict[str, list[int]] = {}
     for turn in turns:
-        headers: dict[str, int] = {}
-        for span in turn.spans:
-            if span.name == "response_headers":
-                headers.setdefault(span.stage, span.end_ns)
-        for stage, names in FIRST_EVENT.items():
-            if stage not in headers:
-                continue
-            firsts = [turn.milestones[m] for m in names if m in turn.milestones]
-            if firsts:
-                out.setdefault(stage, []).append(min(firsts) - headers[stage])
+        for stage, gap in _turn_gaps(turn):
+            out.setdefault(stage, []).append(gap)
     return out
+
+
+def _turn_gaps(turn: Turn) -> Iterator[tuple[str, int]]:
+    """``(stage, gap)`` of one turn (see :func:`first_event_gaps`)."""
+    headers: dict[str, int] = {}
+    for span in turn.spans:
+        if span.name == "response_headers":
+            headers.setdefault(span.stage, span.end_ns)
+    for stage, names in FIRST_EVENT.items():
+        if stage not in headers:
+            continue
+        firsts = [turn.milestones[m] for m in names if m in turn.milestones]
+        if firsts:
+            yield stage, min(firsts) - headers[stage]
 
 
 def _ms(ns: float) -> str:
@@ -189,17 +223,115 @@ def _reason(code: str, message: str) -> dict[str, str]:
     return {"code": code, "message": message}
 
 
-def _p99_over(values: Sequence[float], limit_ns: int, checks: _Checks, key: str) -> float | None:
-    """Record the P99 of ``values`` under ``key``; return it when it is over ``limit_ns``."""
-    if not values:
+def _p99_over(p99: float | None, limit_ns: int, checks: _Checks, key: str) -> float | None:
+    """Record ``p99`` under ``key``; return it when it is over ``limit_ns``."""
+    if p99 is None:
         return None
-    p99 = percentile([float(v) for v in values], 99)
     checks[key] = round(p99)
     return p99 if p99 > limit_ns else None
 
 
-def _loop_lag(loop_lag_ns: Sequence[int], t: TrustThresholds, checks: _Checks) -> _Reasons:
-    p99 = _p99_over(loop_lag_ns, t.loop_lag_p99_ns, checks, "loop_lag_p99_ns")
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+class TrustTally:
+    """What the trust checks need from a run's measured turns, as bounded, mergeable tallies.
+
+    The checks read a few figures of every measured turn; keeping the turns for them would make
+    memory grow with the run. Here each check keeps what it judges: counts, and streams that are
+    exact up to ``cap`` values (None: no cap) and then histograms
+    (:class:`~voicelat.core.sketch.ValueStream`); the starved-server check keeps the turns over
+    its floor (up to ``cap``; past it, their gaps in a histogram). The one thing that grows with
+    the run is the machine check's turn windows (index, start, end: 24 bytes a measured turn),
+    judged against the machine's samples, which grow with the run's duration themselves.
+    ``merge`` adds another tally's turns after this one's (workers, nodes).
+    """
+
+    def __init__(
+        self, thresholds: TrustThresholds = TrustThresholds(), cap: int | None = None
+    ) -> None:
+        self.t = thresholds
+        self.cap = cap
+        self.pacer_turns = 0
+        self.pacer_late = 0
+        self.schedule_lag = ValueStream(cap)
+        self.gaps: dict[str, _Gaps] = {}
+        self.gap_p50 = ValueStream(cap)
+        self.starved: list[tuple[int, float]] = []  # (index, max gap) over the floor
+        self.starved_more = ValueStream(0)  # their gaps past the cap, counted in a histogram
+        self.windows: array[int] = array("q")  # index, start, end of each measured turn
+
+    def add(self, turn: Turn) -> None:
+        """Count one turn (warm-up turns are left out, as the checks leave them out)."""
+        if turn.warmup:
+            return
+        t, f = self.t, turn.figures
+        if (pacer := _number(f.get("pacer_lag_max_ns"))) is not None:
+            self.pacer_turns += 1
+            self.pacer_late += pacer > t.pacer_lag_max_ns
+        if (lag := _number(f.get("schedule_lag_ns"))) is not None:
+            self.schedule_lag.add(lag)
+        if turn.ok:
+            for stage, gap in _turn_gaps(turn):
+                self.gaps.setdefault(stage, _Gaps(self.cap, t)).add(gap)
+        if (median := _number(f.get("llm_chunk_gap_p50_ns"))) is not None:
+            self.gap_p50.add(median)
+        worst = _number(f.get("llm_chunk_gap_max_ns"))
+        if worst is not None and worst > t.starved_gap_floor_ns:
+            self._starved_gap(turn.index, worst)
+        self.windows.extend(_turn_window_ns(turn))
+
+    def _starved_gap(self, index: int, gap: float) -> None:
+        if self.cap is None or len(self.starved) < self.cap:
+            self.starved.append((index, gap))
+        else:
+            self.starved_more.add(gap)
+
+    def merge(self, other: TrustTally) -> None:
+        """Add ``other``'s turns after this tally's."""
+        self.pacer_turns += other.pacer_turns
+        self.pacer_late += other.pacer_late
+        self.schedule_lag.merge(other.schedule_lag)
+        for stage, gaps in other.gaps.items():
+            self.gaps.setdefault(stage, _Gaps(self.cap, self.t)).merge(gaps)
+        self.gap_p50.merge(other.gap_p50)
+        for index, gap in other.starved:
+            self._starved_gap(index, gap)
+        self.starved_more.merge(other.starved_more)
+        self.windows.extend(other.windows)
+
+    def assess(
+        self, loop_lag_p99_ns: float | None, machine: Sequence[MachineSample] = ()
+    ) -> dict[str, Any]:
+        """The ``trust`` section (see :func:`assess_trust`)."""
+        t = self.t
+        checks: _Checks = {}
+        # Each check adds what it measured to ``checks`` (in this order: the section's key order).
+        reasons = [
+            *_loop_lag(loop_lag_p99_ns, t, checks),
+            *_pacer_lag(self, checks),
+            *_schedule_lag(self, checks),
+            *_nagle(self, checks),
+            *_starved(self, checks),
+            *_machine(self.windows, machine, t, checks),
+        ]
+        return {
+            "trustworthy": not reasons,
+            "reasons": reasons,
+            "checks": checks,
+            # Thresholds in ms (keys renamed to say so): people read this section.
+            "thresholds": {
+                (k[:-3] + "_ms" if k.endswith("_ns") else k): (
+                    v / NS_PER_MS if k.endswith("_ns") else v
+                )
+                for k, v in asdict(t).items()
+            },
+        }
+
+
+def _loop_lag(p99_ns: float | None, t: TrustThresholds, checks: _Checks) -> _Reasons:
+    p99 = _p99_over(p99_ns, t.loop_lag_p99_ns, checks, "loop_lag_p99_ns")
     if p99 is None:
         return []
     return [
@@ -211,12 +343,11 @@ def _loop_lag(loop_lag_ns: Sequence[int], t: TrustThresholds, checks: _Checks) -
     ]
 
 
-def _pacer_lag(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
-    pacer = [v for x in measured if isinstance(v := x.figures.get("pacer_lag_max_ns"), int | float)]
-    if not pacer:
+def _pacer_lag(tally: TrustTally, checks: _Checks) -> _Reasons:
+    t, late, turns = tally.t, tally.pacer_late, tally.pacer_turns
+    if not turns:
         return []
-    late = sum(v > t.pacer_lag_max_ns for v in pacer)
-    share = late / len(pacer)
+    share = late / turns
     checks["pacer_lag_late_turns"] = late
     checks["pacer_lag_turn_share"] = round(share, 4)
     if share <= t.pacer_lag_turn_share:
@@ -225,15 +356,16 @@ def _pacer_lag(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) ->
         _reason(
             "pacer_lag",
             f"pacer lag max > {_ms(t.pacer_lag_max_ns)} on {late} of "
-            f"{len(pacer)} turns ({share:.0%} > {t.pacer_lag_turn_share:.0%}): the input "
+            f"{turns} turns ({share:.0%} > {t.pacer_lag_turn_share:.0%}): the input "
             "audio was not sent in real time",
         )
     ]
 
 
-def _schedule_lag(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
-    lags = [v for x in measured if isinstance(v := x.figures.get("schedule_lag_ns"), int | float)]
-    p99 = _p99_over(lags, t.schedule_lag_p99_ns, checks, "schedule_lag_p99_ns")
+def _schedule_lag(tally: TrustTally, checks: _Checks) -> _Reasons:
+    t, lags = tally.t, tally.schedule_lag
+    p99 = lags.quantile(99) if lags.n else None
+    p99 = _p99_over(p99, t.schedule_lag_p99_ns, checks, "schedule_lag_p99_ns")
     if p99 is None:
         return []
     return [
@@ -245,15 +377,12 @@ def _schedule_lag(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks)
     ]
 
 
-def _nagle(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
+def _nagle(tally: TrustTally, checks: _Checks) -> _Reasons:
     reasons: _Reasons = []
-    gaps = first_event_gaps(x for x in measured if x.ok)
-    for stage, values in sorted(gaps.items()):
-        found = quantized_near_40ms(values, t)
-        checks[f"{stage}_first_event_gaps_near_40ms"] = sum(
-            t.quantum_lo_ns <= v <= t.quantum_hi_ns for v in values
-        )
-        checks[f"{stage}_first_event_gaps"] = len(values)
+    for stage, gaps in sorted(tally.gaps.items()):
+        found = gaps.quantization()
+        checks[f"{stage}_first_event_gaps_near_40ms"] = gaps.near.n
+        checks[f"{stage}_first_event_gaps"] = gaps.total
         if found is not None:
             reasons.append(
                 _reason(
@@ -266,31 +395,28 @@ def _nagle(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Re
     return reasons
 
 
-def _starved(measured: Sequence[Turn], t: TrustThresholds, checks: _Checks) -> _Reasons:
+def _starved(tally: TrustTally, checks: _Checks) -> _Reasons:
     # Against the run's own median gap: a slow model streams slowly everywhere, a starved
     # server stops for seconds in some turns.
-    medians = [
-        v for x in measured if isinstance(v := x.figures.get("llm_chunk_gap_p50_ns"), int | float)
-    ]
-    if not medians:
+    t = tally.t
+    if not tally.gap_p50.n:
         return []
-    median = percentile([float(v) for v in medians], 50)
+    median = tally.gap_p50.quantile(50)
     limit = max(t.starved_gap_factor * median, t.starved_gap_floor_ns)
-    starved = [
-        (x.index, float(g))
-        for x in measured
-        if isinstance(g := x.figures.get("llm_chunk_gap_max_ns"), int | float) and g > limit
-    ]
+    starved = [(i, g) for i, g in tally.starved if g > limit]
+    more = tally.starved_more
+    extra = more.count_over(limit)
     checks["llm_chunk_gap_median_ns"] = round(median)
-    checks["llm_starved_turns"] = len(starved)
-    if not starved:
+    checks["llm_starved_turns"] = len(starved) + extra
+    if not starved and not extra:
         return []
-    worst = max(g for _, g in starved)
-    names = ", ".join(f"#{i}" for i, _ in starved[:8]) + (" ..." if len(starved) > 8 else "")
+    worst = max([g for _, g in starved] + ([more.distribution().max or 0.0] if extra else []))
+    n = len(starved) + extra
+    names = ", ".join(f"#{i}" for i, _ in starved[:8]) + (" ..." if n > 8 else "")
     return [
         _reason(
             "server_starved",
-            f"llm: chunk gaps up to {_ms(worst)} on {len(starved)} turn(s) ({names}), over "
+            f"llm: chunk gaps up to {_ms(worst)} on {n} turn(s) ({names}), over "
             f"{t.starved_gap_factor:g}x the run's median gap of {_ms(median)}: the server was "
             "starved mid-reply (a loaded machine?); distrust those turns",
         )
@@ -349,15 +475,17 @@ def _window(samples: Sequence[MachineSample]) -> _Window | None:
     return _Window(wall, load, steal, io, source, runq)
 
 
-def _turn_window_ns(turn: Turn) -> tuple[int, int]:
+def _turn_window_ns(turn: Turn) -> tuple[int, int, int]:
+    """``(index, start, end)``: the clock interval a turn ran in."""
     ends = [v for v in turn.milestones.values() if isinstance(v, int)]
-    return turn.t0_ns, turn.t0_ns + max([0, *ends])
+    return turn.index, turn.t0_ns, turn.t0_ns + max([0, *ends])
 
 
 def _machine(
-    measured: Sequence[Turn], samples: Sequence[MachineSample], t: TrustThresholds, checks: _Checks
+    windows: Sequence[int], samples: Sequence[MachineSample], t: TrustThresholds, checks: _Checks
 ) -> _Reasons:
-    """The machine the run ran on: load, steal, run-queue waits, disk-I/O stalls."""
+    """The machine the run ran on: load, steal, run-queue waits, disk-I/O stalls (``windows``:
+    the measured turns' ``index, start, end``, flat)."""
     run = _window(samples)
     if run is None:
         return []
@@ -388,7 +516,11 @@ def _machine(
     ordered = sorted(samples, key=lambda x: x.start_ns)
     starts = [x.start_ns for x in ordered]
     ends = [x.end_ns for x in ordered]
-    distrusted = [x.index for x in measured if _turn_over(x, ordered, starts, ends, t)]
+    distrusted = [
+        windows[j]
+        for j in range(0, len(windows), 3)
+        if _window_over(windows[j + 1], windows[j + 2], ordered, starts, ends, t)
+    ]
     checks["machine_distrusted_turns"] = len(distrusted)
     if distrusted:
         names = ", ".join(f"#{i}" for i in distrusted[:8]) + (" ..." if len(distrusted) > 8 else "")
@@ -402,16 +534,16 @@ def _machine(
     return reasons
 
 
-def _turn_over(
-    turn: Turn,
+def _window_over(
+    a: int,
+    b: int,
     ordered: Sequence[MachineSample],
     starts: Sequence[int],
     ends: Sequence[int],
     t: TrustThresholds,
 ) -> bool:
-    """Whether the samples overlapping ``turn`` (``ordered`` by start, back to back, found by
+    """Whether the samples overlapping ``[a, b]`` (``ordered`` by start, back to back, found by
     bisection: a long run has many of both) are over a limit."""
-    a, b = _turn_window_ns(turn)
     window = _window(ordered[bisect_right(ends, a) : bisect_left(starts, b)])
     return window is not None and bool(window.over(t))
 
@@ -440,31 +572,13 @@ def assess_trust(
 
     ``turns`` are the measured turns (warm-up turns are left out by the caller or here);
     ``machine`` the intervals the machine sampler recorded during the run (none: not judged).
+    A run summarized as it goes keeps a :class:`TrustTally` instead of its turns.
     """
-    t = thresholds
-    measured = [x for x in turns if not x.warmup]
-    checks: _Checks = {}
-    # Each check adds what it measured to ``checks`` (in this order: the section's key order).
-    reasons = [
-        *_loop_lag(loop_lag_ns, t, checks),
-        *_pacer_lag(measured, t, checks),
-        *_schedule_lag(measured, t, checks),
-        *_nagle(measured, t, checks),
-        *_starved(measured, t, checks),
-        *_machine(measured, machine, t, checks),
-    ]
-    return {
-        "trustworthy": not reasons,
-        "reasons": reasons,
-        "checks": checks,
-        # Thresholds in ms (keys renamed to say so): people read this section.
-        "thresholds": {
-            (k[:-3] + "_ms" if k.endswith("_ns") else k): (
-                v / NS_PER_MS if k.endswith("_ns") else v
-            )
-            for k, v in asdict(t).items()
-        },
-    }
+    tally = TrustTally(thresholds)
+    for turn in turns:
+        tally.add(turn)
+    p99 = percentile([float(v) for v in loop_lag_ns], 99) if loop_lag_ns else None
+    return tally.assess(p99, machine)
 
 
 __all__ = [
@@ -472,6 +586,7 @@ __all__ = [
     "MachineSample",
     "ProcessSample",
     "Quantization",
+    "TrustTally",
     "TrustThresholds",
     "assess_trust",
     "first_event_gaps",

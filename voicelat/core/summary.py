@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from voicelat.core.contract import segment_names
@@ -140,10 +141,10 @@ def waterfall(turns: Sequence[Turn], percentiles: Sequence[int] = PERCENTILES) -
     return out
 
 
-def _bands_json(turns: Sequence[Turn]) -> dict[int, WaterfallBand]:
+def bands_json(bands: Mapping[int, Band]) -> dict[int, WaterfallBand]:
     """The waterfall bands in integer ns, each band's segments rounded to sum to its mean."""
     out: dict[int, WaterfallBand] = {}
-    for p, b in waterfall(turns).items():
+    for p, b in bands.items():
         mean = round(b.mean_e2e)
         out[p] = WaterfallBand(
             n=b.n,
@@ -159,6 +160,31 @@ def _bands_json(turns: Sequence[Turn]) -> dict[int, WaterfallBand]:
 def _saved(dist: Distribution, *, integer: bool = True) -> DistSummary:
     """A distribution as ``summary.json`` keeps it: integer ns, or ratios to 6 decimals."""
     return DistSummary.from_json(dist.to_json(integer=integer))
+
+
+@dataclass(frozen=True)
+class SummaryParts:
+    """The measured sections of a summary, before they are saved as JSON numbers: computed
+    from a list of turns (:func:`summarize`) or from streams
+    (:class:`voicelat.core.streaming_summary.SummaryAccumulator`)."""
+
+    counts: Mapping[str, int]
+    e2e: Distribution
+    segments: Mapping[str, Distribution]
+    figures: Mapping[str, Distribution]
+    spans: Mapping[str, Mapping[str, Distribution]]
+    bands: Mapping[int, Band]
+    failures: Sequence[tuple[str, int]]
+    loop_lag: Distribution
+    e2e_from_intended: Distribution
+    schedule_lag: Distribution
+    trust: Mapping[str, Any]
+    #: How exact the percentiles are: ``{"mode": "exact"}``, or the histogram's relative error.
+    quantiles: Mapping[str, Any] = field(default_factory=lambda: dict(EXACT_QUANTILES))
+
+
+#: The ``quantiles`` section of a summary whose percentiles come from every value.
+EXACT_QUANTILES: Mapping[str, Any] = {"mode": "exact"}
 
 
 def summarize(
@@ -181,30 +207,54 @@ def summarize(
     schedule_lags = [
         float(v) for t in head if isinstance(v := t.figures.get("schedule_lag_ns"), int | float)
     ]
+    parts = SummaryParts(
+        counts=counts(turns),
+        e2e=segs["e2e"],
+        segments={s: segs[s] for s in _segment_names(head)},
+        figures=figure_distributions(head),
+        spans=span_distributions(head),
+        bands=waterfall(head),
+        failures=failures.most_common(),
+        loop_lag=Distribution.of([float(x) for x in loop_lag_ns]),
+        e2e_from_intended=e2e_from_intended(head),
+        schedule_lag=Distribution.of(schedule_lags),
+        trust=assess_trust(turns, loop_lag_ns, machine=machine),
+    )
+    return assemble(
+        parts, run=run, pipeline=pipeline, fixtures=fixtures, stages=stages, budget=budget
+    )
+
+
+def assemble(
+    parts: SummaryParts,
+    *,
+    run: Mapping[str, Any],
+    pipeline: Mapping[str, Any],
+    fixtures: Sequence[Mapping[str, Any]],
+    stages: Mapping[str, Any],
+    budget: Mapping[str, Any] | None = None,
+) -> RunSummary:
+    """The typed run summary of ``parts`` and the run's configuration."""
     return RunSummary(
         schema_version=SCHEMA_VERSION,
         run=RunInfo.from_json(run),
         pipeline=dict(pipeline),
         stages=dict(stages),
         fixtures=tuple(dict(f) for f in fixtures),
-        counts=Counts.from_json(counts(turns)),
-        e2e=_saved(segs["e2e"]),
-        segments={s: _saved(segs[s]) for s in _segment_names(head)},
-        figures={
-            k: _saved(v, integer=k.endswith("_ns")) for k, v in figure_distributions(head).items()
-        },
-        spans={
-            st: {n: _saved(d) for n, d in spans.items()}
-            for st, spans in span_distributions(head).items()
-        },
-        waterfall=_bands_json(head),
-        failures=tuple(FailureCount(r, c) for r, c in failures.most_common()),
-        loop_lag=_saved(Distribution.of([float(x) for x in loop_lag_ns])),
+        counts=Counts.from_json(parts.counts),
+        e2e=_saved(parts.e2e),
+        segments={s: _saved(d) for s, d in parts.segments.items()},
+        figures={k: _saved(v, integer=k.endswith("_ns")) for k, v in parts.figures.items()},
+        spans={st: {n: _saved(d) for n, d in spans.items()} for st, spans in parts.spans.items()},
+        waterfall=bands_json(parts.bands),
+        failures=tuple(FailureCount(r, c) for r, c in parts.failures),
+        loop_lag=_saved(parts.loop_lag),
         # Both latencies, from the actual and from the intended start (schedule.py).
-        e2e_from_intended=_saved(e2e_from_intended(head)),
-        schedule_lag=_saved(Distribution.of(schedule_lags)),
-        trust=Trust.from_json(assess_trust(turns, loop_lag_ns, machine=machine)),
+        e2e_from_intended=_saved(parts.e2e_from_intended),
+        schedule_lag=_saved(parts.schedule_lag),
+        trust=Trust.from_json(parts.trust),
         budget=dict(budget or {}),
+        extra={"quantiles": dict(parts.quantiles)},
     )
 
 

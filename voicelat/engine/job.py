@@ -238,8 +238,7 @@ def execute_run(
             try:
                 run_measuring_loop(runner.run(plan, load=load))
             except KeyboardInterrupt:
-                outcome = getattr(runner, "outcome", None)
-                kept = len(outcome.turns) if outcome else 0
+                kept = runner.turns.appended  # every finished turn (it keeps the last ones)
                 info(f"interrupted: {kept} finished turn(s) kept, summary written to {out_dir}")
                 raise
             return runner.outcome
@@ -277,7 +276,7 @@ def _execute_on_workers(
             runner.outcome = pool.run(plan, load)
             return runner.outcome
         except KeyboardInterrupt:
-            kept = len(pool.turns)
+            kept = pool.turns.appended
             info(f"interrupted: {kept} turn(s) kept, summary written to {runner.out_dir}")
             raise
         finally:

@@ -33,7 +33,7 @@ from voicelat.core.diagnostics import MachineSample
 from voicelat.core.errors import InfraError, only_interrupts
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.schedule import Load
-from voicelat.core.summary import build_summary
+from voicelat.core.streaming_summary import RecentTurns
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
 from voicelat.engine.agent_turn import AgentTurnEngine, TraceSource
@@ -96,7 +96,9 @@ class Runner:
         self.inputs: dict[str, TurnInput] = {}
         #: The stages the summary describes (session 0's, or the caller's).
         self.stages: StageSet | None = None
-        self.turns: list[Turn] = []
+        #: The most recent finished turns; ``turns.summary`` accumulates every one (constant
+        #: memory whatever the run's length: core/streaming_summary.py).
+        self.turns = RecentTurns()
         self.loop_lag = LoopLagProbe(clock=self.clock)
         #: The machine during the run (engine/machine.py), judged by the trust verdict.
         self.machine_samples: list[MachineSample] = []
@@ -195,10 +197,9 @@ class Runner:
             )
         if writer.error is not None:
             raise writer.error  # the last turn's write failed: the run did not keep it
-        if self.turns and all(t.failed for t in self.turns):
-            first = self.turns[0]
+        if self.turns.all_failed and (first := self.turns.first) is not None:
             raise InfraError(
-                f"every turn failed ({len(self.turns)}); the first: "
+                f"every turn failed ({self.turns.appended}); the first: "
                 f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
             )
         return self.outcome
@@ -273,6 +274,9 @@ class Runner:
         if not self.inputs:
             self.load_inputs(stages.input_rate)
         self.stages = stages
+        if self.turns.maxlen is not None and not self.turns.appended:
+            # The comparison resamples every turn it ran (a plan's worth): keep them all.
+            self.turns = RecentTurns(self.turns.summary, maxlen=None)
         turn = await self.turn_engine().run(planned, stages, self.inputs[planned.fixture])
         self.turns.append(turn)
         return turn
@@ -281,8 +285,7 @@ class Runner:
         self, plan: Sequence[PlannedTurn], status: str, started_wall: float
     ) -> dict[str, Any]:
         """The ``summary.json`` document of the turns run so far (as :meth:`run` writes it)."""
-        return build_summary(
-            self.turns,
+        return self.turns.summary.finish(
             run={
                 "tool": "voicelat",
                 "version": __version__,
@@ -305,7 +308,7 @@ class Runner:
                 if self.stages is not None
                 else {}
             ),
-            loop_lag_ns=list(self.loop_lag.lags),
+            loop_lag_ns=self.loop_lag.lags,
             budget=self.pipeline.budget,
             machine=self.machine_samples,
         ) | {"fixture_set_sha256": fixture_set_hash(list(self.fixtures))}

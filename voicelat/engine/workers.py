@@ -49,6 +49,7 @@ from voicelat.core.errors import InfraError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.recorder import TurnRecorder
 from voicelat.core.schedule import Load, arrival_offsets_ns
+from voicelat.core.streaming_summary import RecentTurns
 from voicelat.core.turn import Turn
 from voicelat.engine.load import Barrier
 from voicelat.engine.probes import loop_kind, run_measuring_loop
@@ -266,7 +267,10 @@ class ShardedRun:
     session_stages: StageFactory | None = None
 
     def __post_init__(self) -> None:
-        self.turns: list[Turn] = []
+        #: The most recent turns; ``turns.summary`` accumulates every worker's (bounded).
+        self.turns = RecentTurns()
+        #: Which planned turns came back, by index (a worker that dies is accounted by it).
+        self._returned = bytearray()
         self.reports: list[WorkerReport] = []
         self._clock = MonotonicClock()
         #: The workers' event loop (the parent runs none) and what the summary's ``run``
@@ -300,8 +304,18 @@ class ShardedRun:
         turn = self._tag(turn, k)
         self.reports[k].turns += 1
         writer.write(turn)
-        self.turns.append(turn)
+        self._keep(turn)
         self.observer.turn_finished(turn, total)
+
+    def _keep(self, turn: Turn) -> None:
+        self.turns.append(turn)
+        if turn.index >= len(self._returned):
+            self._returned.extend(bytes(turn.index + 1 - len(self._returned)))
+        self._returned[turn.index] = 1
+
+    def returned(self, index: int) -> bool:
+        """Whether planned turn ``index`` came back (or was recorded lost)."""
+        return 0 <= index < len(self._returned) and bool(self._returned[index])
 
     def _tag(self, turn: Turn, k: int) -> Turn:
         extra = dict(turn.extra)
@@ -319,9 +333,8 @@ class ShardedRun:
         """Record every planned turn that did not come back as failed, with the reason (only
         counted when not ``record``: an interrupted run keeps what finished, as one runner
         does, and invents no failures for the turns it never ran)."""
-        returned = {t.index for t in self.turns}
         for job, report in zip(jobs, self.reports, strict=True):
-            lost = [planned for planned in job.plan if planned.index not in returned]
+            lost = [planned for planned in job.plan if not self.returned(planned.index)]
             report.lost = len(lost)
             if not lost or not record:
                 continue
@@ -342,7 +355,7 @@ class ShardedRun:
                     rec.extra("node", report.node)
                 turn = rec.finish()
                 writer.write(turn)
-                self.turns.append(turn)
+                self._keep(turn)
                 self.observer.turn_finished(turn, total)
 
     def finish(
@@ -366,10 +379,9 @@ class ShardedRun:
 
     def raise_if_all_failed(self) -> None:
         """``InfraError`` (exit 3) when every turn failed, as a single runner does."""
-        if self.turns and all(t.failed for t in self.turns):
-            first = self.turns[0]
+        if self.turns.all_failed and (first := self.turns.first) is not None:
             raise InfraError(
-                f"every turn failed ({len(self.turns)}); the first: "
+                f"every turn failed ({self.turns.appended}); the first: "
                 f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
             )
 
@@ -377,11 +389,12 @@ class ShardedRun:
         self, plan: Sequence[PlannedTurn], load: Load, status: str, started_wall: float
     ) -> dict[str, Any]:
         """The one ``summary.json``: every worker's turns and loop-lag samples merged."""
-        # The parent's runner only builds the document: the turns, every worker's loop lag.
+        # The parent's runner only builds the document: the turns' accumulated summary (every
+        # worker's turns, merged as they came), every worker's loop lag.
         runner = Runner(
             self.pipeline, self.fixtures, self.out_dir, argv=self.argv, stack_info=self.stack_info
         )
-        runner.turns = list(self.turns)
+        runner.turns = self.turns
         for r in self.reports:
             runner.loop_lag.lags.extend(r.loop_lag_ns)
         runner.sessions_opened = sum(r.sessions_opened for r in self.reports)

@@ -154,6 +154,16 @@ def _count_lines(s: RunSummary) -> list[str]:
             f"event-loop lag P50 {fmt_ms(lag.p50)} ms, P99 {fmt_ms(lag.p99)} ms, "
             f"max {fmt_ms(lag.max)} ms (n={lag.n})"
         )
+    quantiles = s.extra.get("quantiles")
+    if isinstance(quantiles, Mapping) and quantiles.get("mode") == "histogram":
+        # A long run's percentiles come from histograms (core/streaming_summary.py): say so.
+        err = quantiles.get("relative_error")
+        lines.append(
+            f"percentiles from histograms past {quantiles.get('exact_up_to')} values each: "
+            f"within {err:.1%} of the exact ones (n, min, max and mean exact)"
+            if isinstance(err, int | float)
+            else "percentiles from histograms (approximate)"
+        )
     return lines
 
 
