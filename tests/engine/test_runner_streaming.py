@@ -59,6 +59,9 @@ async def test_a_run_keeps_a_window_of_turns_and_its_summary_is_the_turns_files(
     # Memory: the runner kept the two most recent turns; the summary counts all six.
     assert [t.index for t in runner.turns] == [t.index for t in turns[-2:]]
     assert len(outcome.turns) == 2 and runner.turns.appended == 6
+    # A gate must judge every turn: the outcome reads the rest back from turns.jsonl.
+    assert not outcome.kept_all
+    assert sorted(t.index for t in outcome.every_turn()) == list(range(6))
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["turns"] == 6 and summary["counts"]["headline"] >= 1
     expected = build_summary(

@@ -249,7 +249,8 @@ def cmd_ci(args: argparse.Namespace) -> int:
     print()
     print(summary_table(outcome.summary, str(out_dir)))
     print()
-    return _finish(args, outcome.summary, outcome.turns, budget, baseline, tolerance, out_dir)
+    turns = outcome.every_turn()  # a long run keeps only its recent turns in memory
+    return _finish(args, outcome.summary, turns, budget, baseline, tolerance, out_dir)
 
 
 def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:

@@ -48,7 +48,7 @@ from voicelat.engine.turn import FRAME_MS, FrameSource, Sink, TurnEngine, TurnIn
 from voicelat.engine.writer import TurnsWriterThread
 from voicelat.files.fixtures import Fixture, fixture_set_hash
 from voicelat.files.pipeline import Pipeline
-from voicelat.files.results import TurnsWriter, write_summary
+from voicelat.files.results import TurnsWriter, load_run, write_summary
 
 NS_PER_MS = 1_000_000
 
@@ -58,13 +58,28 @@ StageFactory = Callable[[int], "StageSet | tuple[Any, Any, Any]"]
 
 @dataclass
 class RunOutcome:
-    """What a run produced."""
+    """What a run produced.
+
+    ``turns`` are the turns the run kept in memory: every one, unless the run finished more
+    than its window of recent turns (``kept_all`` False); :meth:`every_turn` has them all.
+    """
 
     run_dir: Path
     turns: list[Turn]
     summary: dict[str, Any]
     interrupted: bool = False
     planned: int = 0
+    kept_all: bool = True
+
+    def every_turn(self) -> list[Turn]:
+        """Every finished turn: the kept ones, else read back from the run's turns.jsonl.
+
+        Only after the run (never on the stamping loop): a gate or a regression check must
+        judge every turn, not the window a long run keeps.
+        """
+        if self.kept_all:
+            return self.turns
+        return list(load_run(self.run_dir).turns)
 
 
 @dataclass
@@ -193,7 +208,12 @@ class Runner:
             summary = self.summary(plan, status, started_wall)
             write_summary(self.out_dir, summary)
             self.outcome = RunOutcome(
-                self.out_dir, list(self.turns), summary, status == "interrupted", len(plan)
+                self.out_dir,
+                list(self.turns),
+                summary,
+                status == "interrupted",
+                len(plan),
+                kept_all=len(self.turns) == self.turns.appended,
             )
         if writer.error is not None:
             raise writer.error  # the last turn's write failed: the run did not keep it

@@ -373,7 +373,12 @@ class ShardedRun:
         summary = self.summary(plan, load, status, started_wall)
         write_summary(self.out_dir, summary)
         self.outcome = RunOutcome(
-            self.out_dir, list(self.turns), summary, status == "interrupted", len(plan)
+            self.out_dir,
+            list(self.turns),
+            summary,
+            status == "interrupted",
+            len(plan),
+            kept_all=len(self.turns) == self.turns.appended,
         )
         return self.outcome
 

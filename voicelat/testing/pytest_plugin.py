@@ -272,6 +272,7 @@ def voicelat_run(tmp_path_factory: pytest.TempPathFactory) -> RunFactory:
             outcome = execute_run(args, pipe, fx, out_dir, _QuietObserver(), argv=["pytest"])
         except VoicelatError as exc:
             pytest.fail(f"voicelat: {exc}", pytrace=False)
-        return LatencySummary(outcome.summary, Path(outcome.run_dir), tuple(outcome.turns))
+        every = tuple(outcome.every_turn())  # every turn, not a long run's recent window
+        return LatencySummary(outcome.summary, Path(outcome.run_dir), every)
 
     return run
