@@ -21,6 +21,7 @@ from voicelat.core.events import Connected, Failed, ProviderTiming, Span, StageE
 from voicelat.core.provider_clock import provider_ms_from_headers
 from voicelat.core.secrets import scrub_secrets
 from voicelat.stages.base import MONOTONIC
+from voicelat.stages.keepalive import RewarmPolicy, acquire_probe, pooled_state, release_probe
 from voicelat.stages.options import read_secret
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Trace",
     "auth_header",
     "describe_exception",
+    "drain_body",
     "error_message",
     "network_reason",
     "stream_error",
@@ -107,6 +109,19 @@ def _rawerror_message(body: bytes) -> str:
         if msg:
             return scrub_secrets(str(msg))[:300]
     return scrub_secrets(str(data))[:300]
+
+
+async def drain_body(raw: AsyncIterator[bytes], timeout_s: float = 1.0) -> None:
+    """Read a response body to its end (bounded by ``timeout_s``): a response closed unread
+    costs its pooled connection, and the next request would open a new one (a cold turn, or
+    a re-warm that reconnects)."""
+
+    async def consume() -> None:
+        async for _ in raw:
+            pass
+
+    with contextlib.suppress(httpx.HTTPError, TimeoutError):
+        await asyncio.wait_for(consume(), timeout_s)
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -200,6 +215,9 @@ class HttpStage:
         self._client: httpx.AsyncClient | None = None
         self._last_use_ns = 0
         self._server: str | None = None
+        self._rewarm = RewarmPolicy()
+        #: Warm-up GETs sent (the first one included): what tests and benches count.
+        self.warm_requests = 0
 
     async def __aenter__(self) -> Self:
         # Built before any timing: an AsyncClient costs ~40 ms (its SSL context).
@@ -213,18 +231,29 @@ class HttpStage:
             await self._client.aclose()
             self._client = None
             raise
+        if self.keepalive:
+            url = httpx.URL(f"{self.base_url}{self.warm_path}")
+            self._rewarm.probe = await acquire_probe(url, self._auth, self.clock)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        release_probe(self._rewarm.probe)
+        self._rewarm.probe = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None
 
     async def prepare(self) -> None:
-        # Servers close idle keep-alive connections: re-warm outside the measured request.
-        if self.keepalive and self.clock.now_ns() - self._last_use_ns > 1_000_000_000:
+        """Servers close idle keep-alive connections: reconnect outside the measured request
+        when the pooled connection is gone or may be by the time the request goes out
+        (:mod:`voicelat.stages.keepalive`)."""
+        if not self.keepalive:
+            return
+        idle = self.clock.now_ns() - self._last_use_ns
+        if self._rewarm.needs_rewarm(idle, pooled_state(self._client)):
             with contextlib.suppress(StageError):
                 await self._warm(first=False)
+        self._rewarm.prepared(self.clock.now_ns())
 
     async def _warm(self, *, first: bool) -> None:
         assert self._client is not None
@@ -238,6 +267,8 @@ class HttpStage:
                 exit_code=3,
             ) from None
         self._last_use_ns = self.clock.now_ns()
+        self.warm_requests += 1
+        self._rewarm.answered(r.headers)
         if first:
             if r.status_code in (401, 403):
                 raise StageError(
@@ -279,6 +310,7 @@ class HttpStage:
             response = await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
             return [self._failed(network_reason(exc, url, self.timeout_s))], None
+        self._rewarm.request(t_request, response.headers)
         t_conn = trace.first("connect_tcp.complete") or t_request
         events: list[StageEvent] = [
             Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection),
