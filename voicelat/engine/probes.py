@@ -64,6 +64,7 @@ class LoopLagProbe:
         period_ns, period_s = self.period_ns, self.period_ns / 1e9
         times, lags = self.times.append, self.lags.append
         slept_at = now_ns()
+        handle: asyncio.Handle | None = None
 
         def stamp() -> None:
             nonlocal slept_at, handle
@@ -77,11 +78,12 @@ class LoopLagProbe:
             nonlocal handle
             handle = loop.call_soon(stamp)
 
-        handle: asyncio.Handle = loop.call_later(period_s, fired)
+        handle = loop.call_later(period_s, fired)
         try:
             await loop.create_future()  # until cancelled
         finally:
-            handle.cancel()
+            if handle is not None:
+                handle.cancel()
 
     def max_between(self, a: int, b: int) -> int | None:
         """The largest lag sampled between clock times ``a`` and ``b`` (None: no sample)."""
