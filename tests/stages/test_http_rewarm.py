@@ -147,3 +147,19 @@ def test_nothing_known_about_the_server_rewarms_after_one_second() -> None:
     policy = RewarmPolicy()
     assert policy.needs_rewarm(REWARM_IDLE_NS + 1, "alive")
     assert not policy.needs_rewarm(REWARM_IDLE_NS, "alive")
+
+
+async def test_every_client_shares_one_verifying_ssl_context() -> None:
+    # Building an SSL context costs ~40 ms of CPU: once per process, not once per stage.
+    import ssl
+
+    async with (
+        Emulators(["openai"], profile=_profile(0.0), seed=1) as em,
+        _llm(em) as a,
+        _llm(em) as b,
+    ):
+        pools = [getattr(s._client, "_transport", None) for s in (a, b)]
+        contexts = [getattr(getattr(p, "_pool", None), "_ssl_context", None) for p in pools]
+    assert contexts[0] is contexts[1]
+    assert isinstance(contexts[0], ssl.SSLContext)
+    assert contexts[0].verify_mode == ssl.CERT_REQUIRED and contexts[0].check_hostname
