@@ -22,6 +22,7 @@ from voicelat.core.errors import StageError
 from voicelat.core.events import Connected, Failed, ProviderTiming, Span, StageEvent
 from voicelat.core.provider_clock import provider_ms_from_headers
 from voicelat.core.secrets import scrub_secrets
+from voicelat.stages._net import AsyncioTransport
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.keepalive import RewarmPolicy, acquire_probe, pooled_state, release_probe
 from voicelat.stages.options import read_secret
@@ -166,11 +167,21 @@ def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
 _HEAD = re.compile(r"<(head|style|script)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")
 
+
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """The SSL context every HTTP stage's client uses (httpx's default: certifi's CA bundle,
     or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), built once per process."""
     return httpx.create_ssl_context()
+
+
+def _plain_tcp_transport(base_url: str, limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
+    """For an ``http://`` server, httpx's transport on voicelat's asyncio network backend
+    (:mod:`voicelat.stages._net`: a read costs a future, not an anyio cancel scope and a
+    checkpoint); None (httpx's own) for ``https``."""
+    if httpx.URL(base_url).scheme != "http":
+        return None
+    return AsyncioTransport(limits=limits, ssl_context=_ssl_context())
 
 
 #: How long a refused first warm-up is retried (a transient refusal used to abort the run).
@@ -231,10 +242,12 @@ class HttpStage:
     async def __aenter__(self) -> Self:
         # Built before any timing. Every client shares one SSL context: building one costs
         # ~40 ms of CPU (loading the CA bundle), 12 s of set-up at 100 sessions x 3 stages.
+        limits = httpx.Limits(keepalive_expiry=60.0)
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
-            limits=httpx.Limits(keepalive_expiry=60.0),
+            limits=limits,
             verify=_ssl_context(),
+            transport=_plain_tcp_transport(self.base_url, limits),
         )
         try:
             await self._warm(first=True)
