@@ -76,6 +76,7 @@ class IdleProbe(asyncio.Protocol):
         self.closed_after_ns: int | None = None
         self.transport: asyncio.BaseTransport | None = None
         self.users = 0
+        self.loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -120,16 +121,18 @@ async def acquire_probe(
     ``https`` server or when it cannot connect). Pair with :func:`release_probe`."""
     if url.scheme != "http" or url.host is None:
         return None
-    key = (id(asyncio.get_running_loop()), f"{url.host}:{url.port}")
+    loop = asyncio.get_running_loop()
+    key = (id(loop), f"{url.host}:{url.port}")
     probe = _PROBES.get(key)
+    if probe is not None and probe.loop is not loop:  # a loop that ended, its id reused
+        del _PROBES[key]
+        probe = None
     if probe is None:
         lines = [f"GET {url.raw_path.decode('ascii')} HTTP/1.1", f"Host: {url.netloc.decode()}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         probe = IdleProbe(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), clock)
         try:
-            await asyncio.get_running_loop().create_connection(
-                lambda: probe, url.host, url.port or 80
-            )
+            await loop.create_connection(lambda: probe, url.host, url.port or 80)
         except OSError:
             return None
         _PROBES[key] = probe
