@@ -135,6 +135,21 @@ async def test_stt_final_matches_truth_and_returns_the_manifest_text() -> None:
     assert ex.detail["audio_ms"] == len(frames(pcm, 20)) * 20  # every paced frame arrived
 
 
+async def test_stt_reads_its_stream_to_the_end_and_keeps_the_connection() -> None:
+    # The stream is read past transcript.text.done to the body's end: a response closed unread
+    # lost its pooled connection, so every upload reconnected (in a re-warm, or cold).
+    pcm = load_for_stage(FIXTURE, 16000)
+    async with Emulators(["openai"], profile={"openai": EXACT}, seed=1) as em:
+        async with _stt(em.url("openai")) as stt:
+            first = await _collect(stt.transcribe(_audio(pcm)))
+            second = await _collect(stt.transcribe(_audio(pcm)))
+        uploads = em.truth.select("openai", "transcriptions")
+    connected = [next(e for e in ev if isinstance(e, Connected)) for ev in (first, second)]
+    assert [(c.cold, c.new_connection) for c in connected] == [(False, False)] * 2
+    assert uploads[0].connection == uploads[1].connection
+    assert all(isinstance(ev[-1], Done) for ev in (first, second))
+
+
 async def test_stt_non_streaming_model_answers_json() -> None:
     pcm = load_for_stage(FIXTURE, 16000)
     async with (

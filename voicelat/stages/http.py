@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import re
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self
@@ -20,7 +22,9 @@ from voicelat.core.errors import StageError
 from voicelat.core.events import Connected, Failed, ProviderTiming, Span, StageEvent
 from voicelat.core.provider_clock import provider_ms_from_headers
 from voicelat.core.secrets import scrub_secrets
+from voicelat.stages._net import AsyncioTransport
 from voicelat.stages.base import MONOTONIC
+from voicelat.stages.keepalive import RewarmPolicy, acquire_probe, pooled_state, release_probe
 from voicelat.stages.options import read_secret
 
 __all__ = [
@@ -31,6 +35,7 @@ __all__ = [
     "Trace",
     "auth_header",
     "describe_exception",
+    "drain_body",
     "error_message",
     "network_reason",
     "stream_error",
@@ -109,6 +114,19 @@ def _rawerror_message(body: bytes) -> str:
     return scrub_secrets(str(data))[:300]
 
 
+async def drain_body(raw: AsyncIterator[bytes], timeout_s: float = 1.0) -> None:
+    """Read a response body to its end (bounded by ``timeout_s``): a response closed unread
+    costs its pooled connection, and the next request would open a new one (a cold turn, or
+    a re-warm that reconnects)."""
+
+    async def consume() -> None:
+        async for _ in raw:
+            pass
+
+    with contextlib.suppress(httpx.HTTPError, TimeoutError):
+        await asyncio.wait_for(consume(), timeout_s)
+
+
 def describe_exception(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -148,6 +166,23 @@ def network_reason(exc: httpx.HTTPError, url: str, timeout_s: float) -> str:
 
 _HEAD = re.compile(r"<(head|style|script)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """The SSL context every HTTP stage's client uses (httpx's default: certifi's CA bundle,
+    or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), built once per process."""
+    return httpx.create_ssl_context()
+
+
+def _plain_tcp_transport(base_url: str, limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
+    """For an ``http://`` server, httpx's transport on voicelat's asyncio network backend
+    (:mod:`voicelat.stages._net`: a read costs a future, not an anyio cancel scope and a
+    checkpoint); None (httpx's own) for ``https``."""
+    if httpx.URL(base_url).scheme != "http":
+        return None
+    return AsyncioTransport(limits=limits, ssl_context=_ssl_context())
+
 
 #: How long a refused first warm-up is retried (a transient refusal used to abort the run).
 WARM_RETRY_S = 2.0
@@ -200,12 +235,19 @@ class HttpStage:
         self._client: httpx.AsyncClient | None = None
         self._last_use_ns = 0
         self._server: str | None = None
+        self._rewarm = RewarmPolicy()
+        #: Warm-up GETs sent (the first one included): what tests and benches count.
+        self.warm_requests = 0
 
     async def __aenter__(self) -> Self:
-        # Built before any timing: an AsyncClient costs ~40 ms (its SSL context).
+        # Built before any timing. Every client shares one SSL context: building one costs
+        # ~40 ms of CPU (loading the CA bundle), 12 s of set-up at 100 sessions x 3 stages.
+        limits = httpx.Limits(keepalive_expiry=60.0)
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
-            limits=httpx.Limits(keepalive_expiry=60.0),
+            limits=limits,
+            verify=_ssl_context(),
+            transport=_plain_tcp_transport(self.base_url, limits),
         )
         try:
             await self._warm(first=True)
@@ -213,18 +255,29 @@ class HttpStage:
             await self._client.aclose()
             self._client = None
             raise
+        if self.keepalive:
+            url = httpx.URL(f"{self.base_url}{self.warm_path}")
+            self._rewarm.probe = await acquire_probe(url, self._auth, self.clock)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        release_probe(self._rewarm.probe)
+        self._rewarm.probe = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None
 
     async def prepare(self) -> None:
-        # Servers close idle keep-alive connections: re-warm outside the measured request.
-        if self.keepalive and self.clock.now_ns() - self._last_use_ns > 1_000_000_000:
+        """Servers close idle keep-alive connections: reconnect outside the measured request
+        when the pooled connection is gone or may be by the time the request goes out
+        (:mod:`voicelat.stages.keepalive`)."""
+        if not self.keepalive:
+            return
+        idle = self.clock.now_ns() - self._last_use_ns
+        if self._rewarm.needs_rewarm(idle, pooled_state(self._client)):
             with contextlib.suppress(StageError):
                 await self._warm(first=False)
+        self._rewarm.prepared(self.clock.now_ns())
 
     async def _warm(self, *, first: bool) -> None:
         assert self._client is not None
@@ -238,6 +291,8 @@ class HttpStage:
                 exit_code=3,
             ) from None
         self._last_use_ns = self.clock.now_ns()
+        self.warm_requests += 1
+        self._rewarm.answered(r.headers)
         if first:
             if r.status_code in (401, 403):
                 raise StageError(
@@ -279,6 +334,7 @@ class HttpStage:
             response = await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
             return [self._failed(network_reason(exc, url, self.timeout_s))], None
+        self._rewarm.request(t_request, response.headers)
         t_conn = trace.first("connect_tcp.complete") or t_request
         events: list[StageEvent] = [
             Connected(t_conn, cold=trace.new_connection, new_connection=trace.new_connection),

@@ -8,8 +8,6 @@ marks a warm (reused) connection.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +27,13 @@ from voicelat.core.events import (
 )
 from voicelat.core.provider_clock import llama_timings_ms
 from voicelat.core.sse import SSEDecoder
-from voicelat.stages.http import HttpOptions, HttpStage, network_reason, stream_error
+from voicelat.stages.http import (
+    HttpOptions,
+    HttpStage,
+    drain_body,
+    network_reason,
+    stream_error,
+)
 from voicelat.stages.options import parse_options
 
 __all__ = ["OpenAILLM", "OpenAILLMOptions"]
@@ -163,7 +167,7 @@ class OpenAILLM(HttpStage):
                 if ev.data.startswith("[DONE]"):
                     # Read the end of the chunked body before reporting: a response closed
                     # unread costs the pooled connection, and the next turn would be cold.
-                    await _drain(raw)
+                    await drain_body(raw)
                     yield Done(ev.t_ns, reply.finish, reply.usage)
                     return
                 events = reply.feed(ev.data, ev.t_ns)
@@ -217,15 +221,6 @@ class _Reply:
             if choice.get("finish_reason"):
                 self.finish = str(choice["finish_reason"])
         return events
-
-
-async def _drain(raw: AsyncIterator[bytes], timeout_s: float = 1.0) -> None:
-    async def consume() -> None:
-        async for _ in raw:
-            pass
-
-    with contextlib.suppress(httpx.HTTPError, TimeoutError):
-        await asyncio.wait_for(consume(), timeout_s)
 
 
 def _choice_text(choice: Mapping[str, Any]) -> tuple[str, str]:

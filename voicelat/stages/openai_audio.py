@@ -35,7 +35,13 @@ from voicelat.core.events import (
     TextSent,
 )
 from voicelat.core.sse import SSEDecoder
-from voicelat.stages.http import HttpOptions, HttpStage, network_reason, stream_error
+from voicelat.stages.http import (
+    HttpOptions,
+    HttpStage,
+    drain_body,
+    network_reason,
+    stream_error,
+)
 from voicelat.stages.options import parse_options
 
 __all__ = [
@@ -468,6 +474,10 @@ class OpenAISTT(HttpStage):
                 for event in transcript.feed(ev.data, ev.t_ns):
                     yield event
                 if transcript.over:
+                    if transcript.final:
+                        # The final is out (stamped on arrival): read the end of the body so
+                        # the pooled connection survives for the next turn's upload.
+                        await drain_body(raw)
                     return
         t_end = self.clock.now_ns()
         if is_sse:
@@ -493,6 +503,7 @@ class _Transcript:
         self.url = url
         self.text = ""
         self.over = False
+        self.final = False
 
     def feed(self, data: str, t: int) -> list[StageEvent]:
         if data.startswith("[DONE]"):
@@ -519,6 +530,7 @@ class _Transcript:
             if isinstance(usage, dict)
             else {}
         )
+        self.final = True
         return self._end(
             Final(t, final if isinstance(final, str) else self.text), Done(t, usage=counts)
         )
