@@ -107,6 +107,12 @@ def test_a_cluster_from_a_tcp_nodelay_server_is_its_own_time_not_nagle() -> None
     assert 41 * MS < ok["checks"]["llm_first_event_gap_cluster_ns"] < 42 * MS
     line = transport_judged(ok["checks"])
     assert line is not None and "llm first events 41.5 ms" in line and "not Nagle" in line
+    summary = build_summary(
+        turns, run={}, pipeline={}, fixtures=[], stages=stack, loop_lag_ns=[200 * US] * 100
+    )
+    printed = [ln for ln in summary_table(summary).splitlines() if ln.startswith("trust")]
+    assert printed and printed[-1].startswith("trust: ok (")
+    assert printed[-1].endswith(f"transport checks passed: {line})"), printed
     # A bare Server header is not the stack's word: uvicorn on a handed-over socket (--fd,
     # --workers) has no TCP_NODELAY, so the same gaps from it are still flagged.
     header = {"llm": {"base_url": "http://h/v1", "server": "uvicorn"}}
@@ -128,7 +134,9 @@ def test_a_cluster_from_another_server_says_whose_why_and_what_to_do() -> None:
         assert "set TCP_NODELAY on the server" in message
         assert "llm_first_event_gap_cluster_ns" not in trust["checks"]
         assert transport_judged(trust["checks"]) is None
-    named = assess_trust(turns, [], stages={"llm": {"base_url": "http://x:1/v1", "server": "nginx"}})
+    named = assess_trust(
+        turns, [], stages={"llm": {"base_url": "http://x:1/v1", "server": "nginx"}}
+    )
     assert "the server (nginx at http://x:1/v1) likely wrote" in named["reasons"][0]["message"]
 
 

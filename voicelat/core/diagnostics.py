@@ -446,15 +446,15 @@ def _nagle(tally: TrustTally, checks: _Checks, stages: Mapping[str, Any] | None 
 
 def transport_judged(checks: Mapping[str, Any]) -> str | None:
     """For a passing trust line: a first-event gap cluster that is the server's own time
-    (its server sets TCP_NODELAY), e.g. ``llm first events 41.3 ms after the headers: the
-    server's time (TCP_NODELAY server, not Nagle)``; None when there is none."""
+    (its server sets TCP_NODELAY), e.g. ``llm first events 41.3 ms after the headers are the
+    server's own time (a TCP_NODELAY server: not Nagle)``; None when there is none."""
     parts = []
     for key, value in checks.items():
         if key.endswith("_first_event_gap_cluster_ns") and isinstance(value, int | float):
             stage = key.removesuffix("_first_event_gap_cluster_ns")
             parts.append(
-                f"{stage} first events {_ms(value)} after the headers: the server's time "
-                "(TCP_NODELAY server, not Nagle)"
+                f"{stage} first events {_ms(value)} after the headers are the server's "
+                "own time (a TCP_NODELAY server: not Nagle)"
             )
     return ", ".join(parts) or None
 

@@ -188,7 +188,8 @@ def trust_judged(checks: Mapping[str, float], thresholds: Mapping[str, float]) -
         )
     if machine := machine_judged(checks):
         parts.append(machine)
-    parts.append(transport_judged(checks) or "transport checks passed")
+    note = transport_judged(checks)
+    parts.append("transport checks passed" + (f": {note}" if note else ""))
     return ", ".join(parts)
 
 
