@@ -10,6 +10,7 @@ from voicelat.core.diagnostics import (
     assess_trust,
     first_event_gaps,
     quantized_near_40ms,
+    transport_judged,
 )
 from voicelat.core.summary import build_summary, e2e_from_intended
 from voicelat.core.turn import SpanRecord, Turn
@@ -91,6 +92,52 @@ def test_trust_flags_a_nagle_run_and_passes_a_clean_one() -> None:
     ok = assess_trust(clean, [200 * US] * 100)
     assert ok["trustworthy"] and ok["reasons"] == []
     assert ok["thresholds"]["loop_lag_p99_ms"] == 5.0
+
+
+def test_a_cluster_from_a_tcp_nodelay_server_is_its_own_time_not_nagle() -> None:
+    """The README's first run: llama_cpp.server sends its headers before the model runs, so
+    prompt processing sits between the headers and the first event; at ~41 ms it looks like
+    the delayed-ACK quantum, but the stack's server has TCP_NODELAY: not Nagle."""
+    turns = [_http_turn(i, 1_002 * MS, 1_043 * MS + i * 150 * US) for i in range(8)]
+    stack = {"llm": {"base_url": "http://127.0.0.1:8080/v1", "server": "llama-cpp-python",
+                     "http_server": "uvicorn"}}  # fmt: skip
+    ok = assess_trust(turns, [200 * US] * 100, stages=stack)
+    assert ok["trustworthy"] and ok["reasons"] == []
+    assert ok["checks"]["llm_first_event_server_nodelay"] == 1
+    assert 41 * MS < ok["checks"]["llm_first_event_gap_cluster_ns"] < 42 * MS
+    line = transport_judged(ok["checks"])
+    assert line is not None and "llm first events 41.5 ms" in line and "not Nagle" in line
+    summary = build_summary(
+        turns, run={}, pipeline={}, fixtures=[], stages=stack, loop_lag_ns=[200 * US] * 100
+    )
+    printed = [ln for ln in summary_table(summary).splitlines() if ln.startswith("trust")]
+    assert printed and printed[-1].startswith("trust: ok (")
+    assert printed[-1].endswith(f"transport checks passed: {line})"), printed
+    # A bare Server header is not the stack's word: uvicorn on a handed-over socket (--fd,
+    # --workers) has no TCP_NODELAY, so the same gaps from it are still flagged.
+    header = {"llm": {"base_url": "http://h/v1", "server": "uvicorn"}}
+    assert not assess_trust(turns, [200 * US] * 100, stages=header)["trustworthy"]
+
+
+def test_a_cluster_from_another_server_says_whose_why_and_what_to_do() -> None:
+    turns = [_http_turn(i, 1_002 * MS, 1_043 * MS + i * 150 * US) for i in range(8)]
+    for stages in (
+        {"llm": {"base_url": "http://127.0.0.1:9/v1", "server": "voicelat-emulator/openai"}},
+        {"llm": {"base_url": "http://127.0.0.1:9/v1"}},
+        None,
+    ):
+        trust = assess_trust(turns, [200 * US] * 100, stages=stages)
+        assert [r["code"] for r in trust["reasons"]] == ["nagle_40ms"], stages
+        message = trust["reasons"][0]["message"]
+        assert message.startswith("llm: 8 of 8 header → first-event gaps cluster at 41.5 ms")
+        assert "without TCP_NODELAY" in message and "delayed ACK" in message
+        assert "set TCP_NODELAY on the server" in message
+        assert "llm_first_event_gap_cluster_ns" not in trust["checks"]
+        assert transport_judged(trust["checks"]) is None
+    named = assess_trust(
+        turns, [], stages={"llm": {"base_url": "http://x:1/v1", "server": "nginx"}}
+    )
+    assert "the server (nginx at http://x:1/v1) likely wrote" in named["reasons"][0]["message"]
 
 
 def test_trust_flags_loop_lag_p99_above_5ms() -> None:

@@ -158,7 +158,10 @@ async def test_the_actor_runs_its_share_after_the_epoch_and_hands_back_every_tur
     assert error is None and sessions == 1 and loop in ("asyncio", "uvloop") and cpu > 0
     assert sorted(t.index for t in taken) == [0, 1, 2] and all(t.ok for t in taken)
     first_measured = min(int(t.figures["intended_start_ns"] or 0) for t in taken if not t.warmup)
-    assert abs(first_measured - epoch) < 5 * MS  # the measured turns start from the epoch
+    # The measured turns start from the epoch: never before it (go() came 300 ms early), and
+    # at it but for the wake-up of the sleep to it. That lateness is the machine's (7.5 ms
+    # under load in CI), so it is bounded far below a turn's length, not at a few ms.
+    assert epoch <= first_measured < epoch + 200 * MS, first_measured - epoch
     assert len(lags) > 0
 
 

@@ -47,8 +47,15 @@ The machine checks use :class:`MachineSample` intervals sampled off the measurin
 (``voicelat.engine.machine``); a turn whose window overlaps an interval over one of these
 limits is named as distrusted.
 
-A server that really takes a fixed ~40 ms between its headers and its first event trips the
-last check too: it says "suspicious", and the message says what to check.
+A server that really takes a fixed ~40 ms between its headers and its first event (prompt
+processing after the headers: llama-cpp-python's server sends its headers before the model runs)
+gives the same gaps; timing alone cannot tell the two apart. The server can: a stage whose
+server is known to set TCP_NODELAY on every connection (:data:`NODELAY_SERVERS`: the embedded
+stack's LLM, identified by the stack, not by a header) cannot have Nagle hold its
+first event, so such a cluster is the server's own time before its first event, correctly in
+the figures: it is recorded in ``checks`` (``<stage>_first_event_gap_cluster_ns``,
+``<stage>_first_event_server_nodelay``) and not held against the run. For any other server
+the message says whose socket option it is, why, and what to do (docs/FAILURES.md).
 """
 
 from __future__ import annotations
@@ -70,6 +77,17 @@ FIRST_EVENT: Mapping[str, tuple[str, ...]] = {
     "llm": ("llm_first_delta",),
     "tts": ("tts_first_byte",),
 }
+
+
+#: Servers known to set TCP_NODELAY on every connection: the embedded stack's packages (the
+#: ``server`` of a stage the stack identified, ``engine/servers.py``). The stack starts
+#: llama_cpp.server with ``--host``/``--port``, so uvicorn binds through the event loop, and
+#: uvloop (asyncio too, for sockets it resolved itself) sets TCP_NODELAY on every accepted
+#: socket: strace shows ``setsockopt(fd, SOL_TCP, TCP_NODELAY, [1])`` on each connection
+#: (docs/FAILURES.md). A bare ``Server: uvicorn`` header is not enough: asyncio skips the option
+#: on a socket handed over with ``proto`` 0 (``--fd``, ``--workers``, gunicorn), and aiohttp
+#: lets the app turn it off.
+NODELAY_SERVERS: frozenset[str] = frozenset({"llama-cpp-python"})
 
 
 @dataclass(frozen=True)
@@ -302,7 +320,10 @@ class TrustTally:
         self.windows.extend(other.windows)
 
     def assess(
-        self, loop_lag_p99_ns: float | None, machine: Sequence[MachineSample] = ()
+        self,
+        loop_lag_p99_ns: float | None,
+        machine: Sequence[MachineSample] = (),
+        stages: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The ``trust`` section (see :func:`assess_trust`)."""
         t = self.t
@@ -312,7 +333,7 @@ class TrustTally:
             *_loop_lag(loop_lag_p99_ns, t, checks),
             *_pacer_lag(self, checks),
             *_schedule_lag(self, checks),
-            *_nagle(self, checks),
+            *_nagle(self, checks, stages),
             *_starved(self, checks),
             *_machine(self.windows, machine, t, checks),
         ]
@@ -377,22 +398,65 @@ def _schedule_lag(tally: TrustTally, checks: _Checks) -> _Reasons:
     ]
 
 
-def _nagle(tally: TrustTally, checks: _Checks) -> _Reasons:
+def _server_product(description: object) -> str | None:
+    """The product a stage's server names itself, lower case (``uvicorn`` of ``uvicorn/0.30``):
+    the embedded stack's package, else the HTTP ``Server`` header (both under ``server``)."""
+    if not isinstance(description, Mapping):
+        return None
+    value = description.get("server")
+    if not isinstance(value, str):
+        return None
+    return value.split("/")[0].strip().lower() or None
+
+
+def _nagle(tally: TrustTally, checks: _Checks, stages: Mapping[str, Any] | None = None) -> _Reasons:
     reasons: _Reasons = []
     for stage, gaps in sorted(tally.gaps.items()):
         found = gaps.quantization()
         checks[f"{stage}_first_event_gaps_near_40ms"] = gaps.near.n
         checks[f"{stage}_first_event_gaps"] = gaps.total
-        if found is not None:
-            reasons.append(
-                _reason(
-                    "nagle_40ms",
-                    f"{stage}: {found.n_near} of {found.n_gaps} header → first-event "
-                    f"gaps cluster at {_ms(found.median_ns)} (Nagle + delayed ACK?): check "
-                    "TCP_NODELAY on the server; the figures include this wait",
-                )
+        if found is None:
+            continue
+        description = (stages or {}).get(stage)
+        server = _server_product(description)
+        if server in NODELAY_SERVERS:
+            # Nagle cannot hold a segment on a TCP_NODELAY socket: the gap is the server's.
+            checks[f"{stage}_first_event_gap_cluster_ns"] = round(found.median_ns)
+            checks[f"{stage}_first_event_server_nodelay"] = 1
+            continue
+        where = ""
+        if isinstance(description, Mapping):
+            url = description.get("base_url") or description.get("url")
+            where = f" ({server or 'server unnamed'} at {url})" if url else ""
+        reasons.append(
+            _reason(
+                "nagle_40ms",
+                f"{stage}: {found.n_near} of {found.n_gaps} header → first-event gaps cluster "
+                f"at {_ms(found.median_ns)}, the Nagle + delayed-ACK signature: the server"
+                f"{where} likely wrote its first event as a small segment after the headers "
+                "without TCP_NODELAY, and the client's delayed ACK (40 ms on Linux) held it "
+                "(voicelat's own sockets set TCP_NODELAY). The figures include this wait: set "
+                "TCP_NODELAY on the server or send the headers with the first event. A server "
+                "that computes that long before its first event gives the same gaps: gaps that "
+                "grow with the prompt are compute",
             )
+        )
     return reasons
+
+
+def transport_judged(checks: Mapping[str, Any]) -> str | None:
+    """For a passing trust line: a first-event gap cluster that is the server's own time
+    (its server sets TCP_NODELAY), e.g. ``llm first events 41.3 ms after the headers are the
+    server's own time (a TCP_NODELAY server: not Nagle)``; None when there is none."""
+    parts = []
+    for key, value in checks.items():
+        if key.endswith("_first_event_gap_cluster_ns") and isinstance(value, int | float):
+            stage = key.removesuffix("_first_event_gap_cluster_ns")
+            parts.append(
+                f"{stage} first events {_ms(value)} after the headers are the server's "
+                "own time (a TCP_NODELAY server: not Nagle)"
+            )
+    return ", ".join(parts) or None
 
 
 def _starved(tally: TrustTally, checks: _Checks) -> _Reasons:
@@ -566,23 +630,27 @@ def assess_trust(
     loop_lag_ns: Sequence[int],
     thresholds: TrustThresholds = TrustThresholds(),
     machine: Sequence[MachineSample] = (),
+    stages: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``trust`` section of ``summary.json``: ``trustworthy``, ``reasons`` (each with a
     ``code`` and a one-line ``message``), the ``checks`` measured and the ``thresholds``.
 
     ``turns`` are the measured turns (warm-up turns are left out by the caller or here);
-    ``machine`` the intervals the machine sampler recorded during the run (none: not judged).
+    ``machine`` the intervals the machine sampler recorded during the run (none: not judged);
+    ``stages`` the summary's stage descriptions (kind -> ``describe()`` with the server's name),
+    which tell a TCP_NODELAY server's own first-event time from a Nagle hold.
     A run summarized as it goes keeps a :class:`TrustTally` instead of its turns.
     """
     tally = TrustTally(thresholds)
     for turn in turns:
         tally.add(turn)
     p99 = percentile([float(v) for v in loop_lag_ns], 99) if loop_lag_ns else None
-    return tally.assess(p99, machine)
+    return tally.assess(p99, machine, stages)
 
 
 __all__ = [
     "FIRST_EVENT",
+    "NODELAY_SERVERS",
     "MachineSample",
     "ProcessSample",
     "Quantization",
@@ -592,4 +660,5 @@ __all__ = [
     "first_event_gaps",
     "machine_judged",
     "quantized_near_40ms",
+    "transport_judged",
 ]

@@ -301,10 +301,14 @@ class SummaryAccumulator:
         }
 
     def parts(
-        self, machine: Sequence[MachineSample] = (), loop_lag_ns: Iterable[int] = ()
+        self,
+        machine: Sequence[MachineSample] = (),
+        loop_lag_ns: Iterable[int] = (),
+        stages: Mapping[str, Any] | None = None,
     ) -> SummaryParts:
         """The summary's measured sections; ``loop_lag_ns``: samples besides those added (a
-        probe's, read at the end; this accumulator is left as it was)."""
+        probe's, read at the end; this accumulator is left as it was); ``stages``: the stage
+        descriptions the trust check asks who each server is."""
         names = segment_names(frozenset(self.segments))
         lags = self._stream()
         lags.merge(self.loop_lag)
@@ -327,7 +331,7 @@ class SummaryAccumulator:
             loop_lag=lags.distribution(),
             e2e_from_intended=self.e2e_from_intended.distribution(),
             schedule_lag=self.schedule_lag.distribution(),
-            trust=self.trust.assess(lags.quantile(99) if lags.n else None, machine),
+            trust=self.trust.assess(lags.quantile(99) if lags.n else None, machine, stages),
             quantiles=self.quantiles(lags),
         )
 
@@ -344,7 +348,7 @@ class SummaryAccumulator:
     ) -> RunSummary:
         """The typed run summary (as :func:`~voicelat.core.summary.summarize`)."""
         return assemble(
-            self.parts(machine, loop_lag_ns),
+            self.parts(machine, loop_lag_ns, stages),
             run=run,
             pipeline=pipeline,
             fixtures=fixtures,

@@ -218,7 +218,7 @@ def summarize(
         loop_lag=Distribution.of([float(x) for x in loop_lag_ns]),
         e2e_from_intended=e2e_from_intended(head),
         schedule_lag=Distribution.of(schedule_lags),
-        trust=assess_trust(turns, loop_lag_ns, machine=machine),
+        trust=assess_trust(turns, loop_lag_ns, machine=machine, stages=stages),
     )
     return assemble(
         parts, run=run, pipeline=pipeline, fixtures=fixtures, stages=stages, budget=budget

@@ -41,8 +41,9 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from multiprocessing import connection as mp_connection
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from voicelat.core.clock import MonotonicClock
 from voicelat.core.errors import InfraError
@@ -419,13 +420,19 @@ class WorkerPool(ShardedRun):
     def run(self, plan: Sequence[PlannedTurn], load: Load) -> RunOutcome:
         """Start the workers, stream their turns into one ``turns.jsonl``, write one summary."""
         ctx = mp.get_context("spawn")
-        out: Any = ctx.Queue()
         jobs = self.jobs(plan, load)
+        # One result queue per worker: a queue's writers share one lock and one pipe, and a
+        # worker killed while its feeder thread held the lock (just after a put the parent had
+        # already read) left it held forever; the other worker's next put, and so its exit,
+        # then blocked, and the run never ended (CI, under load).
+        outs: list[Any] = [ctx.Queue() for _ in jobs]
         inboxes: list[Any] = [ctx.Queue() for _ in jobs]
         self.reports = [WorkerReport(j.index, len(j.plan)) for j in jobs]
         procs = [
             ctx.Process(
-                target=worker_main, args=(j, out, inboxes[j.index]), name=f"voicelat-w{j.index}"
+                target=worker_main,
+                args=(j, outs[j.index], inboxes[j.index]),
+                name=f"voicelat-w{j.index}",
             )
             for j in jobs
         ]
@@ -437,7 +444,7 @@ class WorkerPool(ShardedRun):
                 p.start()
             for p, r in zip(procs, self.reports, strict=True):
                 r.pid = p.pid
-            self._collect(out, inboxes, procs, writer, len(plan))
+            self._collect(outs, inboxes, procs, writer, len(plan))
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -457,21 +464,28 @@ class WorkerPool(ShardedRun):
         return self.outcome
 
     def _collect(
-        self, out: Any, inboxes: list[Any], procs: list[Any], writer: TurnsWriterThread, total: int
+        self,
+        outs: list[Any],
+        inboxes: list[Any],
+        procs: list[Any],
+        writer: TurnsWriterThread,
+        total: int,
     ) -> None:
         """Take the workers' messages until every worker is done or dead."""
         go_sent = False
         while True:
-            try:
-                message = out.get(timeout=POLL_S)
-            except queue.Empty:
-                message = None
-            if message is not None:
-                self._handle(message, writer, total)
-            for p, r in zip(procs, self.reports, strict=True):
-                if not r.done and not p.is_alive() and message is None:
+            # A queue's reading end (``_reader``, the stdlib's own name for years) is what
+            # ``connection.wait`` can wait on: no polling while the workers run.
+            ready = mp_connection.wait([q._reader for q in outs], timeout=POLL_S)
+            for q, p, r in zip(outs, procs, self.reports, strict=True):
+                if r.done:
+                    continue
+                message = _take(q) if q._reader in ready else None
+                if message is not None:
+                    self._handle(message, writer, total)
+                elif not p.is_alive() and _take(q) is None:
                     r.exitcode = p.exitcode
-                    r.done = True  # died without saying so (nothing left in the queue)
+                    r.done = True  # died without saying so (nothing left in its queue)
             if not go_sent and all(r.ready or r.done for r in self.reports):
                 epoch = self._clock.now_ns() + EPOCH_LEAD_NS
                 for r, inbox in zip(self.reports, inboxes, strict=True):
@@ -491,6 +505,14 @@ class WorkerPool(ShardedRun):
         elif kind == "done":
             report.loop_lag_ns, report.sessions_opened, report.error, report.cpu_s = message[2:6]
             report.done = True
+
+
+def _take(q: Any) -> tuple[Any, ...] | None:
+    """The next message of a worker's queue, or None when there is none yet."""
+    try:
+        return cast(tuple[Any, ...], q.get(timeout=0.01))
+    except queue.Empty:
+        return None
 
 
 __all__ = [

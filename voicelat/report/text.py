@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from voicelat.core.diagnostics import machine_judged
+from voicelat.core.diagnostics import machine_judged, transport_judged
 from voicelat.core.display import fmt_ms
 from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 from voicelat.core.turn import Turn
@@ -188,7 +188,8 @@ def trust_judged(checks: Mapping[str, float], thresholds: Mapping[str, float]) -
         )
     if machine := machine_judged(checks):
         parts.append(machine)
-    parts.append("transport checks passed")
+    note = transport_judged(checks)
+    parts.append("transport checks passed" + (f": {note}" if note else ""))
     return ", ".join(parts)
 
 
