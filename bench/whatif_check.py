@@ -4,7 +4,14 @@
     python bench/whatif_check.py --rounds 1 --set endpointing.hangover_ms=300
     python bench/whatif_check.py --set chunker.mode=clause --set tts=espeak
     python bench/whatif_check.py --base-tts espeak --set chunker.mode=clause
+    python bench/whatif_check.py --interleaved --repeat 2 --set chunker.mode=clause --set tts=espeak
     python bench/whatif_check.py --report DIR/whatif_check.json   # print a saved result
+
+``--interleaved``: instead of whole runs one after another, ONE `voicelat compare` of the
+baseline pipeline and each setting's pipeline (and, for ``tts=NAME``, a second cell with NAME
+that serves as the compare run the prediction reads): fixture A on every cell, then fixture B...
+so the machine's load drifts onto baseline and reruns alike, turn by turn. The prediction is made
+from the baseline cell, the measurement is the setting's cell.
 
 ``tts=NAME`` (NAME in :data:`TTS_TABLES`): a `voicelat compare` of the baseline's TTS and NAME
 (same STT and LLM, the same fixtures) runs once first; the prediction is `voicelat whatif
@@ -198,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="settings", action="append", help="KEY=VALUE (repeatable)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (each: every config)")
     ap.add_argument("--base-tts", choices=sorted(TTS_TABLES), help="the baseline's TTS")
+    ap.add_argument(
+        "--interleaved", action="store_true", help="one interleaved compare (see the docstring)"
+    )
+    ap.add_argument("--repeat", type=int, default=2, help="with --interleaved: fixture repeats")
     ap.add_argument("--out", type=Path, help="where the runs go (default: a temporary dir)")
     ap.add_argument("--report", type=Path, help="only print the table of a whatif_check.json")
     args = ap.parse_args(argv)
@@ -215,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     if not was_up and _voicelat("stack", "up").returncode != 0:
         raise SystemExit("voicelat stack up failed: see voicelat stack status")
     try:
-        results = _check(settings, work, args.rounds, args.base_tts)
+        if args.interleaved:
+            results = _check_interleaved(settings, work, args.repeat, args.base_tts)
+        else:
+            results = _check(settings, work, args.rounds, args.base_tts)
     finally:
         if not was_up:
             _voicelat("stack", "down")
@@ -286,6 +300,55 @@ def _check(settings: list[str], work: Path, rounds: int, base_tts: str | None) -
         "base_tts": base_tts or "piper",
         "rows": rows,
         "rounds": rounds,
+        "loads": loads,
+    }
+
+
+def named(text: str, name: str) -> str:
+    """The pipeline file's text with ``[pipeline] name`` set (a compare names cells by it)."""
+    return with_setting(text, "pipeline.name", json.dumps(name))
+
+
+def _check_interleaved(
+    settings: list[str], work: Path, repeat: int, base_tts: str | None
+) -> dict[str, Any]:
+    """One `voicelat compare` of every configuration, interleaved fixture by fixture."""
+    base = _base_text(base_tts)
+    files = {"base": named(base, "base")}
+    for i, setting in enumerate(settings):
+        measured = _measured_text(base, setting)
+        files[f"set{i}"] = named(measured, f"set{i}")
+        key, value = setting.split("=", 1)
+        if key == "tts":
+            # The compare run the prediction reads: the same TTS, its own cell and worker.
+            files[f"tts-{value}"] = named(measured, f"tts-{value}")
+    paths = []
+    for name, text in files.items():
+        path = work / f"{name}.toml"
+        path.write_text(text)
+        paths.append(str(path))
+    out = work / "interleaved"
+    load = _load()
+    args = ["compare", *paths, "--repeat", str(repeat), "--out", str(out), "--no-tui"]
+    r = _voicelat(*args)
+    if r.returncode != 0:
+        raise SystemExit(f"voicelat compare failed ({r.returncode}): {r.stderr.strip()[-400:]}")
+    loads = [load, _load()]
+    print(f"interleaved compare of {len(files)} cells: done (load {load} -> {loads[1]})")
+    baseline = pool([out / "base"], work / "baseline")
+    rows = []
+    for i, setting in enumerate(settings):
+        key, value = setting.split("=", 1)
+        extra = ("--compare", str(out)) if key == "tts" else ()
+        shown = f"tts=tts-{value}" if key == "tts" else setting
+        pred = predict(work / "baseline", shown, work / f"predict-{i}.json", *extra)
+        meas = pool([out / f"set{i}"], work / f"measured-{i}")
+        rows.append({"setting": setting, "predicted": pred, "measured": meas})
+    return {
+        "baseline": baseline,
+        "base_tts": base_tts or "piper",
+        "rows": rows,
+        "rounds": f"interleaved compare, --repeat {repeat}",
         "loads": loads,
     }
 

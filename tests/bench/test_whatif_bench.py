@@ -83,3 +83,10 @@ def test_pool_measures_the_parts_a_reply_what_if_moves(tmp_path: Path) -> None:
         "llm_first_token -> tts_first_byte": 130 * MS,
         "llm_first_speakable -> output_first_audible": 110 * MS,
     }
+
+
+def test_named_sets_the_cells_name() -> None:
+    bench = _bench()
+    text = bench.named(bench._measured_text(bench._base_text(None), "tts=espeak"), "tts-espeak")
+    doc = tomllib.loads(text)
+    assert doc["pipeline"]["name"] == "tts-espeak" and doc["tts"]["stage"] == "espeak-tts"

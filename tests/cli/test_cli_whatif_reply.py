@@ -137,3 +137,32 @@ def test_a_run_without_delta_arrivals_is_refused(
     assert main(["whatif", str(run), "--set", "chunker.min_chars=20"]) == 2
     err = capsys.readouterr().err
     assert "keeps no per-delta arrival times" in err and err.count("\n") == 1
+
+
+def test_a_compare_of_pipeline_files_is_matched_by_the_cells_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path / "run", [_turn(1, "a", 100)], {"stage": "piper"})
+    cmp = _compare(tmp_path / "cmp", {"rerun": [_turn(1, "a", 90)], "src": [_turn(1, "a", 30)]})
+    doc = json.loads((cmp / "comparison.json").read_text())
+    for c in doc["combinations"]:  # a compare of pipeline files labels a TTS by its stage
+        c["labels"]["tts"] = "espeak-tts"
+    (cmp / "comparison.json").write_text(json.dumps(doc))
+    out = tmp_path / "p.json"
+    args = ["whatif", str(run), "--set", "tts=src", "--compare", str(cmp), "--json", str(out)]
+    assert main(args) == 0
+    assert json.loads(out.read_text())["predicted_p50_ns"] == 1150 * MS
+    capsys.readouterr()
+    args = [
+        "whatif",
+        str(run),
+        "--set",
+        "tts=espeak-tts",
+        "--compare",
+        str(cmp),
+        "--json",
+        str(out),
+    ]
+    assert main(args) == 0  # both cells: the median of 90 and 30 ms
+    assert json.loads(out.read_text())["predicted_p50_ns"] == 1180 * MS
+    capsys.readouterr()

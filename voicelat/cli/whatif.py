@@ -117,7 +117,8 @@ class TTSCell:
 
 
 def tts_cells(compare_dir: Path, name: str) -> list[TTSCell]:
-    """The cells of a compare run whose TTS is ``name`` (its label, else its stage name)."""
+    """The cells of a compare run whose TTS is ``name``: its label, else the combination's
+    name, else its stage name."""
     doc_path = compare_dir / "comparison.json"
     try:
         doc = json.loads(doc_path.read_text(encoding="utf-8"))
@@ -132,9 +133,13 @@ def tts_cells(compare_dir: Path, name: str) -> list[TTSCell]:
         stage = ((c.get("stages") or {}).get("tts") or {}).get("stage", "")
         return str((c.get("labels") or {}).get("tts", "")), str(stage)
 
-    picked = [c for c in combos if tts_of(c)[0] == name] or [
-        c for c in combos if tts_of(c)[1] == name
-    ]
+    # The matrix label first, then the combination's name (a compare of pipeline files labels
+    # a TTS by its stage), then the stage name.
+    picked = (
+        [c for c in combos if tts_of(c)[0] == name]
+        or [c for c in combos if str(c.get("name")) == name]
+        or [c for c in combos if tts_of(c)[1] == name]
+    )
     if not picked:
         known = sorted({x for c in combos for x in tts_of(c) if x})
         raise ConfigError(

@@ -306,7 +306,7 @@ def tts_assumptions(name: str, cells: Sequence[str]) -> tuple[str, ...]:
     """The TTS swap's assumptions, for the printout."""
     return (
         "each turn keeps its time up to the first speakable piece; from there to the first "
-        f"audible output it takes TTS {name!r}'s median for the same fixture in the compare "
+        f"audible output it takes the median of TTS {name} for the same fixture in the compare "
         f"cell(s) {', '.join(cells)}",
         "the other TTS gets the same text and runs under the same load as in the compare run",
     )
