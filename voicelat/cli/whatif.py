@@ -4,7 +4,9 @@ The endpointing keys are replayed offline on the run's fixtures with the pipelin
 (old and new setting) to find how far each fixture's endpoint moves; the recorded turns are
 moved by that (see :mod:`voicelat.core.whatif` for the model and its assumptions). The old
 setting's replay must land on the recorded endpoints: how far it does is printed, as a check of
-the model on this run.
+the model on this run. ``chunker.mode`` / ``chunker.min_chars`` replay the recorded LLM deltas
+through the chunker, ``tts=LABEL --compare DIR`` takes another TTS's part of each turn from a
+compare run (:mod:`voicelat.core.whatif_reply`). Bad input is one line, exit 2.
 """
 
 from __future__ import annotations
