@@ -7,6 +7,11 @@
     python bench/whatif_check.py --interleaved --repeat 2 --set chunker.mode=clause --set tts=espeak
     python bench/whatif_check.py --report DIR/whatif_check.json   # print a saved result
 
+``--emulated-llm`` (with ``--interleaved``): the STT and the LLM are `voicelat serve openai` on
+port 19410 with fixed delays (:data:`EMULATED_PROFILE`: 150 ms to the first token, then a word
+every 25 ms of a fixed two-sentence reply); the TTS stays the local stack's. The loaded machine's
+seconds of LLM and STT compute then stop drowning the TTS and chunker effects being checked.
+
 ``--interleaved``: instead of whole runs one after another, ONE `voicelat compare` of the
 baseline pipeline and each setting's pipeline (and, for ``tts=NAME``, a second cell with NAME
 that serves as the compare run the prediction reads): fixture A on every cell, then fixture B...
@@ -33,12 +38,15 @@ cannot follow it (the load averages are printed too).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +67,7 @@ TTS_TABLES: dict[str, dict[str, Any]] = {
 
 
 def _voicelat(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), KEY_ENV: "emulator-key"}
     cmd = [sys.executable, "-m", "voicelat", *args]
     return subprocess.run(cmd, env=env, text=True, capture_output=True, check=False)
 
@@ -76,6 +84,31 @@ def with_setting(text: str, key: str, value: str) -> str:
     line = re.compile(rf"^{re.escape(name)}\s*=.*$", re.M)
     body = line.sub(f"{name} = {value}", body) if line.search(body) else f"\n{name} = {value}{body}"
     return text[: head.end()] + body + text[end:]
+
+
+EMULATED_PORT = 19410
+EMULATED_REPLY = "Sure, I can do that for you. Well, is there anything else?"
+EMULATED_PROFILE = f"""seed = 1
+
+[openai.latency]
+headers = 5
+ttft = 150
+token = 25
+stt_first = 60
+stt_final = 120
+
+[openai.content]
+reply = {json.dumps(EMULATED_REPLY)}
+"""
+KEY_ENV = "VOICELAT_EMULATOR_KEY"
+
+
+def emulated_text(text: str, base_url: str) -> str:
+    """The pipeline's text with [stt] and [llm] on the emulator at ``base_url``."""
+    common = {"base_url": base_url, "api_key_env": KEY_ENV}
+    stt = {"stage": "openai-stt", "model": "gpt-4o-mini-transcribe", "language": "en", **common}
+    llm = {"stage": "openai", "endpoint": "chat", "model": "gpt-4o-mini", "max_tokens": 60}
+    return with_table(with_table(text, "stt", stt), "llm", {**llm, "temperature": 0.0, **common})
 
 
 def _toml_value(value: Any) -> str:
@@ -209,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         "--interleaved", action="store_true", help="one interleaved compare (see the docstring)"
     )
     ap.add_argument("--repeat", type=int, default=2, help="with --interleaved: fixture repeats")
+    ap.add_argument(
+        "--emulated-llm", action="store_true", help="with --interleaved: emulated STT and LLM"
+    )
     ap.add_argument("--out", type=Path, help="where the runs go (default: a temporary dir)")
     ap.add_argument("--report", type=Path, help="only print the table of a whatif_check.json")
     args = ap.parse_args(argv)
@@ -227,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("voicelat stack up failed: see voicelat stack status")
     try:
         if args.interleaved:
-            results = _check_interleaved(settings, work, args.repeat, args.base_tts)
+            with _emulator(work, args.emulated_llm) as url:
+                results = _check_interleaved(settings, work, args.repeat, args.base_tts, url)
         else:
             results = _check(settings, work, args.rounds, args.base_tts)
     finally:
@@ -309,11 +346,37 @@ def named(text: str, name: str) -> str:
     return with_setting(text, "pipeline.name", json.dumps(name))
 
 
+@contextlib.contextmanager
+def _emulator(work: Path, wanted: bool) -> Iterator[str | None]:
+    """`voicelat serve openai` on :data:`EMULATED_PORT` while the block runs (None: not wanted)."""
+    if not wanted:
+        yield None
+        return
+    profile = work / "emulated-profile.toml"
+    profile.write_text(EMULATED_PROFILE)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), KEY_ENV: "emulator-key"}
+    cmd = [sys.executable, "-m", "voicelat", "serve", "openai", "--port", str(EMULATED_PORT)]
+    proc = subprocess.Popen(
+        [*cmd, "--profile", str(profile)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("openai "):
+            raise SystemExit(f"voicelat serve openai did not start: {line!r}")
+        yield line.split()[1]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+
+
 def _check_interleaved(
-    settings: list[str], work: Path, repeat: int, base_tts: str | None
+    settings: list[str], work: Path, repeat: int, base_tts: str | None, emulated: str | None
 ) -> dict[str, Any]:
     """One `voicelat compare` of every configuration, interleaved fixture by fixture."""
     base = _base_text(base_tts)
+    if emulated is not None:
+        base = emulated_text(base, emulated)
     files = {"base": named(base, "base")}
     for i, setting in enumerate(settings):
         measured = _measured_text(base, setting)
@@ -348,7 +411,8 @@ def _check_interleaved(
         "baseline": baseline,
         "base_tts": base_tts or "piper",
         "rows": rows,
-        "rounds": f"interleaved compare, --repeat {repeat}",
+        "rounds": f"interleaved compare, --repeat {repeat}"
+        + (", emulated STT and LLM" if emulated else ""),
         "loads": loads,
     }
 
