@@ -21,13 +21,20 @@ def test_parse_predictable_settings() -> None:
     assert parse_setting("endpointing.hangover_ms=300") == Setting("endpointing.hangover_ms", 300)
     assert parse_setting("endpointing.threshold_dbfs=-32.5").value == -32.5
     assert parse_setting(" output.latency_ms=40").text == "output.latency_ms=40"
+    assert parse_setting("chunker.mode=clause") == Setting("chunker.mode", "clause")
+    assert parse_setting("chunker.min_chars=12").number == 12
+    assert parse_setting("tts=espeak").text == "tts=espeak"
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("chunker.mode=clause", "chunker.mode cannot be predicted from recorded milestones"),
-        ("tts.voice=amy", "another TTS's latency is not in this run"),
+        ("chunker.mode=fast", "choose from sentence, clause, token"),
+        ("chunker.min_chars=0", "1..1000"),
+        ("tts.voice=amy", "tts.voice cannot be predicted from recorded milestones"),
+        ("stt=deepgram", "another STT's latency"),
+        ("llm.model=x", "another LLM"),
+        ("tts=", "give the TTS's label"),
         ("endpointing.mode=provider", "decided by the provider"),
         ("turn.timeout_s=3", "not a setting a what-if knows"),
         ("endpointing.hangover_ms", "give KEY=VALUE"),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from voicelat.core.arrivals import EXTRA_KEY as DELTAS_KEY
+from voicelat.core.arrivals import delta_record
 from voicelat.core.contract import CRITICAL_PATH, MILESTONES, SEGMENTS, STRICT_ORDER
 from voicelat.core.events import (
     Audio,
@@ -189,6 +191,11 @@ class TurnRecorder:
         figures = dict(self._figures)
         figures.update(self._stage_figures(absolute))
         flags.extend(self._provider_clock(figures))
+        # When each reply delta arrived (compact, built here after the turn): `whatif` replays
+        # the chunker on it (core/arrivals.py).
+        deltas = delta_record([e for e in self._events["llm"] if isinstance(e, Delta)])
+        if deltas is not None:
+            self._extra[DELTAS_KEY] = deltas
         spans: list[SpanRecord] = []
         cold_stages: list[str] = []
         for stage, events in self._events.items():
