@@ -7,7 +7,6 @@ import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from tests.cli.emulated_run import popen, run_args, serving
 from tests.helpers import ROOT
 from tests.tui.helpers import SAVED_RUN
 from voicelat.cli.main import main
+from voicelat.engine.runner import RunOutcome
 from voicelat.files.results import load_run
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -51,7 +51,7 @@ def test_ci_leaves_the_report_beside_its_gate_reports(
     def fake_execute_run(args: Any, pipeline: Any, fixtures: Any, out_dir: Path, *a: Any, **k: Any):  # type: ignore[no-untyped-def]
         shutil.copytree(SAVED_RUN, out_dir, dirs_exist_ok=True)
         run = load_run(out_dir)
-        return SimpleNamespace(summary=run.summary, turns=list(run.turns))
+        return RunOutcome(out_dir, list(run.turns), run.summary)
 
     monkeypatch.setattr("voicelat.engine.job.execute_run", fake_execute_run)
     out = tmp_path / "ci"
