@@ -152,16 +152,29 @@ def serve(profile: Profile, workdir: Path, name: str = "openai") -> Iterator[Ser
     truth.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "voicelat", "serve", name, "--profile", str(prof)]
     cmd += ["--port", "0", "--truth", str(truth)]
+    with serving(cmd, 1) as lines:
+        yield Served(lines[0][0], lines[0][1][1], truth)
+
+
+@contextlib.contextmanager
+def serving(
+    cmd: list[str], n: int, env: dict[str, str] | None = None
+) -> Iterator[list[tuple[subprocess.Popen[str], list[str]]]]:
+    """``voicelat serve ...`` in its own process; yields its first ``n`` lines ``NAME URL``
+    (each with the process), and stops it with SIGTERM (a kill after 20 s)."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline().split()
-        if len(line) != 2:
-            err = proc.stderr.read() if proc.stderr else ""
-            raise RuntimeError(f"voicelat serve did not start: {err[-2000:]}")
-        yield Served(proc, line[1], truth)
+        lines = []
+        for _ in range(n):
+            parts = proc.stdout.readline().split()
+            if len(parts) != 2:
+                err = proc.stderr.read() if proc.stderr else ""
+                raise RuntimeError(f"voicelat serve did not start: {err[-2000:]}")
+            lines.append((proc, parts))
+        yield lines
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

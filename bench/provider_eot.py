@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import KEY_ENV, ROOT, machine_line
+from _common import KEY_ENV, ROOT, machine_line, serving
 
 PROFILE = """seed = 1
 [openai.content]
@@ -67,26 +66,8 @@ def serve(workdir: Path, port: int) -> Iterator[dict[str, str]]:
     cmd = [sys.executable, "-m", "voicelat", "serve", "deepgram", "assemblyai", "openai"]
     cmd += ["--port", str(port), "--profile", str(profile), "--seed", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env
-    )
-    try:
-        assert proc.stdout is not None
-        urls: dict[str, str] = {}
-        for _ in range(3):
-            parts = proc.stdout.readline().split()
-            if len(parts) != 2:
-                err = proc.stderr.read() if proc.stderr else ""
-                raise RuntimeError(f"voicelat serve did not start: {err[-2000:]}")
-            urls[parts[0]] = parts[1]
-        yield urls
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serving(cmd, 3, env) as lines:
+        yield {parts[0]: parts[1] for _, parts in lines}
 
 
 def pipeline_text(provider: str, value: int, urls: dict[str, str]) -> str:
