@@ -50,3 +50,22 @@ def wer(ref: str, hyp: str) -> float:
             cur = min(d[j] + 1, d[j - 1] + 1, prev + (rw != hw))
             prev, d[j] = d[j], cur
     return d[len(h)] / max(1, len(r))
+
+
+def emulated_openai_pipeline(em: Any) -> Any:
+    """pipelines/emulated-openai.toml pointed at ``em``'s running OpenAI emulator (an
+    ``voicelat.emulate.Emulators`` that serves ``openai``)."""
+    from dataclasses import replace
+
+    from voicelat.files.pipeline import load_pipeline
+
+    pipeline = load_pipeline(ROOT / "pipelines" / "emulated-openai.toml")
+    server = em.servers["openai"]
+    default = f"127.0.0.1:{server.emulator.default_port}"
+    here = f"127.0.0.1:{server.port}"
+    tables: dict[str, Any] = {
+        k: dict(getattr(pipeline, k))
+        | {"base_url": getattr(pipeline, k)["base_url"].replace(default, here)}
+        for k in ("stt", "llm", "tts")
+    }
+    return replace(pipeline, **tables)

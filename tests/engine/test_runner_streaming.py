@@ -4,13 +4,11 @@ turns.jsonl are what they were (against the emulated OpenAI twin on loopback).""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import emulated_openai_pipeline
 from voicelat.core.plan import plan_turns
 from voicelat.core.schedule import Load
 from voicelat.core.streaming_summary import RecentTurns
@@ -18,7 +16,7 @@ from voicelat.core.summary import build_summary
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
-from voicelat.files.pipeline import Pipeline, load_pipeline
+from voicelat.files.pipeline import Pipeline
 from voicelat.files.results import turn_from_json
 
 PROFILE = {
@@ -31,15 +29,8 @@ PROFILE = {
 
 
 def _pipeline(em: Emulators) -> Pipeline:
-    pipeline = load_pipeline(ROOT / "pipelines" / "emulated-openai.toml")
-    server = em.servers["openai"]
-    default = f"127.0.0.1:{server.emulator.default_port}"
-    tables: dict[str, Any] = {
-        k: dict(getattr(pipeline, k))
-        | {"base_url": getattr(pipeline, k)["base_url"].replace(default, f"127.0.0.1:{server.port}")}
-        for k in ("stt", "llm", "tts")
-    }  # fmt: skip
-    return replace(pipeline, **tables)
+    pipeline: Pipeline = emulated_openai_pipeline(em)
+    return pipeline
 
 
 async def test_a_run_keeps_a_window_of_turns_and_its_summary_is_the_turns_files(

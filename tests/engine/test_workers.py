@@ -9,13 +9,12 @@ import itertools
 import json
 import os
 import signal
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import emulated_openai_pipeline
 from voicelat.core.plan import plan_turns
 from voicelat.core.schedule import Load, arrival_offsets_ns
 from voicelat.core.summary import build_summary
@@ -30,7 +29,7 @@ from voicelat.engine.workers import (
     shard_schedule,
 )
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
-from voicelat.files.pipeline import Pipeline, load_pipeline
+from voicelat.files.pipeline import Pipeline
 from voicelat.files.results import turn_from_json
 
 MS = 1_000_000
@@ -44,15 +43,8 @@ PROFILE = {
 
 
 def _pipeline(em: Emulators) -> Pipeline:
-    pipeline = load_pipeline(ROOT / "pipelines" / "emulated-openai.toml")
-    server = em.servers["openai"]
-    default = f"127.0.0.1:{server.emulator.default_port}"
-    tables: dict[str, Any] = {
-        k: dict(getattr(pipeline, k))
-        | {"base_url": getattr(pipeline, k)["base_url"].replace(default, f"127.0.0.1:{server.port}")}
-        for k in ("stt", "llm", "tts")
-    }  # fmt: skip
-    return replace(pipeline, **tables)
+    pipeline: Pipeline = emulated_openai_pipeline(em)
+    return pipeline
 
 
 def _fixtures() -> list[Fixture]:
