@@ -127,3 +127,21 @@ def test_push_to_talk_ignores_speech_and_the_key_cuts_the_turn() -> None:
     assert feed(seg, mic.frames("#####")) == []  # speech over the reply: the key decides
     (barge,) = seg.press()
     assert isinstance(barge, StartTurn) and barge.barge_in
+
+
+def test_a_press_before_the_first_frame_starts_the_turn_at_that_frame() -> None:
+    """The key can come as the device opens, before it captured anything (a loaded machine
+    delays the first frame): the press waits for the first frame instead of leaving the
+    segmenter listening to a turn that never started, which made the next press end nothing."""
+    seg, mic = Segmenter(ep(), ptt=True), Mic()
+    assert seg.press() == []
+    (start,) = feed(seg, mic.frames("#"))
+    assert isinstance(start, StartTurn) and [f.index for f in start.frames] == [0]
+    assert all(isinstance(a, ToTurn) for a in feed(seg, mic.frames("##..")))
+    assert seg.press() == [EndInput(start.turn_id)]
+
+
+def test_two_presses_before_the_first_frame_take_each_other_back() -> None:
+    seg, mic = Segmenter(ep(), ptt=True), Mic()
+    assert seg.press() == [] and seg.press() == []
+    assert feed(seg, mic.frames("###")) == [] and seg.state == "idle"

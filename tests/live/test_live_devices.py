@@ -14,6 +14,7 @@ that ground truth, not only for presence.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -130,7 +131,17 @@ class Live:
         self.proc.stdin.flush()
 
     def finish(self, timeout: float = 120) -> int:
-        code = self.proc.wait(timeout)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # What the child said is the only clue to where it hung: show it.
+            self.proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
+            raise AssertionError(
+                f"still running after {timeout:.0f} s; its stderr:\n{self.stderr}\n"
+                f"its stdout:\n" + "\n".join(self.out[-40:])
+            ) from None
         for t in self._threads:
             t.join(5)
         return code

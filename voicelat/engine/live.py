@@ -298,10 +298,15 @@ class Segmenter:
         )
         self.state: State = "idle"
         self.turn_id = 0
+        # A press before the microphone delivered its first frame: the turn starts with it.
+        self._pressed_early = False
 
     def feed(self, frame: LiveFrame) -> list[Action]:
         """One captured frame."""
         self._ring.append(frame)
+        if self._pressed_early:
+            self._pressed_early = False
+            return [self._start([frame])]
         if self.state == "listening":
             return [ToTurn(self.turn_id, frame)]
         if self.ptt or (self.state == "replying" and not self.barge_in):
@@ -317,7 +322,14 @@ class Segmenter:
         """The push-to-talk key: starts talking, or ends the input of the turn listening."""
         if self.state == "listening":
             return [EndInput(self.turn_id)]
-        frames = list(self._ring)[-(self.preroll_frames + 1) :] if self._ring else []
+        if not self._ring:
+            # No frame captured yet (a key pressed as the device opens, or a loaded machine):
+            # a turn cannot start without audio, and starting none would leave the state
+            # "listening" for a turn nobody runs, so the next press would end nothing. The
+            # press is kept for the first frame; a second press before it takes it back.
+            self._pressed_early = not self._pressed_early
+            return []
+        frames = list(self._ring)[-(self.preroll_frames + 1) :]
         return [self._start(frames)]
 
     def _start(self, frames: list[LiveFrame]) -> StartTurn:
