@@ -142,6 +142,30 @@ def test_impossible_budget_exits_1_with_a_junit_failure(
     assert message.startswith("e2e P50 ") and message.endswith(" ms > limit 1 ms (n=10 warm turns)")
 
 
+def test_untrusted_inconclusive_exits_4_on_a_run_that_blames_its_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's trust section (as ``voicelat run`` writes it on a loaded machine) turns a
+    broken latency budget into exit 4 when asked; without the flag it stays exit 1."""
+    reason = {"code": "machine_inflated", "message": "the machine inflated the figures: x"}
+    trust = {"trustworthy": False, "reasons": [reason], "checks": {}, "thresholds": {}}
+    run = write_run(tmp_path / "r", make_turns(), trust=trust)
+    impossible = budget_file(tmp_path, IMPOSSIBLE)
+    rc, out, _ = ci(capsys, "--results", run, "--budget", impossible)
+    assert rc == 1 and "distrust: the machine inflated the figures: x" in out
+    assert json.loads((run / "gate.json").read_text())["verdict"] == "failed"
+    rc, out, _ = ci(capsys, "--results", run, "--budget", impossible, "--untrusted", "inconclusive")
+    assert rc == 4
+    assert out.splitlines()[-1].startswith("GATE INCONCLUSIVE: 1 of 3 checks failed")
+    gate = json.loads((run / "gate.json").read_text())
+    assert gate["verdict"] == "inconclusive" and gate["exit_code"] == 4
+    assert gate["distrust"] == [reason]
+    assert (run / "report.md").read_text().startswith("### voicelat latency gate: ⚠️ inconclusive")
+    with pytest.raises(SystemExit) as exc:
+        main(["ci", "--untrusted", "ignore"])
+    assert exc.value.code == 2 and "invalid choice: 'ignore'" in capsys.readouterr().err
+
+
 def test_the_runs_own_budget_applies_without_budget_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -36,7 +36,7 @@ from voicelat.core.compare import (
 )
 from voicelat.core.display import fmt_ms
 from voicelat.core.errors import EXIT_INFRA, EXIT_OK, ConfigError, InfraError, VoicelatError
-from voicelat.core.gate import GateResult, evaluate_gate, gate_text
+from voicelat.core.gate import UNTRUSTED_POLICIES, GateResult, evaluate_gate, gate_text
 from voicelat.core.run_summary import RunSummary, SummaryLike
 from voicelat.core.turn import Turn
 from voicelat.files.budget import load_budget_file
@@ -55,6 +55,18 @@ STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 def _info(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def _add_untrusted_argument(ci: argparse.ArgumentParser) -> None:
+    """What a latency failure is on a run that blames its own machine."""
+    ci.add_argument(
+        "--untrusted",
+        choices=UNTRUSTED_POLICIES,
+        default="fail",
+        help="a latency check that fails on a run whose trust section blames the machine "
+        "(loop lag, CPU waits, load): fail (exit 1, default) or inconclusive (exit 4: rerun "
+        "on a quiet machine); other failures always exit 1",
+    )
 
 
 def _add_report_arguments(ci: argparse.ArgumentParser) -> None:
@@ -87,7 +99,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
             "Replay fixtures through a pipeline, hold the result against a latency budget and "
             "an optional baseline run, write JUnit/Markdown reports. Exit codes: 0 pass, "
             "1 budget broken / significant regression / too few turns, 2 usage or config "
-            "error, 3 infrastructure failure."
+            "error, 3 infrastructure failure, 4 inconclusive (with --untrusted inconclusive)."
         ),
     )
     add_run_arguments(ci)
@@ -127,6 +139,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
         default=0.95,
         help="confidence level of the bootstrap intervals (default 0.95)",
     )
+    _add_untrusted_argument(ci)
     _add_report_arguments(ci)
     ci.add_argument(
         "--results",
@@ -310,6 +323,7 @@ def _finish(
         level=args.confidence,
         notes=notes,
         run_dir=str(run_dir),
+        untrusted=args.untrusted,
     )
     written = _write_reports(args, run_dir, result)
     if getattr(args, "benchmark_json", None) is not None:

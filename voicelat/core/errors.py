@@ -8,6 +8,8 @@ EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INFRA = 3
+#: ``ci --untrusted inconclusive``: only latency checks failed, on a run that distrusts its machine.
+EXIT_GATE_INCONCLUSIVE = 4
 EXIT_INTERRUPTED = 130
 
 

@@ -21,9 +21,36 @@ from voicelat.core.compare import (
 )
 from voicelat.core.contract import SEGMENTS
 from voicelat.core.display import fmt_ms
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK
-from voicelat.core.run_summary import RunSummary, SummaryLike
+from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_GATE_INCONCLUSIVE, EXIT_OK
+from voicelat.core.run_summary import RunSummary, SummaryLike, TrustReason
 from voicelat.core.turn import Turn
+
+#: Trust reasons that say the measuring machine, not the pipeline, may have inflated the
+#: figures: a rerun on a quiet machine can tell the two apart. A Nagle hold is not one of
+#: them: it is the connection's configuration, and a rerun gets it again.
+MACHINE_TRUST_CODES = frozenset(
+    {
+        "loop_lag",
+        "pacer_lag",
+        "schedule_lag",
+        "server_starved",
+        "machine_load",
+        "machine_inflated",
+        "machine_turns",
+    }
+)
+#: What ``ci`` does with a latency failure on a run that distrusts its machine: ``fail``
+#: (exit 1, the default) or ``inconclusive`` (exit 4: rerun on a quiet machine).
+UNTRUSTED_POLICIES = ("fail", "inconclusive")
+
+
+def _is_latency(check: Check) -> bool:
+    """A time the machine can inflate: a budget limit with a measured value, or a
+    regression. The sample size and the failure rate are not (a loaded machine does not
+    make a turn fail or go missing without saying so in the turn)."""
+    if check.suite == "regression":
+        return True
+    return check.suite == "budget" and check.unit == "ms" and check.measured is not None
 
 
 @dataclass(frozen=True)
@@ -39,6 +66,7 @@ class GateResult:
     baseline_summary: RunSummary | None = None
     tolerance: Tolerance = field(default_factory=Tolerance)
     run_dir: str | None = None
+    untrusted: str = "fail"
 
     def __post_init__(self) -> None:
         # Callers that still hold summary.json documents get them typed here, once.
@@ -55,9 +83,39 @@ class GateResult:
         return [c for c in self.checks if not c.passed]
 
     @property
+    def distrust(self) -> list[TrustReason]:
+        """The run's own trust reasons that blame the measuring machine (see
+        :data:`MACHINE_TRUST_CODES`); empty when the run trusts its figures."""
+        trust = self.summary.trust
+        if trust is None:
+            return []
+        return [r for r in trust.reasons if r.code in MACHINE_TRUST_CODES]
+
+    @property
+    def inconclusive(self) -> bool:
+        """With ``untrusted="inconclusive"``: the gate failed, every failed check is a
+        latency, and the run distrusts its machine. A rerun on a quiet machine decides."""
+        return (
+            self.untrusted == "inconclusive"
+            and not self.passed
+            and bool(self.distrust)
+            and all(_is_latency(c) for c in self.failures)
+        )
+
+    @property
+    def verdict(self) -> str:
+        """``passed``, ``failed`` or ``inconclusive``."""
+        if self.passed:
+            return "passed"
+        return "inconclusive" if self.inconclusive else "failed"
+
+    @property
     def exit_code(self) -> int:
-        """0 when every check passed, else 1 (a broken budget, a regression, too few turns)."""
-        return EXIT_OK if self.passed else EXIT_GATE_FAILED
+        """0 when every check passed; 4 when inconclusive (:attr:`inconclusive`); else 1 (a
+        broken budget, a regression, too few turns)."""
+        if self.passed:
+            return EXIT_OK
+        return EXIT_GATE_INCONCLUSIVE if self.inconclusive else EXIT_GATE_FAILED
 
     def suite(self, name: str) -> list[Check]:
         return [c for c in self.checks if c.suite == name]
@@ -66,7 +124,10 @@ class GateResult:
         """A machine-readable verdict (``gate.json`` in the run directory)."""
         return {
             "passed": self.passed,
+            "verdict": self.verdict,
             "exit_code": self.exit_code,
+            "untrusted": self.untrusted,
+            "distrust": [{"code": r.code, "message": r.message} for r in self.distrust],
             "budget_source": self.budget_source,
             "baseline": self.baseline,
             "tolerance": {"ms": self.tolerance.abs_ms, "pct": self.tolerance.rel_pct},
@@ -115,8 +176,15 @@ def evaluate_gate(
     level: float = 0.95,
     notes: Sequence[str] = (),
     run_dir: str | None = None,
+    untrusted: str = "fail",
 ) -> GateResult:
-    """Budget checks, then (with a baseline) one regression check per metric and percentile."""
+    """Budget checks, then (with a baseline) one regression check per metric and percentile.
+
+    ``untrusted`` (one of :data:`UNTRUSTED_POLICIES`) decides what a latency failure on a run
+    that distrusts its machine is: a failure, or inconclusive (:attr:`GateResult.inconclusive`).
+    """
+    if untrusted not in UNTRUSTED_POLICIES:
+        raise ValueError(f"untrusted must be one of {UNTRUSTED_POLICIES}, not {untrusted!r}")
     typed = RunSummary.coerce(summary)
     checks = evaluate_budget(budget, typed)
     comparisons: list[Comparison] = []
@@ -137,6 +205,7 @@ def evaluate_gate(
         baseline_summary=None if baseline_summary is None else RunSummary.coerce(baseline_summary),
         tolerance=tolerance,
         run_dir=run_dir,
+        untrusted=untrusted,
     )
 
 
@@ -215,11 +284,21 @@ def gate_text(result: GateResult) -> str:
             )
     failed = result.failures
     if failed:
-        lines.append(
-            f"GATE FAILED: {len(failed)} of {len(result.checks)} checks failed: "
-            + "; ".join(c.message for c in failed[:3])
-            + (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+        # A failure's reader must see at once when the run blames its own machine.
+        lines.extend(f"distrust: {r.message}" for r in result.distrust)
+        listed = "; ".join(c.message for c in failed[:3]) + (
+            f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
         )
+        if result.inconclusive:
+            lines.append(
+                f"GATE INCONCLUSIVE: {len(failed)} of {len(result.checks)} checks failed, each a "
+                f"latency this run says its machine may have inflated: {listed}. Rerun on a quiet "
+                "machine (exit 4; --untrusted fail makes it a failure)"
+            )
+        else:
+            lines.append(
+                f"GATE FAILED: {len(failed)} of {len(result.checks)} checks failed: {listed}"
+            )
     else:
         lines.append(f"GATE PASSED: {len(result.checks)} checks")
     return "\n".join(lines)

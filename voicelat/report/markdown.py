@@ -64,14 +64,22 @@ def _waterfall(summary: RunSummary) -> list[str]:
     return out
 
 
+def _verdict(result: GateResult) -> str:
+    n = len(result.failures)
+    if result.passed:
+        return "✅ passed"
+    if result.inconclusive:
+        return f"⚠️ inconclusive ({n} latency check(s) on a distrusted machine)"
+    return f"❌ failed ({n} check(s))"
+
+
 def markdown_report(result: GateResult) -> str:
     """The whole report as GitHub-flavoured Markdown."""
     s = result.summary
     e2e, c = s.e2e, s.counts
     name = s.pipeline.get("name", "?")
-    verdict = "✅ passed" if result.passed else f"❌ failed ({len(result.failures)} check(s))"
     lines = [
-        f"### voicelat latency gate: {verdict}",
+        f"### voicelat latency gate: {_verdict(result)}",
         "",
         f"Pipeline **{_cell(str(name))}**: e2e P50 **{_ms(e2e.p50)}**, "
         f"P90 **{_ms(e2e.p90)}** (n={c.headline} warm turns; "
@@ -79,6 +87,9 @@ def markdown_report(result: GateResult) -> str:
     ]
     for note in result.notes:
         lines += ["", f"> {_cell(note)}"]
+    if result.failures:
+        for reason in result.distrust:
+            lines += ["", f"> distrust: {_cell(reason.message)}"]
     lines += [
         "",
         f"**Budget** ({_cell(result.budget_source)})",
