@@ -236,8 +236,9 @@ class SimulatedOutput:
 # -- segmentation (sans-I/O) --------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class StartTurn:
-    """Start turn ``turn_id`` with these frames (pre-roll up to the current frame);
-    ``barge_in``: the user talked over the turn before it, which must stop now."""
+    """Start turn ``turn_id`` with these frames (pre-roll up to the current frame; never
+    empty: the segmenter waits for a frame); ``barge_in``: the user talked over the turn
+    before it, which must stop now."""
 
     turn_id: int
     frames: tuple[LiveFrame, ...]
@@ -690,7 +691,7 @@ class LiveSession:
             elif isinstance(action, StartTurn):
                 if action.barge_in:
                     self._barge_in()
-                if self._stop_is_set() or not action.frames:
+                if self._stop_is_set():
                     continue
                 self._start_turn(action)
             elif isinstance(action, EndInput):

@@ -81,6 +81,29 @@ class RunOutcome:
             return self.turns
         return list(load_run(self.run_dir).turns)
 
+    @classmethod
+    def of(
+        cls, run_dir: Path, turns: RecentTurns, summary: dict[str, Any], status: str, planned: int
+    ) -> RunOutcome:
+        """The outcome of a run that kept ``turns`` (its window of recent turns)."""
+        return cls(
+            run_dir,
+            list(turns),
+            summary,
+            status == "interrupted",
+            planned,
+            kept_all=len(turns) == turns.appended,
+        )
+
+
+def raise_if_every_turn_failed(turns: RecentTurns, run_dir: Path) -> None:
+    """``InfraError`` (exit 3) when every turn of the run failed: a server down, not a result."""
+    if turns.all_failed and (first := turns.first) is not None:
+        raise InfraError(
+            f"every turn failed ({turns.appended}); the first: "
+            f"{first.failure_stage}: {first.failure_reason} (results in {run_dir})"
+        )
+
 
 @dataclass
 class Runner:
@@ -207,21 +230,10 @@ class Runner:
                 writer.close()
             summary = self.summary(plan, status, started_wall)
             write_summary(self.out_dir, summary)
-            self.outcome = RunOutcome(
-                self.out_dir,
-                list(self.turns),
-                summary,
-                status == "interrupted",
-                len(plan),
-                kept_all=len(self.turns) == self.turns.appended,
-            )
+            self.outcome = RunOutcome.of(self.out_dir, self.turns, summary, status, len(plan))
         if writer.error is not None:
             raise writer.error  # the last turn's write failed: the run did not keep it
-        if self.turns.all_failed and (first := self.turns.first) is not None:
-            raise InfraError(
-                f"every turn failed ({self.turns.appended}); the first: "
-                f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
-            )
+        raise_if_every_turn_failed(self.turns, self.out_dir)
         return self.outcome
 
     async def _measure(

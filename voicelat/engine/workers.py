@@ -55,7 +55,7 @@ from voicelat.core.turn import Turn
 from voicelat.engine.load import Barrier
 from voicelat.engine.probes import loop_kind, run_measuring_loop
 from voicelat.engine.progress import NullObserver, Observer
-from voicelat.engine.runner import Runner, RunOutcome, StageFactory
+from voicelat.engine.runner import Runner, RunOutcome, StageFactory, raise_if_every_turn_failed
 from voicelat.engine.stageset import StageSet
 from voicelat.engine.writer import TurnsWriterThread
 from voicelat.files.fixtures import Fixture
@@ -373,23 +373,12 @@ class ShardedRun:
         writer.close()
         summary = self.summary(plan, load, status, started_wall)
         write_summary(self.out_dir, summary)
-        self.outcome = RunOutcome(
-            self.out_dir,
-            list(self.turns),
-            summary,
-            status == "interrupted",
-            len(plan),
-            kept_all=len(self.turns) == self.turns.appended,
-        )
+        self.outcome = RunOutcome.of(self.out_dir, self.turns, summary, status, len(plan))
         return self.outcome
 
     def raise_if_all_failed(self) -> None:
         """``InfraError`` (exit 3) when every turn failed, as a single runner does."""
-        if self.turns.all_failed and (first := self.turns.first) is not None:
-            raise InfraError(
-                f"every turn failed ({self.turns.appended}); the first: "
-                f"{first.failure_stage}: {first.failure_reason} (results in {self.out_dir})"
-            )
+        raise_if_every_turn_failed(self.turns, self.out_dir)
 
     def summary(
         self, plan: Sequence[PlannedTurn], load: Load, status: str, started_wall: float
