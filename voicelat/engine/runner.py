@@ -36,13 +36,13 @@ from voicelat.core.schedule import Load
 from voicelat.core.streaming_summary import RecentTurns
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
-from voicelat.engine.agent_turn import AgentTurnEngine, TraceSource
+from voicelat.engine.agent_turn import TraceSource
 from voicelat.engine.load import Barrier, Session, SessionPool, closed_loop, open_loop
 from voicelat.engine.machine import MachineSampler, server_pids
 from voicelat.engine.probes import LoopLagProbe, freeze_gc, unfreeze_gc
 from voicelat.engine.progress import NullObserver, Observer
-from voicelat.engine.s2s_turn import S2STurnEngine
 from voicelat.engine.servers import with_stack_servers
+from voicelat.engine.shapes import turn_engine_for
 from voicelat.engine.stageset import StageSet
 from voicelat.engine.turn import FRAME_MS, FrameSource, Sink, TurnEngine, TurnInput
 from voicelat.engine.writer import TurnsWriterThread
@@ -141,7 +141,8 @@ class Runner:
         #: The machine during the run (engine/machine.py), judged by the trust verdict.
         self.machine_samples: list[MachineSample] = []
         self.sessions_opened = 0
-        self._load = Load()
+        #: The run's load shape (the summary's load section).
+        self.load = Load()
         # How close to a frame's due time the pacer and the simulated sink busy-wait (None: their
         # default, 1 ms). A run with several sessions sets 0: see :meth:`run`.
         self._spin_ns: int | None = None
@@ -162,21 +163,11 @@ class Runner:
             self.inputs[fx.id] = TurnInput.from_fixture(fx, rate)
 
     def turn_engine(self) -> TurnEngine:
-        """The engine that runs this runner's turns (its clock, observer, probe, out_dir); an
-        S2S engine for a pipeline with an ``[s2s]`` table."""
-        if self.pipeline.agent is not None:
-            return AgentTurnEngine(
-                self.pipeline,
-                clock=self.clock,
-                observer=self.observer,
-                loop_lag=self.loop_lag,
-                out_dir=self.out_dir,
-                spin_ns=self._spin_ns,
-                trace_source=self.trace_source,
-            )
-        engine = S2STurnEngine if self.pipeline.s2s is not None else TurnEngine
-        return engine(
+        """The engine that runs this runner's turns (its clock, observer, probe, out_dir), of
+        the pipeline's shape (``engine/shapes.py``)."""
+        return turn_engine_for(
             self.pipeline,
+            trace_source=self.trace_source,
             clock=self.clock,
             observer=self.observer,
             loop_lag=self.loop_lag,
@@ -188,7 +179,7 @@ class Runner:
     async def run(self, plan: Sequence[PlannedTurn], *, load: Load | None = None) -> RunOutcome:
         """Run ``plan``: one session back to back (the default), or as ``load`` says. Warm-up
         turns run first (spread over the sessions), then the measured turns."""
-        self._load = load = load if load is not None else Load()
+        self.load = load = load if load is not None else Load()
         # Busy-waiting (the pacer yield-spins the last 1 ms before each 20 ms frame: sub-ms
         # send times) is the pipeline's ``[turn] busy_wait``, off by default: it cost ~50 ms of
         # CPU per turn at one session and starves a loop shared by many (docs/BENCHMARKS.md).
@@ -325,7 +316,7 @@ class Runner:
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall)),
                 "duration_s": round(time.time() - started_wall, 3),
                 "planned_turns": len(plan),
-                "load": self._load.to_json()
+                "load": self.load.to_json()
                 | {"sessions_opened": self.sessions_opened, "spin": self._spin_ns is None},
                 "argv": list(self.argv),
                 "event_loop": _loop_name(),
