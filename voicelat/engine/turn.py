@@ -101,6 +101,7 @@ class TurnEngine:
         rec: TurnRecorder | None = None,
         hold: Hold | None = None,
         scheduled: bool = True,
+        body: Coroutine[Any, Any, None] | None = None,
     ) -> TurnRecorder:
         """One turn, recorded but not finished (the caller may add figures). ``intended_ns``:
         when it was meant to start (an open-loop arrival); by default now, i.e. the moment its
@@ -108,15 +109,20 @@ class TurnEngine:
         audio (``t0_ns``); the difference is its schedule lag. ``rec``: a recorder the caller
         made (:meth:`recorder`); ``hold``: handed the body task (see :data:`Hold`);
         ``scheduled``: False for a turn nobody scheduled (live input starts when the user
-        speaks), which has no schedule lag."""
+        speaks), which has no schedule lag; ``body``: the turn's body instead of the shape's
+        :meth:`body` (a call's turn, which carries the call's conversation), recording
+        into ``rec``."""
         intended = self.clock.now_ns() if intended_ns is None else intended_ns
+        if body is not None and rec is None:
+            body.close()
+            raise ValueError("a turn with its own body records into the caller's rec")
         if rec is None:
             rec = self.recorder(planned, expected=inp.fixture.text)
         await self.prepare(rec, stages.hearing)
         turn_start = self.clock.now_ns()
-        await self.guard(
-            rec, self.body(planned, inp, rec, stages, source=source, sink=sink), hold=hold
-        )
+        if body is None:
+            body = self.body(planned, inp, rec, stages, source=source, sink=sink)
+        await self.guard(rec, body, hold=hold)
         self.record_loop_lag(rec, turn_start)
         if scheduled and rec.t0_ns:  # 0 until the first frame went out: never started, no lag
             rec.figure("intended_start_ns", intended)

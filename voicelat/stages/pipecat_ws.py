@@ -208,7 +208,8 @@ class PipecatWs(WsStage):
             async for event in self._call(conn, proto, audio):
                 yield event
         finally:
-            await self._drop()  # the call hangs up: the next turn is a new call
+            if not self.keep_call:
+                await self._drop()  # the call hangs up: the next turn is a new call
 
     async def _call(
         self, conn: WsConn, proto: PipecatWsProtocol, audio: AsyncIterable[bytes]

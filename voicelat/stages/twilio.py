@@ -149,6 +149,8 @@ class Twilio(WsStage):
     def _protocol(self, conn: WsConn) -> TwilioProtocol:
         call = conn.extra.get("call")
         assert isinstance(call, TwilioProtocol)
+        if call.started_ns is not None:
+            call.next_turn()  # a call's next turn on the same stream (call mode)
         self._call = call
         self.call_id = call.call_sid
         return call
