@@ -116,3 +116,25 @@ def test_a_completions_prompt_puts_the_history_before_the_users_line() -> None:
     )
     assert prompt_text(template, "plain") == "A friendly assistant.\nUser: plain\nAssistant:"
     assert prompt_text("{history}U: {text}", conv) == "User: hi\nAssistant: hello\nU: book it"
+
+
+def test_budgets_hold_the_greeting_and_the_later_turns_of_calls() -> None:
+    from voicelat.core.budget import evaluate_budget, parse_budget
+    from voicelat.core.run_summary import CallsSummary, DistSummary, RunSummary
+
+    budget = parse_budget(
+        {"min_turns": 1, "greeting": {"p90_ms": 500}, "e2e_later_turns": {"p50_ms": 900}}
+    )
+    calls = CallsSummary(
+        n=2,
+        greeting=DistSummary(n=2, p50=400 * MS, p90=650 * MS),
+        e2e_later_turns=DistSummary(n=4, p50=800 * MS, p90=990 * MS),
+    )
+    summary = RunSummary(calls=calls)
+    summary = RunSummary.from_json(summary.to_json() | {"counts": {"turns": 6, "headline": 6}})
+    checks = {c.name: c for c in evaluate_budget(budget, summary)}
+    assert not checks["greeting P90"].passed and checks["greeting P90"].measured == 650
+    assert checks["e2e_later_turns P50"].passed
+    # A run of single turns has no greeting: the limit cannot pass on nothing.
+    lone = evaluate_budget(budget, RunSummary.from_json({"counts": {"turns": 3, "headline": 3}}))
+    assert not {c.name: c for c in lone}["greeting P90"].passed

@@ -270,6 +270,10 @@ class RunInfo:
 
 
 #: Top-level sections of :class:`RunSummary`, in the order ``summary.json`` writes them.
+#: The call figures a budget may limit (``[budget.greeting]`` ...), from ``calls``.
+CALL_METRICS: tuple[str, ...] = ("greeting", "e2e_first_turn", "e2e_later_turns", "dead_air_max")
+
+
 @dataclass(frozen=True, slots=True)
 class CallsSummary:
     """The ``calls`` section of a run of whole calls (core/call.py ``calls_section``):
@@ -291,6 +295,15 @@ class CallsSummary:
     duration: DistSummary = field(default_factory=DistSummary)
     scenarios: tuple[str, ...] = ()
     failed_steps: tuple[Mapping[str, Any], ...] = ()
+
+    def metric(self, name: str) -> DistSummary:
+        """One of :data:`CALL_METRICS`."""
+        return {
+            "greeting": self.greeting,
+            "e2e_first_turn": self.e2e_first_turn,
+            "e2e_later_turns": self.e2e_later_turns,
+            "dead_air_max": self.dead_air_max,
+        }.get(name, DistSummary())
 
     def to_json(self) -> JSONDict:
         return {
@@ -393,9 +406,12 @@ class RunSummary:
 
     # -- reading ---------------------------------------------------------------------------
     def metric(self, name: str) -> DistSummary:
-        """The distribution of ``e2e`` or of a segment (empty when the summary has none)."""
+        """The distribution of ``e2e``, of a segment, or of a call figure
+        (:data:`CALL_METRICS`); empty when the summary has none."""
         if name == E2E:
             return self.e2e
+        if name in CALL_METRICS:
+            return self.calls.metric(name) if self.calls is not None else DistSummary()
         return self.segments.get(name) or DistSummary()
 
     @property
@@ -508,6 +524,7 @@ SummaryLike = RunSummary | Mapping[str, Any]
 
 
 __all__ = [
+    "CALL_METRICS",
     "SCHEMA_VERSION",
     "CallsSummary",
     "Counts",
