@@ -96,3 +96,23 @@ async def test_two_calls_with_a_greeting_keep_their_context_and_are_timed_at_the
     assert {k: d.n for k, d in summary.calls.e2e_by_index.items()} == {"1": 2, "2": 2}
     text = "\n".join(call_lines(summary))
     assert "calls: 2 run, 2 completed" in text and "greeting P50" in text
+    # The call timeline in report.html: the caller's turns, the greeting and each reply at
+    # the ear, each wait equal to its turn's e2e.
+    import xml.etree.ElementTree as ET
+
+    from voicelat.cli.view import run_page
+    from voicelat.files.results import load_run
+
+    page = run_page(load_run(tmp_path / "run"))
+    svgs = [s for s in page.split("<svg ")[1:] if 'class="call-timeline"' in s]
+    assert len(svgs) == 2
+    svg = ET.fromstring("<svg " + svgs[0].split("</svg>")[0] + "</svg>")
+    ns = "{http://www.w3.org/2000/svg}"
+    users = [r for r in svg.iter(f"{ns}rect") if r.get("class") == "user"]
+    agents = [r for r in svg.iter(f"{ns}rect") if r.get("class") == "agent"]
+    waits = {int(w.get("data-turn", 0)): int(w.get("data-ns", 0)) for w in svg.iter(f"{ns}line")
+             if w.get("class") == "wait"}  # fmt: skip
+    assert [u.get("data-turn") for u in users] == ["1", "2"]
+    assert [a.get("data-turn") for a in agents] == ["0", "1", "2"]
+    assert waits == {1: turns[0].e2e_ns, 2: turns[1].e2e_ns}
+    assert int(agents[0].get("data-start-ns", 0)) == records[0].greeting_ns

@@ -119,10 +119,11 @@ def comparison_page(loaded: LoadedComparison) -> str:
 def run_page(run: LoadedRun) -> str:
     """A run's ``report.html``."""
     from voicelat.core.summary import summarize
+    from voicelat.files.results import read_calls
     from voicelat.report.run_html import run_html
 
     summary = run.run_summary or summarize(run.turns, run={}, pipeline={}, fixtures=[], stages={})
-    return run_html(summary, run.turns, str(run.path))
+    return run_html(summary, run.turns, str(run.path), calls=read_calls(run.path))
 
 
 def write_report(path: Path, page: str) -> Path:

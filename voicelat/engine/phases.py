@@ -199,6 +199,8 @@ class Playback:
         self.ctx, self.rec, self.out = ctx, rec, out
         self.onset = OnsetDetector()
         self.first_audio_ns: int | None = None
+        #: How much reply audio was fed (ns of audio, whatever its rate).
+        self.audio_ns = 0
         self.tasks: tuple[asyncio.Task[None], ...] = ()
 
     def start(self) -> None:
@@ -214,6 +216,7 @@ class Playback:
         if first:
             self.first_audio_ns = ev.t_ns
         self.out.feed(ev.pcm, ev.rate, ev.t_ns)
+        self.audio_ns += len(ev.pcm) // 2 * 1_000_000_000 // ev.rate
         found = self.onset.feed(ev.pcm, ev.rate)
         if found is not None:
             self.rec.set_onset(found)
@@ -246,6 +249,8 @@ class Playback:
         rec, out = self.rec, self.out
         rec.figure("sink_underruns", out.underruns)
         rec.figure("sink_underrun_total_ns", out.underrun_total_ns)
+        # The reply's length as played (every shape; a call's timeline draws it).
+        rec.figure("reply_audio_ns", self.audio_ns)
         if out.started_ns is not None:
             # Where the played audio (``save_audio``) starts on the turn's timeline: sample i of
             # the recording played at playout_started + i / rate (bench/audio_truth.py).

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from voicelat.core.call import CallRecord
 from voicelat.core.display import fmt_ms
 from voicelat.core.palette import ordered_segments
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
+from voicelat.report.call_svg import calls_html
 from voicelat.report.chartdata import (
     accuracy,
     accuracy_text,
@@ -81,8 +83,13 @@ def _waterfalls(s: RunSummary) -> str:
     )
 
 
-def run_html(summary: RunSummary, turns: Sequence[Turn], run_dir: str = "") -> str:
-    """The whole page for one run."""
+def run_html(
+    summary: RunSummary,
+    turns: Sequence[Turn],
+    run_dir: str = "",
+    calls: Sequence[CallRecord] = (),
+) -> str:
+    """The whole page for one run (a run of calls: with each call's timeline)."""
     s = summary
     values = headline_e2e(turns)
     marks = percentile_marks(values)
@@ -105,6 +112,7 @@ def run_html(summary: RunSummary, turns: Sequence[Turn], run_dir: str = "") -> s
         + _head(s, run_dir)
         + legend_html(segments)
         + _waterfalls(s)
+        + calls_html(calls, turns)
         + "<h2>e2e distribution</h2><p><small>Headline turns (warm, measured, not failed); "
         "dashed: P50/P90/P99; red: the budget's e2e limits.</small></p>"
         + histogram_svg(histogram(values), marks, budget, title="e2e distribution")
