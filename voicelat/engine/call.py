@@ -104,6 +104,7 @@ class _Call:
     failed_step: str | None = None
     failure_reason: str | None = None
     ended_early: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
     #: Agent turns whose trace is still being read (off the call's timeline).
     traced: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -167,7 +168,9 @@ class CallEngine:
     ) -> bool:
         """Run ``step``; False when the call must end here."""
         if step.kind == "greeting":
-            await self._greeting(call, stages)
+            reason = await self._greeting(call, stages)
+            if reason is not None and call.failed_step is None:
+                call.failed_step, call.failure_reason = step.line, reason
             return True
         if step.kind == "silence":
             await self._silence(call, step, stages)
@@ -250,8 +253,9 @@ class CallEngine:
             await engine.reply(planned, rec, call.conversation.with_text(transcript), stages)
 
     # -- the greeting ------------------------------------------------------------------------------
-    async def _greeting(self, call: _Call, stages: StageSet) -> None:
-        """The agent speaks first: connected -> its first audible sample at the sink."""
+    async def _greeting(self, call: _Call, stages: StageSet) -> str | None:
+        """The agent speaks first: connected -> its first audible sample at the sink. Returns
+        why it failed (a stage's error), if it did; a greeting that never came is missing."""
         engine = self.engine
         planned = PlannedTurn(-1, "(greeting)", 0, True)
         rec = engine.recorder(planned)
@@ -265,13 +269,18 @@ class CallEngine:
         await engine.measure(planned, stages, inp, rec=rec, body=body, scheduled=False)
         call.reply_ended_ns = engine.clock.now_ns()
         heard = rec.milestones().get("output_first_audible")
+        played = rec.finish().figures.get("reply_audio_ns")
+        if isinstance(played, int) and played > 0:
+            call.extra["greeting_audio_ns"] = played
         if heard is not None:
             call.greeting_first_audible_ns = heard
             call.greeting_ns = heard - call.connected_ns
             call.waits.append(call.greeting_ns)
         greeting = call.scenario.greeting if not self._line_shape else (rec.reply() or "")
-        if greeting:
+        if greeting and heard is not None:
             call.conversation = call.conversation.then(greeting)
+        failed = rec.finish()
+        return failed.failure_reason if failed.failure_stage not in (None, "turn") else None
 
     async def _speak(
         self, planned: PlannedTurn, rec: TurnRecorder, stages: CascadeStageSet, text: str
@@ -288,6 +297,7 @@ class CallEngine:
             await playback.played()
         finally:
             await playback.stop()
+        playback.record_figures("tts")
 
     # -- a silence step ------------------------------------------------------------------------------
     async def _silence(self, call: _Call, step: Step, stages: StageSet) -> None:
@@ -331,7 +341,7 @@ class CallEngine:
             failure_reason=call.failure_reason,
             ended_early=call.ended_early,
             silences=tuple(call.silences),
-            extra=_shape_extra(self.engine),
+            extra=_shape_extra(self.engine) | call.extra,
         )
 
 

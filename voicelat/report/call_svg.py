@@ -68,7 +68,10 @@ def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
     failed: list[int] = []
     if record.greeting_first_audible_ns is not None:
         start = record.greeting_first_audible_ns - zero
-        agent.append(Span(0, start, start + 1, f"greeting {fmt_ms(record.greeting_ns)} ms"))
+        played = record.extra.get("greeting_audio_ns")
+        length = int(played) if isinstance(played, int | float) and played > 0 else 1
+        label = f"greeting after {fmt_ms(record.greeting_ns)} ms"
+        agent.append(Span(0, start, start + length, label))
     mine = sorted(
         (t for t in turns if t.extra.get(CALL_ID) == record.call_id),
         key=lambda t: int(t.extra.get(CALL_TURN) or 0),
@@ -86,11 +89,6 @@ def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
             waits.append(Wait(k, base + m["speech_end"], base + heard))
         if not t.ok:
             failed.append(k)
-    # The greeting's bar runs until the caller's first words (its length is not recorded).
-    if agent and agent[0].turn == 0:
-        first = min((s.start_ns for s in user), default=agent[0].start_ns + 1)
-        g = agent[0]
-        agent[0] = Span(0, g.start_ns, max(g.start_ns + 1, first - 1), g.label)
     end = max([record.duration_ns, *(s.end_ns for s in (*user, *agent))], default=1)
     return CallLanes(record.call_id, end, tuple(user), tuple(agent), tuple(waits), tuple(failed))
 
