@@ -16,8 +16,9 @@ engine's clock and observer), so a fake clock moves every milestone alike.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from voicelat.audio import (
     Endpoint,
@@ -36,7 +37,9 @@ from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, FrameSource, Sink, T
 from voicelat.files.pipeline import Pipeline
 from voicelat.stages.base import LLMStage, STTStage, TTSStage
 
-__all__ = ["CascadeReply", "Listener", "Playback", "TurnContext", "cancel_tasks"]
+__all__ = ["CascadeReply", "Listener", "Playback", "TurnContext", "cancel_tasks", "closing"]
+
+T = TypeVar("T")
 
 
 class TurnContext(Protocol):
@@ -47,6 +50,20 @@ class TurnContext(Protocol):
     spin_ns: int | None
 
     def milestone(self, rec: TurnRecorder, name: str, t_ns: int) -> None: ...
+
+
+@contextlib.asynccontextmanager
+async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """``stream``, closed (``aclose()``, when it has one) as the block ends: a stream left at a
+    ``break`` is then closed at once, not whenever the generator is collected. A call's next
+    turn shares the connection, and a stage stream left open kept reading it (its receiver
+    took the next turn's reply)."""
+    try:
+        yield stream
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
 
 
 async def cancel_tasks(*tasks: asyncio.Task[Any] | None) -> None:
@@ -281,13 +298,14 @@ class CascadeReply:
         """The TTS stage's audio into the playback as it arrives."""
         rec, playback = self.rec, self.playback
         try:
-            async for ev in tts.synthesize(self._text()):
-                rec.on_event("tts", ev)
-                if isinstance(ev, Audio) and ev.pcm:
-                    if playback.feed(ev):
-                        self.ctx.milestone(rec, "tts_first_byte", ev.t_ns)
-                elif isinstance(ev, Failed):
-                    break
+            async with closing(tts.synthesize(self._text())) as stream:
+                async for ev in stream:
+                    rec.on_event("tts", ev)
+                    if isinstance(ev, Audio) and ev.pcm:
+                        if playback.feed(ev):
+                            self.ctx.milestone(rec, "tts_first_byte", ev.t_ns)
+                    elif isinstance(ev, Failed):
+                        break
         except Exception as exc:
             rec.fail("tts", f"{type(exc).__name__}: {exc}")
         finally:
@@ -308,16 +326,17 @@ class CascadeReply:
         rec = self.rec
         first_token = True
         try:
-            async for ev in llm.complete(prompt):
-                rec.on_event("llm", ev)
-                if isinstance(ev, Delta) and ev.content:
-                    if first_token:
-                        first_token = False
-                        self.ctx.milestone(rec, "llm_first_token", ev.t_ns)
-                    for piece in self.chunker.feed(ev.content):
-                        self._speak(piece)
-                elif isinstance(ev, Done | Failed):
-                    break
+            async with closing(llm.complete(prompt)) as stream:
+                async for ev in stream:
+                    rec.on_event("llm", ev)
+                    if isinstance(ev, Delta) and ev.content:
+                        if first_token:
+                            first_token = False
+                            self.ctx.milestone(rec, "llm_first_token", ev.t_ns)
+                        for piece in self.chunker.feed(ev.content):
+                            self._speak(piece)
+                    elif isinstance(ev, Done | Failed):
+                        break
         except Exception as exc:
             rec.fail("llm", f"{type(exc).__name__}: {exc}")
         if not rec.failed:

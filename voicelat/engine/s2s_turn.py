@@ -32,7 +32,7 @@ from voicelat.core.events import Audio, Done, EndOfTurn, Failed, ServerSpeech, S
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.recorder import TurnRecorder
 from voicelat.core.s2s import S2SRecorder
-from voicelat.engine.phases import Listener, Playback, cancel_tasks
+from voicelat.engine.phases import Listener, Playback, cancel_tasks, closing
 from voicelat.engine.stageset import S2SStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
 from voicelat.engine.turn_input import TAIL_MS, FrameSource, Sink, TurnInput, with_silence_tail
@@ -105,20 +105,21 @@ async def _converse(
     """The stage's events: endpoint (stops the pacer), reply audio into the sink."""
     rec, key = listener.rec, engine.stage_key
     try:
-        async for ev in events:
-            rec.on_event(key, ev)
-            if isinstance(ev, ServerSpeech | EndOfTurn) and not getattr(ev, "started", False):
-                if not listener.provider_eot.is_set():
-                    listener.provider_eot.set()
-                    engine.milestone(rec, "endpoint", ev.t_ns)
-            elif isinstance(ev, Audio) and ev.pcm:
-                if playback.feed(ev):
-                    engine.milestone(rec, "first_audio", ev.t_ns)
-                    # A server that ends the turn without saying so (Gemini's automatic
-                    # activity detection) has ended it by now: the audio stops here.
-                    listener.provider_eot.set()
-            elif isinstance(ev, Done | Failed):
-                break
+        async with closing(events) as stream:
+            async for ev in stream:
+                rec.on_event(key, ev)
+                if isinstance(ev, ServerSpeech | EndOfTurn) and not getattr(ev, "started", False):
+                    if not listener.provider_eot.is_set():
+                        listener.provider_eot.set()
+                        engine.milestone(rec, "endpoint", ev.t_ns)
+                elif isinstance(ev, Audio) and ev.pcm:
+                    if playback.feed(ev):
+                        engine.milestone(rec, "first_audio", ev.t_ns)
+                        # A server that ends the turn without saying so (Gemini's automatic
+                        # activity detection) has ended it by now: the audio stops here.
+                        listener.provider_eot.set()
+                elif isinstance(ev, Done | Failed):
+                    break
     except Exception as exc:
         rec.fail(key, f"{type(exc).__name__}: {exc}")
     finally:

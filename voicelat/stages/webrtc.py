@@ -461,11 +461,13 @@ class WebRTC:
         if call is None:
             yield self.failed(self._last_error or "no call")
             return
+        first_use = not call.used
         call.used = True
         self.call_id = call.pc_id
         yield Connected(call.t_open_ns if cold else self.clock.now_ns(), cold=cold)
-        for span in call.spans:
-            yield span
+        if first_use:  # a call's later turns (call mode) reuse the peer: its spans once
+            for span in call.spans:
+                yield span
         try:
             async for event in self._turn(call, audio):
                 yield event
