@@ -96,3 +96,45 @@ def test_a_twilio_call_is_one_media_stream_with_every_turn_answered_on_it(tmp_pa
         assert 300 * MS <= turn.segments["agent_response"] <= 1500 * MS, turn.segments
     for turn in turns[1:]:
         assert abs(turn.extra["lead_silence_ms"] - GAP_MS) <= 40, turn.extra
+
+
+def test_a_bots_greeting_is_timed_from_the_connection_to_the_ear(tmp_path: Path) -> None:
+    """The test bot speaks its clip (30 ms of silence, then the tone) as the caller connects:
+    the greeting's first audible sample is its first write plus the clip's silence, and the
+    caller's first turn starts after the greeting has played."""
+    from voicelat.files.results import read_calls
+
+    path = tmp_path / "greet.toml"
+    path.write_text(
+        f'name = "greet"\nfixtures = "{CALLS}"\n[[step]]\nexpect_greeting = true\n'
+        f'[[step]]\nsay = "greet_01_answer"\ngap_ms = {GAP_MS}\n',
+        encoding="utf-8",
+    )
+    loaded = load_scenario(path)
+    table = {"stage": "pipecat-ws", "url": "ws://127.0.0.1:9284", "reply_idle_ms": 600}
+    pipeline = parse_pipeline({"agent": table, "turn": {"timeout_s": 20}})
+    runner = Runner(
+        pipeline,
+        list(loaded.fixtures.values()),
+        tmp_path / "out",
+        calls=plan_calls([loaded.scenario]),
+    )
+    made = PipecatWs(pipeline.agent or {})
+    runner.build_stages = lambda: AgentStageSet.agent_of(made)  # type: ignore[method-assign]
+    with pipecat_agent("ws", 9284, "--greet") as agent:
+        asyncio.run(runner.run([PlannedTurn(0, "greet_01_answer", 0, False)]))
+    (record,) = read_calls(tmp_path / "out")
+    (turn,) = runner.turns
+    assert turn.ok, turn.failure_reason
+    assert record.greeting_ns is not None and record.greeting_first_audible_ns is not None
+    # The greeting's first bytes came after the bot wrote them (on this loaded machine, up to
+    # a scheduling delay later: the bound is loose), and it was audible the clip's 30 ms of
+    # silence after they arrived. monotonic_ns (the bot) and perf_counter_ns (voicelat) share
+    # CLOCK_MONOTONIC on Linux.
+    writes = [t for t in agent.named("write") if t > record.connected_ns]
+    assert len(writes) == 2  # the greeting, the answer
+    arrived = record.connected_ns + record.extra["greeting_first_audio_ns"]
+    assert 0 <= arrived - writes[0] < 300 * MS
+    assert abs(record.greeting_first_audible_ns - arrived - 30 * MS) < 2 * MS
+    assert record.greeting_ns == record.greeting_first_audible_ns - record.connected_ns
+    assert turn.t0_ns >= record.greeting_first_audible_ns + 400 * MS  # the clip played first

@@ -138,11 +138,20 @@ class CallEngine:
         keeps = self._line_shape and hasattr(hearing, "keep_call")
         if keeps:
             hearing.keep_call = True  # type: ignore[attr-defined]
+            # A connection of the call's own: the one an earlier call used is hung up (one the
+            # session opened and no turn used yet is this call's: what the agent sent on it
+            # since it opened, a greeting, is still unread).
+            end = getattr(hearing, "end_call", None)
+            if end is not None and not getattr(hearing, "fresh_call", False):
+                with contextlib.suppress(Exception):
+                    await end()
         with contextlib.suppress(Exception):  # a failure shows in the first step
             await hearing.prepare()
         clock = self.engine.clock
+        opened = getattr(hearing, "call_opened_ns", None)
+        connected = opened if isinstance(opened, int) and keeps else clock.now_ns()
         call = _Call(
-            scenario, call_id, session, clock.now_ns(), random.Random(scenario.seed), first_index
+            scenario, call_id, session, connected, random.Random(scenario.seed), first_index
         )
         call.reply_ended_ns = call.connected_ns
         try:
@@ -259,16 +268,29 @@ class CallEngine:
         engine = self.engine
         planned = PlannedTurn(-1, "(greeting)", 0, True)
         rec = engine.recorder(planned)
+        hearing = stages.hearing
+        hears_open = self._line_shape and hasattr(hearing, "accept_from_open")
         if self._line_shape:
             inp = _silence_input(stages.input_rate, GREETING_WAIT_MS)
-            body = converse_turn(engine, stages.hearing, planned, inp, rec)  # type: ignore[arg-type]
+            sink = engine.default_sink(planned)
+            sink.open_since_ns = call.connected_ns  # the ear is on the line from connect
+            body = converse_turn(engine, hearing, planned, inp, rec, sink=sink)  # type: ignore[arg-type]
+            if hears_open:
+                hearing.accept_from_open = True  # type: ignore[attr-defined]
         else:
             rec.t0_ns = call.connected_ns
             inp = _silence_input(stages.input_rate, 0)
             body = self._speak(planned, rec, CascadeStageSet.expect(stages), call.scenario.greeting)
-        await engine.measure(planned, stages, inp, rec=rec, body=body, scheduled=False)
+        try:
+            await engine.measure(planned, stages, inp, rec=rec, body=body, scheduled=False)
+        finally:
+            if hears_open:
+                hearing.accept_from_open = False  # type: ignore[attr-defined]
         call.reply_ended_ns = engine.clock.now_ns()
         heard = rec.milestones().get("output_first_audible")
+        first_audio = rec.milestones().get("first_audio", rec.milestones().get("tts_first_byte"))
+        if first_audio is not None:
+            call.extra["greeting_first_audio_ns"] = first_audio - call.connected_ns
         played = rec.finish().figures.get("reply_audio_ns")
         if isinstance(played, int) and played > 0:
             call.extra["greeting_audio_ns"] = played

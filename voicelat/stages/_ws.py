@@ -471,6 +471,9 @@ class WsStage:
     #: a protocol whose connection serves one turn otherwise (a realtime session, an agent's
     #: call); :meth:`end_call` hangs up.
     keep_call: bool = False
+    #: The next turn hears what the agent sent since the connection opened (a greeting on
+    #: connect) instead of dropping it as not its reply (a call's ``expect_greeting``).
+    accept_from_open: bool = False
 
     table: str
     base_url: str
@@ -538,6 +541,17 @@ class WsStage:
     async def end_call(self) -> None:
         """The call is over: close its connection (the next turn opens a new one)."""
         await self._drop()
+
+    @property
+    def fresh_call(self) -> bool:
+        """An open connection no turn has used yet (a call can start on it)."""
+        conn = self._conn
+        return conn is not None and conn.open and not conn.used
+
+    @property
+    def call_opened_ns(self) -> int | None:
+        """When the current connection opened (a call's "connected"), if there is one."""
+        return self._conn.t_open_ns if self._conn is not None else None
 
     async def _open(self) -> WsConn:
         conn = await ws_connect(

@@ -252,6 +252,18 @@ class WebRTC:
     clock: Clock = MONOTONIC
     #: Call mode (``engine/call.py``): one peer connection for every turn of a call.
     keep_call: bool = False
+    #: A fresh call's first turn hears everything since the peer connected (its greeting).
+    accept_from_open: bool = False
+
+    @property
+    def fresh_call(self) -> bool:
+        """A connected call no turn has used yet (a call can start on it)."""
+        return self._call is not None and not self._call.used
+
+    @property
+    def call_opened_ns(self) -> int | None:
+        """When the current call's peer connection started (a call's "connected")."""
+        return self._call.t_open_ns if self._call is not None else None
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "agent") -> None:
         o = self.options = parse_options(WebRTCOptions, table, options)
