@@ -36,8 +36,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import MS, Profile, dist_ms, fmt, machine, machine_line, pipeline, serve
-from _common import session_models, write_fixture
+from _common import (
+    MS,
+    Profile,
+    dist_ms,
+    fmt,
+    machine,
+    machine_line,
+    pipeline,
+    serve,
+    session_models,
+    write_fixture,
+)
 from accuracy import _after, _index, _onset_ns, errors_of
 
 from voicelat.core.call import CALL_TURN, CallRecord, Scenario, Step
@@ -52,8 +62,11 @@ GAP_MS = 400
 
 
 def _scenario(turns: int) -> Scenario:
-    steps = (Step("greeting"),) + tuple(
-        Step("say", fixture="tone", gap_ms=GAP_MS, line=f"step {k + 2}") for k in range(turns)
+    steps = (
+        Step("greeting"),
+        *tuple(
+            Step("say", fixture="tone", gap_ms=GAP_MS, line=f"step {k + 2}") for k in range(turns)
+        ),
     )
     return Scenario("bench-call", steps, greeting="Hello, thanks for calling.")
 
@@ -112,7 +125,7 @@ def run_calls(n: int, turns: int, profile: Profile, work: Path, fixtures: Path) 
         "greeting_ms": {
             k: s["calls"]["greeting"].get(k) and s["calls"]["greeting"][k] / MS
             for k in ("p50", "p90")
-        },  # fmt: skip
+        },
         "trust": "ok" if (s.get("trust") or {}).get("trustworthy", True) else "distrusted",
         "loadavg_1min": round(os.getloadavg()[0], 2),
     }
