@@ -208,3 +208,23 @@ def test_formula_text_and_kind() -> None:
     )
     assert kind_of(turn(S2S_MS, kind="s2s")) == "s2s" and kind_of(turn(CASCADE_MS)) == "cascade"
     assert BY_KEY["coval_tts_ttfa"].formula_text("s2s").startswith("not computable: ")
+
+
+def test_a_traced_agent_turn_from_the_recorder() -> None:
+    from tests.core.test_core_agent import agent_turn, at
+    from voicelat.core.agent_trace import TraceSplit
+
+    split = TraceSplit(
+        milestones={"agent_endpoint": at(1800), "agent_stt_final": at(1850),
+                    "agent_llm_first_token": at(1950), "agent_tts_first_byte": at(2040)},
+        reported={}, flags=(),
+    )  # fmt: skip
+    t = agent_turn(split).finish()  # speech_end 1500, first byte 2100, heard 2170
+    results = {r.definition.key: r for r in compute_definitions([t])}
+    assert results["twilio_stt"].p50_ns == 350 * MS
+    assert results["twilio_llm_ttft"].p50_ns == 100 * MS
+    assert results["eot_bench_dead_air"].p50_ns == 300 * MS
+    assert results["voicelat_e2e"].p50_ns == 670 * MS
+    # The mapping saw no TTS request: the recorder filled it in, so the TTFB is not computed.
+    ttfb = results["pipecat_bot_ttfb"]
+    assert ttfb.n == 0 and ttfb.reason is not None and "agent_tts_request" in ttfb.reason

@@ -339,7 +339,7 @@ DEFINITIONS: tuple[Definition, ...] = (
     Definition(
         "voicelat_e2e", "voicelat", "e2e (voice to voice)",
         "the annotated end of the user's speech → the first audible reply sample at the sink",
-        "docs/ARCHITECTURE.md, /work DESIGN §2 (the metric contract)",
+        "voicelat's metric contract (voicelat/core/contract.py, docs/ARCHITECTURE.md)",
         {CASCADE: _E2E, S2S: _E2E, AGENT: _E2E},
         "the reference every other row is read against",
     ),
