@@ -228,3 +228,15 @@ def test_a_traced_agent_turn_from_the_recorder() -> None:
     # The mapping saw no TTS request: the recorder filled it in, so the TTFB is not computed.
     ttfb = results["pipecat_bot_ttfb"]
     assert ttfb.n == 0 and ttfb.reason is not None and "agent_tts_request" in ttfb.reason
+
+
+def test_docs_definitions_names_every_key_and_formula() -> None:
+    from tests.helpers import ROOT
+
+    doc = (ROOT / "docs" / "DEFINITIONS.md").read_text()
+    for d in DEFINITIONS:
+        assert f"`{d.key}`" in doc, d.key
+        for kind in KINDS:
+            text = d.formula_text(kind)
+            shown = text.removeprefix("not computable: ")
+            assert shown in doc, (d.key, kind, shown)
