@@ -60,3 +60,25 @@ def test_a_12_ms_shift_is_a_regression_unless_the_instrument_hides_it() -> None:
     # Same runs: not significant by sampling, whatever the instrument.
     (same,) = compare_turns(base, base, metrics=("e2e",), percentiles=(50,), instrument_ns=MS)
     assert same.verdict == NOT_SIGNIFICANT
+
+
+def test_a_ranking_gap_under_the_instrument_error_is_not_resolvable() -> None:
+    from voicelat.core.compare import metric_rows
+    from voicelat.core.ranking import CombinationSample, rank_combinations
+    from voicelat.report.comparison import vs_cell
+
+    def sample(name: str, base_ms: int, error_ms: float | None) -> CombinationSample:
+        rows = metric_rows(turns(base_ms))
+        error = None if error_ms is None else error_ms * MS
+        return CombinationSample(name, rows, len(rows), 0, instrument_ns=error)
+
+    plain = rank_combinations([sample("a", 1000, None), sample("b", 1012, None)])
+    assert plain[1].vs_best[50].text().startswith("+12") and plain[1].vs_best[50].resolvable
+    hidden = rank_combinations([sample("a", 1000, 6.0), sample("b", 1012, 6.0)])
+    vs = hidden[1].vs_best[50]
+    assert vs.significant and not vs.resolvable and vs.instrument_ns == 12 * MS
+    assert vs.text() == "not resolvable on this machine"
+    doc = hidden[1].to_json()
+    assert doc["vs_best"]["p50"]["resolvable"] is False
+    assert doc["vs_best"]["p50"]["instrument_ns"] == 12 * MS
+    assert vs_cell(doc, 50) == "not resolvable on this machine (+12 ms)"
