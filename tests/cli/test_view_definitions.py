@@ -169,3 +169,12 @@ if __name__ == "__main__":
     import sys
 
     save_runs(Path(sys.argv[1]))
+
+
+def test_definitions_of_a_comparison_is_one_line_exit_2() -> None:
+    from tests.helpers import ROOT, voicelat
+
+    proc = voicelat("view", str(ROOT / "tests" / "tui" / "data" / "compare"), "--definitions")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is a comparison" in lines[0] and "Traceback" not in proc.stderr

@@ -165,6 +165,11 @@ def write_report(path: Path, page: str) -> Path:
 def cmd_view(args: argparse.Namespace) -> int:
     """Open DIR; bad input is one ``VoicelatError`` line (exit 2), never a traceback."""
     if is_comparison(args.run_dir):
+        if getattr(args, "definitions", False) or getattr(args, "json", False):
+            raise VoicelatError(
+                f"{args.run_dir} is a comparison: --definitions and --json read one run; "
+                "give one of its run directories (voicelat view DIR/<combination> --definitions)"
+            )
         return _view_comparison(args, load_comparison(args.run_dir))
     _refuse_unfinished_comparison(args.run_dir)
     run = load_run(args.run_dir)
