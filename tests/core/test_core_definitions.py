@@ -145,6 +145,12 @@ def test_dead_air_counts_cut_offs_apart_against_the_budget() -> None:
     assert r.cutoff_rate == pytest.approx(0.05) and r.within_cutoff_budget is True
     r = compute_definition(d, [*turns[:9], turns[19]])
     assert r.cutoff_rate == pytest.approx(0.1) and r.within_cutoff_budget is False
+    # A cut-off turn usually fails (the reply began before speech_end: no e2e): still counted.
+    failed_cut = Turn(20, "fx", 0, {k: v * MS for k, v in cut.items()}, {}, None, failed=True)
+    r = compute_definition(d, [*turns[:19], failed_cut])
+    assert (r.n, r.cut_off) == (19, 1) and r.within_cutoff_budget is True
+    warm_up_cut = Turn(21, "fx", 0, {k: v * MS for k, v in cut.items()}, {}, None, warmup=True)
+    assert compute_definition(d, [*turns[:19], warm_up_cut]).cut_off == 0
     # A realtime turn whose end of turn was not observed has no dead air (it would read 0).
     blind = turn(dict(S2S_MS, endpoint=1000), kind="s2s", flags=("endpoint_unobserved",))
     r = compute_definition(d, [blind])

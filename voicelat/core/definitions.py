@@ -245,6 +245,13 @@ def _sum_of_medians(d: Definition, turns: Sequence[Turn]) -> DefinitionResult:
     return DefinitionResult(d, len(turns), p50, None, kinds)
 
 
+def _cut_offs(d: Definition, turns: Sequence[Turn]) -> int:
+    """Cut-offs among turns outside the headline: a pipeline that answered mid-sentence
+    usually has no e2e (its reply started before speech_end), so the turn failed, yet its
+    endpoint is the cut-off the rate must count."""
+    return sum(1 for t in turns if (v := _turn_value(d, t)[0]) is not None and v < 0)
+
+
 def compute_definition(d: Definition, turns: Sequence[Turn]) -> DefinitionResult:
     """``d`` over the headline turns of ``turns``."""
     headline = [t for t in turns if t.headline]
@@ -265,6 +272,8 @@ def compute_definition(d: Definition, turns: Sequence[Turn]) -> DefinitionResult
             cut_off += 1
         else:
             values.append(v)
+    if d.cutoff_budget is not None:
+        cut_off += _cut_offs(d, [t for t in turns if not t.warmup and not t.headline])
     reason = None
     if not values:
         reason = "; ".join(excluded) if excluded else "every turn was cut off"
