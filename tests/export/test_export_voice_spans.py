@@ -209,3 +209,28 @@ def test_a_failed_stage_over_real_otlp() -> None:
     assert tts.status.code == 2  # STATUS_CODE_ERROR
     assert attributes(tts)["error.type"] == "HTTPStatusError"
     assert root.status.code == 2
+
+
+@pytest.mark.parametrize(
+    ("kind", "children", "root_kind"),
+    [("cascade", ["chat", "speech_to_text", "text_to_speech"], 1),
+     ("realtime", ["generate_live_content"], 1), ("agent", [], 3)],
+)  # fmt: skip
+def test_each_saved_run_exports_its_own_span_shape(
+    kind: str, children: list[str], root_kind: int
+) -> None:
+    run = load_run(RUNS / kind)
+    pipeline = json.loads((RUNS / kind / "summary.json").read_text())["pipeline"]
+    spans = _export(run.turns, pipeline)
+    roots = [s for s in spans if attributes(s)["gen_ai.operation.name"] == "invoke_agent"]
+    assert len(roots) == len(run.turns)
+    for root in roots:
+        assert root.kind == root_kind  # 1 INTERNAL (voicelat runs the agent), 3 CLIENT (remote)
+        kids = sorted(attributes(s)["gen_ai.operation.name"] for s in spans
+                      if s.parent_span_id == root.span_id)  # fmt: skip
+        assert kids == children
+        for s in spans:
+            if s.parent_span_id == root.span_id:
+                assert s.end_time_unix_nano > s.start_time_unix_nano, s.name  # never 0 ns
+        assert {e.name for e in root.events} >= {"voicelat.first_response.audio_received",
+                                                 "voicelat.first_response.audio_audible"}  # fmt: skip
