@@ -18,7 +18,7 @@ from voicelat.export import SUMMARY_SCHEMA, TURN_SCHEMA, load_schema
 from voicelat.export.validate import schema_errors
 from voicelat.files.results import turn_to_json
 
-RUNS = Path(__file__).resolve().parent / "data" / "runs"
+RUNS = Path(__file__).resolve().parent / "data" / "kinds"
 KINDS = {"cascade": None, "realtime": "s2s", "agent": "agent"}
 
 

@@ -23,7 +23,7 @@ from voicelat.files.results import load_run
 
 MS = 1_000_000
 T0 = 10_000 * MS
-RUNS = Path(__file__).resolve().parent / "data" / "runs"
+RUNS = Path(__file__).resolve().parent / "data" / "kinds"
 CASCADE = {
     "name": "p",
     "stt": {"stage": "openai-stt", "model": "gpt-4o-mini-transcribe", "language": "en"},

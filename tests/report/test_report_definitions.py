@@ -1,5 +1,5 @@
 """report.html's "Every public definition" section and the text of ``--definitions``, on the
-saved realtime and cascade runs (tests/export/data/runs)."""
+saved realtime and cascade runs (tests/export/data/kinds)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from voicelat.files.results import load_run
 from voicelat.report.definitions import definitions_text, instrument_line
 from voicelat.report.run_html import run_html
 
-RUNS = Path(__file__).resolve().parents[1] / "export" / "data" / "runs"
+RUNS = Path(__file__).resolve().parents[1] / "export" / "data" / "kinds"
 
 
 def _page(kind: str) -> str:
