@@ -214,6 +214,8 @@ class CallEngine:
         rec.extra(CALL_CONNECTED, call.connected_ns)
         if call.turn_number == 1 and call.greeting_ns is not None:
             rec.extra(CALL_GREETING, call.greeting_ns)
+            if "greeting_audio_ns" in call.extra:
+                rec.extra("call_greeting_audio_ns", call.extra["greeting_audio_ns"])
         if lead_ns < 0:
             rec.flag("call:step_late")
         lead_ns = max(0, lead_ns)
