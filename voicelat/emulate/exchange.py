@@ -541,20 +541,21 @@ class WsExchange(_Exchange):
 
     async def send_text(
         self, text: str, marks: Iterable[str] = (), *, content: bool = False
-    ) -> None:
-        await self._send(Opcode.TEXT, text.encode("utf-8"), marks, content)
+    ) -> int:
+        """Send one text frame (one write); returns its stamp (taken right before the write)."""
+        return await self._send(Opcode.TEXT, text.encode("utf-8"), marks, content)
 
     async def send_json(
         self, data: Any, marks: Iterable[str] = (), *, content: bool = False
-    ) -> None:
-        await self.send_text(json.dumps(data, separators=(",", ":")), marks, content=content)
+    ) -> int:
+        return await self.send_text(json.dumps(data, separators=(",", ":")), marks, content=content)
 
     async def send_bytes(
         self, data: bytes, marks: Iterable[str] = (), *, content: bool = False
-    ) -> None:
-        await self._send(Opcode.BINARY, data, marks, content)
+    ) -> int:
+        return await self._send(Opcode.BINARY, data, marks, content)
 
-    async def _send(self, opcode: Opcode, data: bytes, marks: Iterable[str], content: bool) -> None:
+    async def _send(self, opcode: Opcode, data: bytes, marks: Iterable[str], content: bool) -> int:
         if content:
             await self.checkpoint()
         if self.protocol.state is not State.OPEN:
@@ -564,10 +565,11 @@ class WsExchange(_Exchange):
         else:
             self.protocol.send_binary(data)
         payload = b"".join(self.protocol.data_to_send())
-        self._write(payload, marks)
+        t = self._write(payload, marks)
         if content:
             self.content_sent += 1
         await self._drain()
+        return t
 
     async def close(self, code: int = 1000, reason: str = "", wait_s: float = 1.0) -> None:
         """Send a close frame, wait (briefly) for the client's, then close the socket."""

@@ -14,7 +14,7 @@ import asyncio
 import heapq
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,17 +60,24 @@ class _Item:
     marks: tuple[str, ...] = field(compare=False, default=())
     content: bool = field(compare=False, default=False)
     tag: str = field(compare=False, default="")
+    on_sent: Callable[[int], None] | None = field(compare=False, default=None)
+    """Called with the write's stamp once sent (per-response ground truth)."""
 
 
 class Outbox:
     """Messages to send at absolute times, in the order they were scheduled (a message is
     never sent before one scheduled earlier, so a final never overtakes its interims)."""
 
-    def __init__(self, x: WsExchange) -> None:
+    def __init__(self, x: WsExchange, *, per_tag: bool = False) -> None:
         self.x = x
         self._heap: list[_Item] = []
         self._seq = itertools.count()
         self._last = 0
+        #: ``per_tag``: the order floor is kept per tag, so a session event (speech_started,
+        #: truncated) is not held behind a response still being sent; within a tag the order
+        #: holds as always.
+        self.per_tag = per_tag
+        self._floors: dict[str, int] = {}
         self.spin = x.config.wire.timer == "spin"
 
     def at(
@@ -81,11 +88,19 @@ class Outbox:
         *,
         content: bool = False,
         tag: str = "",
+        on_sent: Callable[[int], None] | None = None,
     ) -> int:
-        """Schedule ``payload`` (dict: JSON text; str: text; bytes: binary) at ``t_ns``."""
-        t = max(t_ns, self._last)
-        self._last = t
-        heapq.heappush(self._heap, _Item(t, next(self._seq), payload, tuple(marks), content, tag))
+        """Schedule ``payload`` (dict: JSON text; str: text; bytes: binary) at ``t_ns``;
+        ``on_sent`` gets the write's stamp once it went out."""
+        if self.per_tag:
+            t = max(t_ns, self._floors.get(tag, 0))
+            self._floors[tag] = t
+            self._last = max(self._last, t)
+        else:
+            t = max(t_ns, self._last)
+            self._last = t
+        item = _Item(t, next(self._seq), payload, tuple(marks), content, tag, on_sent)
+        heapq.heappush(self._heap, item)
         return t
 
     @property
@@ -93,18 +108,35 @@ class Outbox:
         """When the last scheduled message goes out (0 if none was)."""
         return self._last
 
+    def last_of(self, tag: str) -> int:
+        """When the last message scheduled with ``tag`` goes out (``per_tag`` outboxes)."""
+        return self._floors.get(tag, 0) if self.per_tag else self._last
+
     def empty(self) -> bool:
         return not self._heap
 
     def drop(self, tag: str) -> int:
         """Unschedule every message with ``tag`` (a cleared or cancelled generation)."""
-        kept = [i for i in self._heap if i.tag != tag]
-        dropped = len(self._heap) - len(kept)
-        self._heap = kept
-        heapq.heapify(self._heap)
-        if not self._heap:
-            self._last = now_ns()
-        return dropped
+        return len(self.take(tag))
+
+    def take(self, tag: str) -> list[_Item]:
+        """Unschedule and return (in send order) every message with ``tag``."""
+        taken = sorted(i for i in self._heap if i.tag == tag)
+        if taken:
+            self._heap = [i for i in self._heap if i.tag != tag]
+            heapq.heapify(self._heap)
+            # What is left sets the order floor again: later messages must not wait for the
+            # dropped ones' deadlines.
+            self._last = max((i.t_ns for i in self._heap), default=now_ns())
+            self._floors.pop(tag, None)
+        return taken
+
+    def put(self, item: _Item, t_ns: int | None = None) -> int:
+        """Schedule a message :meth:`take` returned again (at ``t_ns``, or its own time)."""
+        return self.at(
+            item.t_ns if t_ns is None else t_ns, item.payload, item.marks,
+            content=item.content, tag=item.tag, on_sent=item.on_sent,
+        )  # fmt: skip
 
     def wait_s(self, limit_ns: int | None = None) -> float | None:
         """How long a receive may wait before the next send is due (None: forever)."""
@@ -133,11 +165,13 @@ class Outbox:
 
     async def _send(self, item: _Item) -> None:
         if isinstance(item.payload, bytes):
-            await self.x.send_bytes(item.payload, item.marks, content=item.content)
+            t = await self.x.send_bytes(item.payload, item.marks, content=item.content)
         elif isinstance(item.payload, str):
-            await self.x.send_text(item.payload, item.marks, content=item.content)
+            t = await self.x.send_text(item.payload, item.marks, content=item.content)
         else:
-            await self.x.send_json(item.payload, item.marks, content=item.content)
+            t = await self.x.send_json(item.payload, item.marks, content=item.content)
+        if item.on_sent is not None:
+            item.on_sent(t)
 
 
 class Listener:
@@ -215,12 +249,27 @@ async def match_speech(
     thread, never on the loop that stamps the ground truth.
     """
     fixtures = getattr(transcriber, "_fixtures", None)
-    if transcriber.mode not in ("auto", "manifest") or not fixtures or rate != 16000:
+    if transcriber.mode not in ("auto", "manifest") or not fixtures:
         return await transcriber.transcribe(samples, rate)
     threshold = 32768.0 * 10 ** (threshold_dbfs / 20)
     loop = asyncio.get_running_loop()
-    found = await loop.run_in_executor(None, _match_sync, fixtures, samples, threshold)
+    found = await loop.run_in_executor(None, _match_at, fixtures, samples, rate, threshold)
     return found if found is not None else transcriber.canned
+
+
+def _match_at(
+    fixtures: list[tuple[str, np.ndarray[Any, Any]]],
+    samples: np.ndarray[Any, Any],
+    rate: int,
+    threshold: float,
+) -> str | None:
+    """:func:`_match_sync` on audio at any rate (the fixtures are matched at 16 kHz)."""
+    if rate != 16000:
+        from voicelat.audio import resample_array
+
+        resampled = resample_array(samples.astype(np.float64), rate, 16000)
+        samples = np.clip(np.round(resampled), -32768, 32767).astype("<i2")
+    return _match_sync(fixtures, samples, threshold)
 
 
 def _match_sync(
