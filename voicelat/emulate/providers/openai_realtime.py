@@ -688,6 +688,9 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
         a = s.active
         assert a is not None
         s.active = None
+        # Decided now: the read stamp ``t`` can be older when the loop had a backlog of
+        # messages, and audio sent meanwhile went out before the emulator knew.
+        t = max(t, now_ns())
         stop_ms = x.sample("cancel_stop")
         t_stop = t + round(stop_ms * 1e6)
         a.truth.cancel_ns, a.truth.stop_after_ms, a.truth.reason = t, stop_ms, reason
@@ -700,7 +703,10 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
             kind = item.payload.get("type") if isinstance(item.payload, dict) else None
             if kind not in _STREAMED:
                 continue
-            if item.t_ns <= t_stop:
+            audio = kind in _AUDIO
+            if item.t_ns <= t_stop and (stop_ms > 0 or not audio):
+                # Without a stop latency no audio leaves after the cancel, even audio that
+                # was due (the loop was busy reading): the service stops at once.
                 last = out.put(item)
             elif stop_ms > 0 and not moved and kind == "response.output_audio.delta":
                 last = out.put(item, t_stop)  # the stop lands at exactly t + X
@@ -722,6 +728,10 @@ _STREAMED = frozenset({
     "response.content_part.added", "response.output_audio.delta",
     "response.output_audio_transcript.delta", "response.output_text.delta",
 })  # fmt: skip
+
+
+_AUDIO = frozenset({"response.output_audio.delta", "response.output_audio_transcript.delta",
+                    "response.output_text.delta"})  # fmt: skip
 
 
 def _cancel_tail(a: _Active, partial: dict[str, Any]) -> list[dict[str, Any]]:
