@@ -9,6 +9,7 @@ Every server event is validated against the SDK's strict pydantic union
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from typing import Any
 
@@ -93,7 +94,7 @@ async def test_many_turns_on_one_session_each_answered_with_items_and_transcript
     # The conversation grows: user, assistant, user, assistant... each chained to the last.
     added = [e for e in events if e.type == "conversation.item.added"]
     assert [e.item.role for e in added] == ["user", "assistant"] * 3
-    for before, after in zip(added, added[1:], strict=False):
+    for before, after in itertools.pairwise(added):
         assert after.previous_item_id == before.item.id
     starts = [e for e in events if e.type == "input_audio_buffer.speech_started"]
     commits = [e for e in events if e.type == "input_audio_buffer.committed"]
@@ -198,7 +199,7 @@ async def test_response_cancel_stops_the_audio_at_once() -> None:
 
 
 async def test_cancel_stop_injects_a_known_stop_latency() -> None:
-    done, truth, seen, t_cancel = await _cancel_once(60)
+    done, truth, seen, _ = await _cancel_once(60)
     assert done.response.status == "cancelled"
     stop = truth.stop_ms()
     # The last chunk goes at exactly cancel + 60 ms (plus the timer's lateness, ~1 ms when quiet).
