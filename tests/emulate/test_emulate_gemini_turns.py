@@ -4,6 +4,7 @@ an injected stop latency, a greeting, and the per-response ground truth."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from typing import Any
@@ -104,7 +105,8 @@ async def test_a_client_text_turn_completes(
                 turns=types.Content(role="user", parts=[types.Part(text="Weather, please?")]),
                 turn_complete=True,
             )
-            messages = await _turn(session)
+            async with asyncio.timeout(10):  # a dropped text turn would hang forever
+                messages = await _turn(session)
         truth = em.truth.last("gemini-live", "live")
         assert em.errors == []
     assert truth.detail["client_texts"] == ["Weather, please?"]

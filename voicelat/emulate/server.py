@@ -218,7 +218,7 @@ class EmulatorServer:
             if route.method == "WS":
                 await self._websocket(reader, writer, request, route, conn, t_accept)
                 return
-            if not await self._http(writer, request, route, conn, t_accept):
+            if not await self._http(reader, writer, request, route, conn, t_accept):
                 return
 
     def _route(self, request: HttpRequest) -> tuple[Route | None, bool]:
@@ -314,6 +314,7 @@ class EmulatorServer:
 
     async def _http(
         self,
+        reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         request: HttpRequest,
         route: Route,
@@ -325,6 +326,7 @@ class EmulatorServer:
         x = HttpExchange(
             self.emulator, writer, request, route.endpoint, ex, self.rng("req", ex.index)
         )
+        x.watched = reader
         try:
             denied = self.emulator.authenticate(request)
             if denied is not None:
