@@ -24,7 +24,7 @@ from voicelat.core.clock import now_ns
 from voicelat.emulate.content import Transcriber
 from voicelat.emulate.exchange import WsExchange
 
-__all__ = ["Listener", "Outbox", "flag", "match_speech", "number"]
+__all__ = ["Listener", "Outbox", "fixture_speech_ms", "flag", "match_speech", "number"]
 
 # With timer = "spin", wake this early and let sleep_until() spin to the exact deadline.
 _SPIN_EARLY_NS = 2_000_000
@@ -234,7 +234,15 @@ def _trim(samples: np.ndarray[Any, Any], threshold: float) -> np.ndarray[Any, An
         return samples[:0]
     rms = np.sqrt(np.mean(samples[:n].astype(np.float64).reshape(-1, frame) ** 2, axis=1))
     loud = np.nonzero(rms >= threshold)[0]
-    return samples[int(loud[0]) * frame :] if len(loud) else samples[:0]
+    if not len(loud):
+        return samples[:0]
+    # To the sample: the first one at the threshold near that frame. A frame boundary falls
+    # anywhere in a live stream (a segment starts where the last one ended), so two copies of
+    # the same speech are only aligned by a point of the waveform itself.
+    start = int(loud[0]) * frame
+    lo = max(0, start - 2 * frame)
+    above = np.nonzero(np.abs(samples[lo : start + frame].astype(np.int32)) >= threshold)[0]
+    return samples[lo + int(above[0]) :] if len(above) else samples[start:]
 
 
 async def match_speech(
@@ -303,5 +311,25 @@ def _match_sync(
     return found
 
 
+def fixture_speech_ms(transcriber: Transcriber, text: str, threshold_dbfs: float) -> float | None:
+    """How much speech (20 ms frames above the threshold, as :class:`Listener` counts it) the
+    fixture with transcript ``text`` holds; None when no loaded fixture has that text. Lets a
+    streaming emulator finalize a fixture's words in proportion to the speech heard so far."""
+    key = (text, threshold_dbfs)
+    if key in _SPEECH_MS:
+        return _SPEECH_MS[key]
+    threshold = 32768.0 * 10 ** (threshold_dbfs / 20)
+    found: float | None = None
+    for fixture_text, ref in getattr(transcriber, "_fixtures", None) or []:
+        if fixture_text == text:
+            n = len(ref) // 320 * 320
+            rms = np.sqrt(np.mean(ref[:n].astype(np.float64).reshape(-1, 320) ** 2, axis=1))
+            found = float(np.count_nonzero(rms >= threshold) * Listener.FRAME_MS)
+            break
+    _SPEECH_MS[key] = found
+    return found
+
+
+_SPEECH_MS: dict[tuple[str, float], float | None] = {}
 _MATCH_CACHE: dict[int, str | None] = {}
 _TRIMMED: dict[int, np.ndarray[Any, Any]] = {}
