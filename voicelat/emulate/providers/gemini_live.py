@@ -19,11 +19,18 @@ context (``EmulatorServer(ssl=...)``) for it; voicelat's stage also speaks plain
    ``first_audio``, then one every ``audio_chunk`` (``chunk_ms`` each), each followed by an
    ``outputTranscription`` word; then ``generationComplete`` and ``turnComplete`` with
    ``usageMetadata``.
-4. Speech during a reply (with ``START_OF_ACTIVITY_INTERRUPTS``, the default) drops the rest:
-   ``{"serverContent": {"interrupted": true}}`` then ``turnComplete``.
+4. Speech during a reply (with ``START_OF_ACTIVITY_INTERRUPTS``, the default) drops the rest
+   (at once, or ``cancel_stop`` ms later): ``{"serverContent": {"interrupted": true}}`` then
+   ``turnComplete``.
+5. Many turns per session, each its own reply. ``clientContent`` text turns join the context
+   and ``turnComplete`` asks for a reply; ``responseModalities: ["TEXT"]`` replies with text
+   parts; ``inputAudioTranscription`` sends ``inputTranscription`` (the fixture's transcript)
+   after each user turn; ``content.greeting`` speaks first, right after ``setupComplete``.
 
 Ground truth: ``endpoint_decided`` / ``activity_end_received``, ``first_audio_written`` and
-every ``audio_written``, ``first_text_written``, ``end_written`` (turnComplete). Faults: the
+every ``audio_written``, ``first_text_written``, ``end_written`` (turnComplete),
+``interrupted_written``; per reply a :class:`~voicelat.emulate.truth.ResponseTruth` in
+``Exchange.responses``. Faults: the
 framework's websocket faults; ``error_event`` closes 1011 with ``content.error_reason``.
 """
 

@@ -20,14 +20,25 @@ reaches it as it is (JSON text frames, ``Authorization: Bearer``, no subprotocol
    (the first transcript delta right before it), then one audio delta every ``audio_chunk``
    (``chunk_ms`` of audio each; the reply's words spread over them), then the ``.done``
    events and ``response.done`` with usage; ``rate_limits.updated`` after it.
-5. ``response.cancel`` and barge-in (``speech_started`` during a response with
-   ``interrupt_response``) drop the rest of the response: ``response.done`` ``cancelled``
-   with ``client_cancelled`` / ``turn_detected``. ``conversation.item.truncate`` answers
-   ``conversation.item.truncated``.
+   ``output_modalities: ["text"]`` (session or response): ``response.output_text.delta`` per
+   word instead, no audio.
+5. Many turns per session: every utterance is a user item (one ``item_id`` from
+   ``speech_started`` to ``conversation.item.added``/``.done``), every response an assistant
+   item, chained by ``previous_item_id``. ``audio.input.transcription`` adds
+   ``conversation.item.input_audio_transcription.delta``/``.completed`` per user item (the
+   fixture's transcript, matched off the loop). ``conversation.item.create`` is acknowledged
+   with ``conversation.item.added``/``.done``. ``content.greeting``: a response before any
+   user audio (after the first ``session.update``, or at connect).
+6. ``response.cancel`` and barge-in (``speech_started`` during a response with
+   ``interrupt_response``) stop the audio (at once, or ``cancel_stop`` ms later):
+   ``response.done`` ``cancelled`` with ``client_cancelled`` / ``turn_detected``.
+   ``conversation.item.truncate`` answers ``conversation.item.truncated``.
 
 Ground truth (marks): ``speech_started_written``, ``speech_stopped_written`` (the server's
 endpoint), ``response_created_written``, ``first_text_written``, ``first_audio_written`` and
-every ``audio_written``, ``end_written`` (response.done). Faults: the framework's websocket
+every ``audio_written``, ``end_written`` (response.done), ``cancelled_written``,
+``transcription_written``; per response a :class:`~voicelat.emulate.truth.ResponseTruth`
+(first and last audio write, cancel, status) in ``Exchange.responses``. Faults: the framework's websocket
 faults; ``error_event`` sends the service's ``error`` shape (``content.error_code``, e.g.
 ``rate_limit_exceeded``) and closes 1011.
 """
