@@ -288,14 +288,21 @@ def _match_sync(
     recv = _trim(samples, threshold)
     if len(recv) < 1600:
         return None
-    key = hash(recv.tobytes())
-    if key in _MATCH_CACHE:
-        return _MATCH_CACHE[key]
+    # Keyed by the fixture set too, and checked by identity (an id is reused once its object
+    # is freed): two emulators with different fixture directories in one process must not
+    # answer each other's matches.
+    key = (hash(recv.tobytes()), id(fixtures), threshold)
+    cached = _MATCH_CACHE.get(key)
+    if cached is not None and cached[0] is fixtures:
+        return cached[1]
     best: tuple[float, str] | None = None
     for text, ref in fixtures:
-        r = _TRIMMED.get(id(ref))
-        if r is None:
-            r = _TRIMMED[id(ref)] = _trim(ref, threshold)
+        kept = _TRIMMED.get((id(ref), threshold))
+        if kept is not None and kept[0] is ref:
+            r = kept[1]
+        else:
+            r = _trim(ref, threshold)
+            _TRIMMED[(id(ref), threshold)] = (ref, r)
         # One second of speech after the onset tells the fixtures apart.
         n = min(len(recv), len(r), 16000)
         if n < 1600:
@@ -307,7 +314,7 @@ def _match_sync(
     found = best[1] if best is not None and best[0] < 0.2 else None
     if len(_MATCH_CACHE) > 4096:
         _MATCH_CACHE.clear()
-    _MATCH_CACHE[key] = found
+    _MATCH_CACHE[key] = (fixtures, found)
     return found
 
 
@@ -331,5 +338,6 @@ def fixture_speech_ms(transcriber: Transcriber, text: str, threshold_dbfs: float
 
 
 _SPEECH_MS: dict[tuple[str, float], float | None] = {}
-_MATCH_CACHE: dict[int, str | None] = {}
-_TRIMMED: dict[int, np.ndarray[Any, Any]] = {}
+_Fixtures = list[tuple[str, np.ndarray[Any, Any]]]
+_MATCH_CACHE: dict[tuple[int, int, float], tuple[_Fixtures, str | None]] = {}
+_TRIMMED: dict[tuple[int, float], tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
