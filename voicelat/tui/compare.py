@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from voicelat.core.turn import Turn
 from voicelat.report.chartdata import accuracy
-from voicelat.report.comparison import comparison_text, ranking_rows, segment_rows
+from voicelat.report.comparison import comparison_text, ranking_rows, segment_rows, trust_lines
 from voicelat.report.comparison_html import accuracy_rows
 from voicelat.tui.charts import CombosView
 from voicelat.tui.pictures import CombinationScreen
@@ -35,6 +35,7 @@ class CompareApp(App[None]):
     #ranking, #segments, #accuracy { height: auto; margin: 1 0; }
     #combos { height: auto; margin: 1 0 0 0; }
     .note { color: $text-muted; }
+    .warn { color: $error; text-style: bold; }
     """
 
     def __init__(
@@ -53,6 +54,8 @@ class CompareApp(App[None]):
             yield Static(head[0], id="title")
             yield Static(head[1], classes="note")
             yield DataTable(id="ranking", zebra_stripes=True, cursor_type="row")
+            for line in trust_lines(self.doc):
+                yield Static(line, classes="warn")
             yield Static("enter: open a combination (its waterfalls and pictures)", classes="note")
             yield Static(CombosView(self.doc.get("combinations", []), self.accuracy), id="combos")
             if scored:
