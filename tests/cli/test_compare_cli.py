@@ -7,7 +7,10 @@ import shutil
 from html import escape
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT, voicelat
+from voicelat.cli.main import main
 
 SAVED_RUN = ROOT / "tests" / "tui" / "data" / "run"
 MATRIX = (ROOT / "pipelines" / "matrix-local.toml").read_text()
@@ -110,23 +113,24 @@ def _distrust(run_dir: Path) -> None:
 
 
 def test_a_run_on_a_distrusted_machine_keeps_its_distrust_in_every_report(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Issue #29: `compare` dropped each run's trust: a ranking of figures from an overloaded
     # machine read as clean as any other.
     a, b = _copy_run(tmp_path, "a"), _copy_run(tmp_path, "b")
     _distrust(b)
     out = tmp_path / "out"
-    r = voicelat("compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200")
-    assert r.returncode == 0, r.stderr
+    args = ["compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200"]
+    assert main(args) == 0
+    stdout = capsys.readouterr().out
     doc = json.loads((out / "comparison.json").read_text())
     trust = {c["name"]: c.get("trust") for c in doc["combinations"]}
     assert trust["b"] == {"trustworthy": False, "reasons": [LOAD], "codes": ["load_average"]}
     assert trust["a"] is None  # the saved run has no trust section: nothing is claimed
     assert doc["untrusted"] == ["b"]
     line = f"(!) b: NOT trustworthy, ran on a distrusted machine: {LOAD}"
-    assert line in r.stdout
-    assert "b (!)" in r.stdout and "a (!)" not in r.stdout  # the ranking row says it too
+    assert line in stdout
+    assert "b (!)" in stdout and "a (!)" not in stdout  # the ranking row says it too
     md = (out / "comparison.md").read_text()
     assert "## Trust" in md and f"- {line}" in md and "| b (!) |" in md
     page = (out / "report.html").read_text()
@@ -142,8 +146,7 @@ async def test_the_compare_screen_names_the_distrusted_run(tmp_path: Path) -> No
     a, b = _copy_run(tmp_path, "a"), _copy_run(tmp_path, "b")
     _distrust(a)
     out = tmp_path / "out"
-    r = voicelat("compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200")
-    assert r.returncode == 0, r.stderr
+    assert main(["compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200"]) == 0
     loaded = load_comparison(out)
     app = CompareApp(loaded.doc, loaded.runs)
     async with app.run_test(size=(80, 24)):
