@@ -46,6 +46,7 @@ _SUBCOMMANDS = (
     "voicelat.cli.ci",
     "voicelat.cli.compare",
     "voicelat.cli.view",
+    "voicelat.cli.import_",
     "voicelat.cli.serve",
     "voicelat.cli.endpointing",
     "voicelat.cli.whatif",
