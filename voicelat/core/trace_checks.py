@@ -7,6 +7,9 @@ team's tracing. Each finding names its check, the span and what is wrong, in one
 ``ttfb_zero``
     a time to first byte of exactly 0: not measured (Pipecat without
     ``enable_metrics=True`` reports 0 on some services; pipecat#2592, #4627);
+``ttfb_missing``
+    an llm or tts span (or Pipecat's stt span) without its time to first byte: Pipecat's first
+    turn often has no STT TTFB; without ``enable_metrics`` none has one;
 ``ttfb_exceeds_span``
     a time to first byte longer than its own span: the first byte would come after the span
     ended (a TTFB clock started elsewhere, or stopped late);
@@ -45,6 +48,7 @@ __all__ = [
 #: Every check, with what it means (the summary's ``traced.checks`` and ``--check``'s help).
 CHECKS: Mapping[str, str] = {
     "ttfb_zero": "a time to first byte of exactly 0: not measured",
+    "ttfb_missing": "an llm or tts span (or Pipecat's stt span) without its time to first byte",
     "ttfb_exceeds_span": "a time to first byte longer than its own span",
     "first_byte_before_request": "a first byte before its request (negative TTFB, or TTS "
     "audio before the LLM was asked)",
@@ -89,13 +93,21 @@ def _raw_seconds(value: object) -> float | None:
 
 
 def check_ttfb(spans: Sequence[AgentSpan], conversation: str, mapping: str) -> list[Finding]:
-    """``ttfb_zero``, ``ttfb_exceeds_span`` and a negative TTFB on the stt, llm and tts spans."""
+    """``ttfb_zero``, ``ttfb_missing``
+        an llm or tts span (or Pipecat's stt span) without its time to first byte: Pipecat's first
+        turn often has no STT TTFB; without ``enable_metrics`` none has one;
+    ``ttfb_exceeds_span`` and a negative TTFB on the stt, llm and tts spans."""
     key = ttfb_key(mapping)
     out: list[Finding] = []
     for span in spans:
         role = span_role(span, mapping)
-        ttfb = _raw_seconds(span.attributes.get(key)) if role in ("stt", "llm", "tts") else None
+        if role not in ("stt", "llm", "tts"):
+            continue
+        ttfb = _raw_seconds(span.attributes.get(key))
         if ttfb is None:
+            if role != "stt" or mapping == "pipecat":  # elsewhere an stt TTFB is a bonus
+                detail = f"{span.name} has no {key}"
+                out.append(Finding("ttfb_missing", conversation, span.span_id, detail))
             continue
         duration = span.end_ns - span.start_ns
         if ttfb == 0:

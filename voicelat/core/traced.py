@@ -79,6 +79,8 @@ T0_LABELS: Mapping[str, str] = {
     "it states (voicelat.vad_stop_secs); endpointing is that hangover",
     "pipecat_end_of_speech": "Pipecat's end of user speech (its VAD stop - its stop_secs, the "
     "origin of its STT TTFB); the hangover is not stated, so it is inside stt, not endpointing",
+    "pipecat_latency_origin": "the first TTS byte - Pipecat's user-bot latency (its STT TTFB "
+    "is missing): its end of speech if its output transport took no time (transport is 0)",
     "vad_stop": "the agent's VAD stop (the user_speech span's end); the hangover is not stated, "
     "so t=0 is late by it and endpointing is 0",
 }
@@ -108,7 +110,7 @@ class TracedImport:
 
     turns: tuple[Turn, ...]
     findings: tuple[Finding, ...]  # every finding, those on a turn and those outside any
-    conversations: int
+    conversations: int  # with at least one turn container (a health check's trace is not one)
     spans: int
     #: Span names outside every turn of the mapping (counted, named, left out).
     unmapped: Mapping[str, int] = field(default_factory=dict)
@@ -200,6 +202,11 @@ def _timing(ts: TurnSpans, mapping: str) -> _Timing | None:
     latency = None if latency_key is None else seconds_ns(ts.container.attributes.get(latency_key))
     end: int | None = raw.get("agent_tts_first_byte")
     end_label = "tts_first_byte"
+    if t0 is None and latency is not None and end is not None:
+        # No STT TTFB (Pipecat's first turn often has none): its user-bot latency and first
+        # TTS byte still place its end of speech, if its output took no time (transport 0).
+        t0, t0_label = end - latency, "pipecat_latency_origin"
+        raw["agent_endpoint"] = t0 + (hangover or 0)
     if t0 is not None and latency is not None:
         end, end_label = t0 + latency, "bot_started_speaking"
     return _Timing(
@@ -302,8 +309,10 @@ def import_spans(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> Traced
     unmapped: Counter[str] = Counter()
     no_reply = 0
     convs = conversations(spans)
+    with_turns = 0
     for conv, members in sorted(convs.items(), key=lambda kv: kv[1][0].start_ns):
         found = find_turns(conv, members, mapping)
+        with_turns += bool(found)
         in_turns = {s.span_id for ts in found for s in ts.spans}
         unmapped.update(s.name for s in members if s.span_id not in in_turns)
         loose = check_overlaps([ts.container for ts in found], conv)
@@ -324,7 +333,7 @@ def import_spans(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> Traced
     return TracedImport(
         turns=tuple(turns),
         findings=tuple(dict.fromkeys(findings)),
-        conversations=len(convs),
+        conversations=with_turns,
         spans=len(spans),
         unmapped=dict(unmapped.most_common()),
         no_reply=no_reply,
