@@ -93,7 +93,8 @@ def test_view_ci_and_compare_accept_the_recorded_import(
     imported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["view", str(imported)]) == EXIT_OK
-    assert "e2e" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "not the ear" in shown and "findings: ttfb_missing 1" in shown
     budget = tmp_path / "budget.toml"
     budget.write_text("[budget]\nmin_turns = 5\n[budget.e2e]\np50_ms = 20000\n")
     assert main(["ci", "--results", str(imported), "--budget", str(budget)]) == EXIT_OK
