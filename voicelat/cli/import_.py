@@ -60,6 +60,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         + ", ".join(CHECKS)
         + "); exit 1 when there are any",
     )
+    p.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        default=None,
+        help="also send the imported turns' spans and metrics over OTLP/HTTP to URL, as a run "
+        "does (the otel extra; the OTEL_EXPORTER_OTLP_* variables are NOT used here)",
+    )
     p.set_defaults(func=cmd_import)
     return p
 
@@ -126,7 +133,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         "source": "import",
         "argv": list(sys.argv),
     }
-    write_traced_run(args.out, imported, mapping=args.mapping, sources=sources, run=run)
+    summary = write_traced_run(args.out, imported, mapping=args.mapping, sources=sources, run=run)
+    _export(args, imported, summary.to_json())
     failed = sum(t.failed for t in imported.turns)
     print(
         f"imported {len(imported.turns)} turn(s) ({failed} without a time) from "
@@ -134,6 +142,30 @@ def cmd_import(args: argparse.Namespace) -> int:
         f"{len(imported.findings)} finding(s) -> {args.out}"
     )
     return EXIT_OK
+
+
+def _export(args: argparse.Namespace, imported: TracedImport, summary: dict[str, Any]) -> None:
+    """The run's exporters on the imported turns: ``turns.csv`` always, OTLP on request. Not
+    the environment's OTLP variables: an import must not send last week's calls by surprise."""
+    from voicelat.export.base import ExportOptions
+    from voicelat.export.registry import build_exporters
+
+    options = ExportOptions(
+        pipeline=summary.get("pipeline") or {},
+        run_dir=args.out,
+        csv=True,
+        otlp_endpoint=args.otlp_endpoint,
+        service_name="voicelat-import",
+        env={},
+    )
+    exporters = build_exporters(options)
+    try:
+        for turn in imported.turns:
+            for exporter in exporters:
+                exporter.on_turn(turn)
+    finally:
+        for exporter in exporters:
+            exporter.close(summary)
 
 
 def _iso(wall_ns: int) -> str:
