@@ -470,7 +470,8 @@ def _jaeger(data: list[Any]) -> tuple[list[AgentSpan], int]:
             continue
         found = trace.get("processes")
         processes: Mapping[str, Any] = found if isinstance(found, dict) else {}
-        for item in trace.get("spans") or []:
+        items = trace.get("spans")
+        for item in items if isinstance(items, list) else []:
             span = _jaeger_span(item, processes)
             if span is None:
                 rejected += 1
@@ -486,10 +487,11 @@ def _jaeger_span(item: object, processes: Mapping[str, Any]) -> AgentSpan | None
     span_id, trace_id = item.get("spanID"), item.get("traceID")
     if not start_us or duration_us is None or duration_us < 0 or not span_id or not trace_id:
         return None
+    refs = item.get("references")
     parent = next(
         (
             ref.get("spanID")
-            for ref in item.get("references") or []
+            for ref in (refs if isinstance(refs, list) else [])
             if isinstance(ref, dict) and ref.get("refType") == "CHILD_OF"
         ),
         None,
