@@ -20,6 +20,31 @@ REAL = [
     for name in ("pipecat-twilio.otlp.pb", "pipecat-ws.collector.pb", "pipecat-webrtc.otlp.jsonl")
 ]
 
+#: Keys of the formats read, so the generated JSON reaches past the first shape check.
+KEYS = [
+    "resourceSpans",
+    "scopeSpans",
+    "spans",
+    "traceId",
+    "spanId",
+    "name",
+    "data",
+    "startTimeUnixNano",
+    "endTimeUnixNano",
+    "attributes",
+    "key",
+    "value",
+    "start_unix_nano",
+    "end_unix_nano",
+    "span_id",
+    "trace_id",
+    "startTime",
+    "duration",
+    "spanID",
+    "traceID",
+    "references",
+    "processes",
+]
 _MUTATED = st.tuples(
     st.sampled_from(REAL),
     st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=8),

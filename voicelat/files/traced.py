@@ -17,7 +17,7 @@ from typing import Any
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.summary import summarize
 from voicelat.core.traced import TracedImport, traced_section
-from voicelat.files.results import TurnsWriter, write_summary
+from voicelat.files.results import write_summary, write_turns
 
 __all__ = ["write_traced_run"]
 
@@ -32,12 +32,7 @@ def write_traced_run(
 ) -> RunSummary:
     """Write ``imported``'s turns and their summary into ``out`` (checked by the caller:
     :func:`voicelat.files.results.check_out_dir`); returns the summary written."""
-    writer = TurnsWriter(out)
-    try:
-        for turn in imported.turns:
-            writer.write(turn)
-    finally:
-        writer.close()
+    write_turns(out, imported.turns)
     summary = summarize(
         list(imported.turns),
         run=run,
