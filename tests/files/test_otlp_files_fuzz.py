@@ -55,30 +55,7 @@ _JSONISH = st.recursive(
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.dictionaries(
-            st.sampled_from(
-                [
-                    "resourceSpans",
-                    "scopeSpans",
-                    "spans",
-                    "traceId",
-                    "spanId",
-                    "name",
-                    "data",
-                    "startTimeUnixNano",
-                    "endTimeUnixNano",
-                    "attributes",
-                    "key",
-                    "value",
-                    "start_unix_nano",
-                    "end_unix_nano",
-                    "span_id",
-                    "trace_id",
-                    "startTime",
-                    "duration",
-                    "spanID",
-                    "traceID",
-                ]
-            ),  # fmt: skip
+            st.sampled_from(KEYS),
             inner,
             max_size=5,
         )
