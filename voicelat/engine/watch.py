@@ -184,9 +184,11 @@ class Watcher:
                 self.period.append(turn)
                 for exporter in self.exporters:
                     exporter.on_turn(turn)
-            self.findings.extend(
-                f for f in result.findings if any(f.conversation == t.fixture for t in self.period)
-            )
+                # Its own findings only: the trace's earlier turns were counted when taken.
+                self.findings.extend(
+                    Finding(f["check"], turn.fixture, f.get("span_id"), f["detail"])
+                    for f in turn.extra.get("findings", [])
+                )
         while self.window and (
             now - self.window[0][0] > self.window_s or len(self.window) > self.max_window_turns
         ):
