@@ -53,22 +53,29 @@ class SpanBuffer:
         self.max_spans = max_spans
         self.mapping = mapping
         self.traces: OrderedDict[str, list[AgentSpan]] = OrderedDict()
+        self.ids: dict[str, set[str]] = {}  # each trace's span ids: a re-sent span counts once
         self.last_seen: dict[str, float] = {}
         # Turn containers not yet taken: span id -> (trace id, when it arrived).
         self.pending: dict[str, tuple[str, float]] = {}
         self.count = 0
         self.dropped_spans = 0  # spans let go before their turn was taken: counted, never silent
         self.dropped_turns = 0  # pending turn containers among them
+        self.duplicate_spans = 0  # spans sent again (an exporter's retry): kept once
 
     def add(self, spans: Sequence[AgentSpan], now: float) -> None:
         with self.lock:
             for span in spans:
+                seen = self.ids.setdefault(span.trace_id, set())
+                if span.span_id in seen:
+                    self.duplicate_spans += 1
+                    continue
+                seen.add(span.span_id)
                 self.traces.setdefault(span.trace_id, []).append(span)
                 self.traces.move_to_end(span.trace_id)
                 self.last_seen[span.trace_id] = now
                 if is_turn_container(span, self.mapping):
                     self.pending[span.span_id] = (span.trace_id, now)
-            self.count += len(spans)
+                self.count += 1
             while self.count > self.max_spans and self.traces:
                 trace_id, dropped = self.traces.popitem(last=False)  # the least recently fed
                 self.count -= len(dropped)
@@ -77,6 +84,7 @@ class SpanBuffer:
 
     def _forget(self, trace_id: str, spans: Sequence[AgentSpan], counted: bool) -> None:
         self.last_seen.pop(trace_id, None)
+        self.ids.pop(trace_id, None)
         for span in spans:
             if self.pending.pop(span.span_id, None) is not None and counted:
                 self.dropped_turns += 1
@@ -215,6 +223,7 @@ class Watcher:
             "requests_rejected": self.receiver.rejected,
             "spans_rejected": self.receiver.rejected_spans,
             "spans_dropped": buffer.dropped_spans,
+            "spans_duplicate": buffer.duplicate_spans,
             "turns_dropped": buffer.dropped_turns,
             "window_turns_dropped": self.window_dropped,
             "turns": self.turns_seen,
