@@ -41,8 +41,9 @@ __all__ = ["SpanBuffer", "WatchReceiver", "Watcher"]
 MAX_SPANS = 200_000
 #: Turns in the rolling window at most (the summary of the window is computed from them).
 MAX_WINDOW_TURNS = 50_000
-#: A trace with no new span for this long is done: its spans are let go (not a drop).
-IDLE_S = 600.0
+#: A trace with no new span for this long is done: its spans are let go (not a drop). A call's
+#: turns come every few seconds; its last span (Pipecat's conversation) at hang-up.
+IDLE_S = 120.0
 
 
 class SpanBuffer:
@@ -58,8 +59,11 @@ class SpanBuffer:
         # Turn containers not yet taken: span id -> (trace id, when it arrived).
         self.pending: dict[str, tuple[str, float]] = {}
         self.count = 0
-        self.dropped_spans = 0  # spans let go before their turn was taken: counted, never silent
-        self.dropped_turns = 0  # pending turn containers among them
+        # Spans of traces let go under the cap while a turn of theirs was still to be taken:
+        # lost turns, counted, never silent; the turns themselves in dropped_turns.
+        self.dropped_spans = 0
+        self.dropped_turns = 0
+        self.released_spans = 0  # let go under the cap with nothing pending: no turn lost
         self.duplicate_spans = 0  # spans sent again (an exporter's retry): kept once
 
     def add(self, spans: Sequence[AgentSpan], now: float) -> None:
@@ -79,15 +83,20 @@ class SpanBuffer:
             while self.count > self.max_spans and self.traces:
                 trace_id, dropped = self.traces.popitem(last=False)  # the least recently fed
                 self.count -= len(dropped)
-                self.dropped_spans += len(dropped)
-                self._forget(trace_id, dropped, counted=True)
+                lost = self._forget(trace_id, dropped, counted=True)
+                if lost:
+                    self.dropped_spans += len(dropped)
+                else:
+                    self.released_spans += len(dropped)
 
-    def _forget(self, trace_id: str, spans: Sequence[AgentSpan], counted: bool) -> None:
+    def _forget(self, trace_id: str, spans: Sequence[AgentSpan], counted: bool) -> int:
+        """Let a trace go; how many of its turns were still pending (counted as dropped)."""
         self.last_seen.pop(trace_id, None)
         self.ids.pop(trace_id, None)
-        for span in spans:
-            if self.pending.pop(span.span_id, None) is not None and counted:
-                self.dropped_turns += 1
+        lost = sum(self.pending.pop(s.span_id, None) is not None for s in spans)
+        if counted:
+            self.dropped_turns += lost
+        return lost
 
     def ready(self, now: float, settle_s: float) -> list[tuple[list[AgentSpan], set[str]]]:
         """The traces with turn containers to take now, each with their container ids (taken:
@@ -224,6 +233,7 @@ class Watcher:
             "spans_rejected": self.receiver.rejected_spans,
             "spans_dropped": buffer.dropped_spans,
             "spans_duplicate": buffer.duplicate_spans,
+            "spans_released": buffer.released_spans,
             "turns_dropped": buffer.dropped_turns,
             "window_turns_dropped": self.window_dropped,
             "turns": self.turns_seen,
