@@ -118,3 +118,22 @@ def test_bad_input_is_one_line_and_exit_2(
     assert main(["import", str(path), "--mapping", "genai", "--out", str(tmp_path / "g")]) == 2
     err = capsys.readouterr().err
     assert "no genai turn" in err and "--mapping pipecat" in err
+
+
+def test_without_opentelemetry_proto_import_says_which_extra(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    path = _export(tmp_path / "a.pb", ("a", None))
+    code = (
+        "import sys; sys.modules['google.protobuf'] = None\n"  # as if not installed
+        "from voicelat.cli.main import main\n"
+        f"sys.exit(main(['import', {str(path)!r}, '--check']))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert run.returncode == 3, run.stderr
+    assert run.stderr.strip().count("\n") == 0 and "voicelat[traces]" in run.stderr

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.core.agent_trace import MAPPINGS, AgentSpan
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError
+from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, InfraError
 from voicelat.core.trace_checks import CHECKS
 from voicelat.core.traced import TracedImport, import_spans
 from voicelat.core.version import __version__
@@ -73,7 +73,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _read(files: Sequence[Path]) -> tuple[list[AgentSpan], list[dict[str, Any]]]:
     """Every file's spans (a span exported twice, e.g. two dumps overlapping, counts once)."""
-    from voicelat.files.otlp import read_trace_file
+    read_trace_file = otlp_module().read_trace_file
 
     spans: dict[tuple[str, str], AgentSpan] = {}
     sources: list[dict[str, Any]] = []
@@ -91,6 +91,18 @@ def _read(files: Sequence[Path]) -> tuple[list[AgentSpan], list[dict[str, Any]]]
             }
         )
     return list(spans.values()), sources
+
+
+def otlp_module() -> Any:
+    """:mod:`voicelat.files.otlp`, or one line saying which extra brings opentelemetry-proto."""
+    try:
+        from voicelat.files import otlp
+    except ImportError as exc:
+        raise InfraError(
+            f"reading OTLP traces needs opentelemetry-proto ({exc.name or exc}): "
+            "pip install 'voicelat[traces]'"
+        ) from None
+    return otlp
 
 
 def _no_turns(imported: TracedImport, mapping: str) -> ConfigError:

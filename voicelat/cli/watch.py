@@ -105,6 +105,9 @@ class _Reopen:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Run ``voicelat watch`` until a stop signal."""
+    from voicelat.cli.import_ import otlp_module
+
+    otlp_module()  # opentelemetry-proto missing: one line, before anything binds
     from voicelat.engine.watch import Watcher, WatchReceiver
     from voicelat.export.base import ExportOptions
     from voicelat.export.registry import build_exporters
