@@ -128,3 +128,19 @@ def test_a_flood_over_the_span_cap_is_dropped_and_counted(
     assert watched["turns"] == 2  # every turn taken or counted
     assert [t.fixture for t in load_run(periods[-1]).turns] == ["f2", "f2"]
     assert f"dropped {watched['spans_dropped']} span(s)" in out
+
+
+def test_a_port_in_use_is_exit_3_and_a_bad_option_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        cmd = [sys.executable, "-m", "voicelat", "watch", "--out", str(tmp_path / "o")]
+        busy = subprocess.run([*cmd, "--port", port], capture_output=True, text=True, timeout=60)
+    assert busy.returncode == 3 and "cannot listen" in busy.stderr
+    assert busy.stderr.count("\n") == 1 and "Traceback" not in busy.stderr
+    bad = subprocess.run([*cmd, "--window", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--window" in bad.stderr
+    assert not (tmp_path / "o").exists()
