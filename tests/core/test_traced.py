@@ -235,3 +235,45 @@ def test_check_overlaps_playback_and_clocks_on_plain_integers() -> None:
     (jump,) = check_clocks([parent, child_ok, child_off, same_host], "c1")
     assert jump.check == "clock_jump" and jump.span_id == "d" and "2.0 ms" in jump.detail
     assert jump.line().startswith("clock_jump: conversation c1 span d: llm from llm-host")
+
+
+def test_a_hangover_given_where_the_trace_states_none_moves_into_endpointing() -> None:
+    # Pipecat: t=0 stays its end of speech; the endpoint (its VAD's decision) moves later.
+    turn = import_spans(call(stop=None), hangover_ns=250 * MS).turns[0]
+    assert turn.extra["t0"] == "end_of_speech" and turn.extra["hangover_source"] == "option"
+    assert turn.t0_ns == 1600 * MS and turn.e2e_ns == 1661 * MS
+    assert turn.segments["endpointing"] == 250 * MS and turn.segments["stt"] == 250 * MS
+    # A stated hangover wins over the option.
+    stated = import_spans(call(stop=0.2), hangover_ns=250 * MS).turns[0]
+    assert stated.extra["hangover_source"] == "trace" and stated.segments["endpointing"] == 200 * MS
+
+
+def test_a_given_hangover_moves_a_genai_vad_stop_back() -> None:
+    spans = [
+        span("invoke_agent", "a", None, 0, 5000, "g", **{"gen_ai.operation.name": "invoke_agent"}),
+        span("user_speech", "us", "a", 0, 1000, "g"),
+        span(
+            "speech_to_text",
+            "s",
+            "a",
+            1000,
+            1300,
+            "g",
+            **{"gen_ai.operation.name": "speech_to_text"},
+        ),
+        span(
+            "text_to_speech",
+            "t",
+            "a",
+            2001,
+            2500,
+            "g",
+            **{
+                "gen_ai.operation.name": "text_to_speech",
+                "gen_ai.response.time_to_first_chunk": 0.1,
+            },
+        ),
+    ]
+    (turn,) = import_spans(spans, "genai", hangover_ns=300 * MS).turns
+    assert turn.extra["t0"] == "end_of_speech" and turn.t0_ns == 700 * MS
+    assert turn.segments["endpointing"] == 300 * MS and turn.e2e_ns == 1401 * MS

@@ -54,6 +54,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(default pipecat)",
     )
     p.add_argument(
+        "--hangover-ms",
+        type=_hangover,
+        default=None,
+        metavar="MS",
+        help="the agents' VAD hangover (Pipecat: VADParams.stop_secs) where a trace does not "
+        "state it (voicelat.vad_stop_secs): it goes into endpointing",
+    )
+    p.add_argument(
         "--check",
         action="store_true",
         help="write nothing; print only the conformance findings ("
@@ -69,6 +77,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_import)
     return p
+
+
+def _hangover(value: str) -> int:
+    """``--hangover-ms``: milliseconds (0-10000) as ns."""
+    try:
+        ms = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of milliseconds") from None
+    if not 0 <= ms <= 10_000:
+        raise argparse.ArgumentTypeError(f"{value} ms is not a VAD hangover (0..10000 ms)")
+    return round(ms * 1_000_000)
 
 
 def _read(files: Sequence[Path]) -> tuple[list[AgentSpan], list[dict[str, Any]]]:
@@ -125,7 +144,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     spans, sources = _read(args.files)
     if not spans:
         raise ConfigError(f"no spans in {', '.join(str(f) for f in args.files)}: nothing to import")
-    imported = import_spans(spans, args.mapping)
+    imported = import_spans(spans, args.mapping, args.hangover_ms)
     if args.check:
         for finding in imported.findings:
             print(finding.line())

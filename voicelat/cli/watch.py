@@ -20,6 +20,7 @@ import time
 from types import FrameType
 from typing import Any
 
+from voicelat.cli.import_ import _hangover
 from voicelat.core.agent_trace import MAPPINGS
 from voicelat.core.display import fmt_ms
 from voicelat.core.errors import EXIT_OK
@@ -80,6 +81,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "not (Pipecat's conversation span ends with the call; default 5)",
     )
     p.add_argument(
+        "--hangover-ms",
+        type=_hangover,
+        default=None,
+        metavar="MS",
+        help="the agents' VAD hangover (Pipecat: VADParams.stop_secs) where a trace does not "
+        "state it (voicelat.vad_stop_secs): it goes into endpointing",
+    )
+    p.add_argument(
         "--max-spans", type=_count, default=200_000, help="spans kept at most (drops counted)"
     )
     p.add_argument("--metrics-port", type=_port, default=None, help="serve Prometheus /metrics")
@@ -122,7 +131,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
     )
     receiver = WatchReceiver(args.host, args.port, mapping=args.mapping, max_spans=args.max_spans)
     watcher = Watcher(
-        receiver, args.out, window_s=args.window, settle_s=args.settle, exporters=exporters
+        receiver,
+        args.out,
+        window_s=args.window,
+        settle_s=args.settle,
+        exporters=exporters,
+        hangover_ns=args.hangover_ms,
     )
     reopen = _Reopen()
     previous = signal.signal(signal.SIGHUP, reopen)

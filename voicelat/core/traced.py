@@ -75,8 +75,9 @@ CONVERSATION_KEYS = ("conversation.id", "gen_ai.conversation.id")
 
 #: What a traced turn's t=0 is (``extra["t0"]``), in words (the summary carries them).
 T0_LABELS: Mapping[str, str] = {
-    "end_of_speech": "the agent's end of user speech: its VAD stop moved back by the hangover "
-    "it states (voicelat.vad_stop_secs); endpointing is that hangover",
+    "end_of_speech": "the agent's end of user speech: its VAD stop moved back by its hangover, "
+    "as its trace states it (voicelat.vad_stop_secs) or --hangover-ms gave it "
+    "(extra.hangover_source); endpointing is that hangover",
     "pipecat_end_of_speech": "Pipecat's end of user speech (its VAD stop - its stop_secs, the "
     "origin of its STT TTFB); the hangover is not stated, so it is inside stt, not endpointing",
     "pipecat_latency_origin": "the first TTS byte - Pipecat's user-bot latency (its STT TTFB "
@@ -182,16 +183,24 @@ class _Timing:
     hangover_ns: int | None
     flags: tuple[str, ...]
     reported: Mapping[str, float]
+    hangover_source: str | None = None  # "trace" | "option" | None (none known)
 
 
-def _timing(ts: TurnSpans, mapping: str) -> _Timing | None:
-    """The turn's timing, or None when nothing of the chain is there (no reply)."""
+def _timing(ts: TurnSpans, mapping: str, hangover_ns: int | None = None) -> _Timing | None:
+    """The turn's timing, or None when nothing of the chain is there (no reply).
+    ``hangover_ns``: the VAD hangover to assume when the trace states none."""
     window = (min(s.start_ns for s in ts.spans), max(s.end_ns for s in ts.spans))
     split = split_from_spans(ts.spans, window, mapping)
     if split is None or not any(span_role(s, mapping) is not None for s in ts.spans):
         return None
     raw = dict(split.milestones)
-    hangover = stated_vad_stop_ns(ts.spans, ts.container.trace_id)
+    hangover = stated = stated_vad_stop_ns(ts.spans, ts.container.trace_id)
+    if hangover is None and hangover_ns is not None:
+        hangover = hangover_ns
+        if mapping == "pipecat" and "agent_endpoint" in raw:
+            # The split put Pipecat's endpoint at its end of speech (no stated stop): the
+            # VAD decided the hangover later.
+            raw["agent_endpoint"] += hangover_ns
     endpoint = raw.get("agent_endpoint")
     t0 = None if endpoint is None else endpoint - (hangover or 0)
     if hangover is not None:
@@ -209,8 +218,17 @@ def _timing(ts: TurnSpans, mapping: str) -> _Timing | None:
         raw["agent_endpoint"] = t0 + (hangover or 0)
     if t0 is not None and latency is not None:
         end, end_label = t0 + latency, "bot_started_speaking"
+    source = "trace" if stated is not None else "option" if hangover is not None else None
     return _Timing(
-        t0, end, raw, t0_label, end_label, hangover, tuple(split.flags), dict(split.reported)
+        t0,
+        end,
+        raw,
+        t0_label,
+        end_label,
+        hangover,
+        tuple(split.flags),
+        dict(split.reported),
+        source,
     )
 
 
@@ -246,6 +264,7 @@ def _turn(index: int, ts: TurnSpans, timing: _Timing, findings: Sequence[Finding
         "end": timing.end_label,
         "not_the_ear": True,
         "hangover_ns": timing.hangover_ns,
+        "hangover_source": timing.hangover_source,
         "findings": [
             {"check": f.check, "span_id": f.span_id, "detail": f.detail} for f in findings
         ],
@@ -301,9 +320,13 @@ def _turn(index: int, ts: TurnSpans, timing: _Timing, findings: Sequence[Finding
     )
 
 
-def import_spans(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> TracedImport:
+def import_spans(
+    spans: Sequence[AgentSpan], mapping: str = "pipecat", hangover_ns: int | None = None
+) -> TracedImport:
     """Every turn of ``spans`` under ``mapping``, each with its findings; the findings outside
-    any turn (overlaps are the later turn's; clock jumps the turn holding the child)."""
+    any turn (overlaps are the later turn's; clock jumps the turn holding the child).
+    ``hangover_ns``: the agent's VAD hangover where its trace does not state one (the turn's
+    ``extra["hangover_source"]`` says which was used)."""
     turns: list[Turn] = []
     findings: list[Finding] = []
     unmapped: Counter[str] = Counter()
@@ -318,7 +341,7 @@ def import_spans(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> Traced
         loose = check_overlaps([ts.container for ts in found], conv)
         loose += check_clocks(members, conv)
         for ts in found:
-            timing = _timing(ts, mapping)
+            timing = _timing(ts, mapping, hangover_ns)
             own = _findings_of(ts, timing, mapping)
             own += [
                 f for f in loose if f.span_id == ts.container.span_id or f.span_id in ts.descendants

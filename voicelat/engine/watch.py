@@ -166,8 +166,10 @@ class Watcher:
         settle_s: float = 5.0,
         exporters: Sequence[Exporter] = (),
         max_window_turns: int = MAX_WINDOW_TURNS,
+        hangover_ns: int | None = None,
     ) -> None:
         self.receiver = receiver
+        self.hangover_ns = hangover_ns
         self.out = out
         self.window_s = window_s
         self.settle_s = settle_s
@@ -190,7 +192,7 @@ class Watcher:
         now = time.monotonic() if now is None else now
         taken = 0
         for spans, ids in self.receiver.buffer.ready(now, self.settle_s):
-            result = import_spans(spans, self.mapping)
+            result = import_spans(spans, self.mapping, self.hangover_ns)
             for turn in result.turns:
                 if turn.extra.get("turn_span_id") not in ids:
                     continue
