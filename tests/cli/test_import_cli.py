@@ -137,3 +137,12 @@ def test_without_opentelemetry_proto_import_says_which_extra(tmp_path: Path) -> 
     )
     assert run.returncode == 3, run.stderr
     assert run.stderr.strip().count("\n") == 0 and "voicelat[traces]" in run.stderr
+
+
+def test_production_md_documents_every_check() -> None:
+    from tests.helpers import ROOT
+    from voicelat.core.trace_checks import CHECKS
+
+    text = (ROOT / "docs" / "PRODUCTION.md").read_text()
+    missing = [c for c in CHECKS if f"| `{c}` |" not in text]
+    assert missing == [], f"docs/PRODUCTION.md's check table lacks {missing}"
