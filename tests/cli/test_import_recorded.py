@@ -123,4 +123,15 @@ def test_the_import_passes_the_shipped_schemas_and_feeds_the_exporters(tmp_path:
     assert len(rows) == 7 and rows[0].startswith("index,fixture")  # a header and six turns
     # voicelat's own OTel export of the six traced turns (its turn spans, on the bot's times).
     # (The receiver takes traces only: the metrics' 404 is warned about, not fatal.)
-    assert len([s for s in received if s.name == "invoke_agent"]) == 6, received
+    assert len([s for s in received if s.name.startswith("invoke_agent")]) == 6, received
+
+
+def test_definitions_read_a_traced_import_as_an_agent_without_the_ear(
+    imported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["view", str(imported), "--definitions"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "kinds of turn: agent" in out
+    # What needs the ear is not computable; the agent's own first audio out is.
+    assert "needs output_first_audible, absent from the turn" in out
+    assert "formula: first_audio − speech_end" in out and "n=6" in out
