@@ -47,6 +47,8 @@ _SUBCOMMANDS = (
     "voicelat.cli.ci",
     "voicelat.cli.compare",
     "voicelat.cli.view",
+    "voicelat.cli.import_",
+    "voicelat.cli.watch",
     "voicelat.cli.serve",
     "voicelat.cli.endpointing",
     "voicelat.cli.whatif",

@@ -46,8 +46,14 @@ __all__ = [
     "AgentSpan",
     "AttrValue",
     "TraceSplit",
+    "is_turn_container",
+    "seconds_ns",
+    "span_role",
     "split_from_spans",
+    "stated_vad_stop_ns",
+    "ttfb_key",
     "turn_complete",
+    "user_bot_latency_key",
 ]
 
 AttrValue = str | int | float | bool
@@ -91,6 +97,9 @@ class AgentSpan:
     span_id: str  # hex
     parent_id: str | None
     attributes: Mapping[str, AttrValue]
+    #: Who exported it (its resource's ``service.name``, ``service.instance.id``, ``host.name``):
+    #: spans of one trace from two exporters may sit on two clocks (core/trace_checks.py).
+    resource: str = ""
 
 
 @dataclass(frozen=True)
@@ -252,6 +261,34 @@ def turn_complete(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> bool:
     return False
 
 
+def is_turn_container(span: AgentSpan, mapping: str = "pipecat") -> bool:
+    """Whether ``span`` is a turn container of ``mapping`` (Pipecat ``turn``, GenAI
+    ``invoke_agent``)."""
+    return _rules(mapping).is_turn(span)
+
+
+def span_role(span: AgentSpan, mapping: str = "pipecat") -> str | None:
+    """``span``'s link in the chain under ``mapping``: endpoint, stt, llm, tts, or None."""
+    return _rules(mapping).role(span)
+
+
+def ttfb_key(mapping: str = "pipecat") -> str:
+    """The attribute holding a span's time to first byte/token (seconds) under ``mapping``."""
+    return _rules(mapping).ttfb_key
+
+
+def user_bot_latency_key(mapping: str = "pipecat") -> str | None:
+    """The turn attribute with the agent's own end of speech -> first audio out (seconds)."""
+    return _rules(mapping).latency_key
+
+
+def _rules(mapping: str) -> _Rules:
+    rules = _RULES.get(mapping)
+    if rules is None:
+        raise ConfigError(f"unknown trace mapping {mapping!r}: use one of {', '.join(MAPPINGS)}")
+    return rules
+
+
 def _turn_key(span: AgentSpan, by_id: Mapping[str, AgentSpan], rules: _Rules) -> str:
     """The span id of the turn containing ``span``: its nearest turn-container ancestor.
 
@@ -273,10 +310,21 @@ def _turn_key(span: AgentSpan, by_id: Mapping[str, AgentSpan], rules: _Rules) ->
 
 def _stop_hint(spans: Sequence[AgentSpan], trace_id: str) -> int:
     """The agent's stated VAD stop_secs (:data:`VAD_STOP_ATTR`) in that trace, as ns; else 0."""
+    return stated_vad_stop_ns(spans, trace_id) or 0
+
+
+def stated_vad_stop_ns(spans: Sequence[AgentSpan], trace_id: str) -> int | None:
+    """The agent's stated VAD stop_secs (:data:`VAD_STOP_ATTR`) in that trace, as ns; None when
+    no span of the trace states it (or states nonsense)."""
     for span in spans:
         if span.trace_id == trace_id and VAD_STOP_ATTR in span.attributes:
-            return _seconds(span.attributes[VAD_STOP_ATTR]) or 0
-    return 0
+            return _seconds(span.attributes[VAD_STOP_ATTR])
+    return None
+
+
+def seconds_ns(value: object) -> int | None:
+    """A duration attribute in seconds as integer ns (None unless finite, >= 0, <= 1 h)."""
+    return _seconds(value)
 
 
 def _chain(
