@@ -106,6 +106,34 @@ def test_a_streams_first_event_takes_two_one_way_delays_more(http_server: int) -
     assert abs(_p50_delta(relayed, direct) - 2 * D_MS) <= TOL_MS, (relayed, direct)
 
 
+def test_a_new_connection_pays_the_handshakes_round_trip_first(http_server: int) -> None:
+    import socket
+
+    request = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nping"
+
+    def exchange(port: int) -> tuple[float, float]:
+        """(connect + first exchange, a second exchange) in ms."""
+        t0 = time.perf_counter_ns()
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            times = []
+            for _ in range(2):
+                s.sendall(request)
+                got = b""
+                while not got.endswith(b"ping"):
+                    got += s.recv(4096)
+                times.append((time.perf_counter_ns() - t0) / 1e6)
+                t0 = time.perf_counter_ns()
+        return times[0], times[1]
+
+    direct = [exchange(http_server) for _ in range(7)]
+    with _via_relay(_profile(), "tcp", http_server) as relay:
+        relayed = [exchange(relay.listen[0][1]) for _ in range(7)]
+    cold = _p50_delta([r[0] for r in relayed], [d[0] for d in direct])
+    warm = _p50_delta([r[1] for r in relayed], [d[1] for d in direct])
+    assert abs(cold - 4 * D_MS) <= TOL_MS, cold  # SYN/SYN-ACK, then the request and its reply
+    assert abs(warm - 2 * D_MS) <= TOL_MS, warm
+
+
 def _stamped() -> bytes:
     return time.perf_counter_ns().to_bytes(8, "big") + bytes(640)  # 20 ms of 16 kHz int16
 

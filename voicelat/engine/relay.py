@@ -21,7 +21,9 @@ chunk is not lost (TCP would retransmit it): it is held for a retransmission-lik
 max(200 ms, RTT + 4 x jitter) (:func:`~voicelat.core.network.tcp_stall_ns`), and everything
 behind it waits (head-of-line blocking). Duplication and reordering mean nothing to a byte
 stream (the kernel's TCP hides both), so a TCP relay ignores them; a UDP relay applies all.
-The relay acknowledges TCP segments itself: a sender's congestion window and ACK clocking see
+A new connection's handshake is modelled as a wait: the client's first bytes leave one RTT
+(up + down delay) after the relay accepted it, as they would after a SYN/SYN-ACK on the
+profile's network. The relay acknowledges TCP segments itself: a sender's congestion window and ACK clocking see
 loopback, not the profile (netem, ``engine/netem.py``, has the kernel's TCP see the delay).
 """
 
@@ -176,6 +178,7 @@ class RelayServer:
             _thread(self._connect, client, spec)
 
     def _connect(self, client: socket.socket, spec: RelaySpec) -> None:
+        accepted = _now()
         self._track(client)
         try:
             server = self._track(socket.create_connection((spec.host, spec.port), timeout=10))
@@ -185,7 +188,10 @@ class RelayServer:
         server.settimeout(None)
         for s in (client, server):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _TcpPump(self.dirs, "up", client, server)
+        # The kernel completed the client's handshake at once; on the profile's network it
+        # takes a round trip, so the client's first bytes leave one RTT after the accept.
+        rtt = self.dirs.imp["up"].d.delay_ms + self.dirs.imp["down"].d.delay_ms
+        _TcpPump(self.dirs, "up", client, server, not_before=accepted + round(rtt * 1e6))
         _TcpPump(self.dirs, "down", server, client)
 
 
@@ -194,12 +200,17 @@ class _TcpPump:
     in order (a byte stream never reorders)."""
 
     def __init__(
-        self, dirs: _Directions, name: str, src: socket.socket, dst: socket.socket
+        self,
+        dirs: _Directions,
+        name: str,
+        src: socket.socket,
+        dst: socket.socket,
+        not_before: int = 0,
     ) -> None:
         self.dirs, self.name, self.src, self.dst = dirs, name, src, dst
         self._queue: deque[tuple[int, int, bytes | None]] = deque()
         self._cond = threading.Condition()
-        self._link_free = self._last_due = 0
+        self._link_free, self._last_due = not_before, 0
         _thread(self._read)
         _thread(self._write)
 
