@@ -1,6 +1,7 @@
 """A real HTTP/1.1 server for the relay tests, run as its own process: ``POST /echo`` answers
 the body back, ``POST /stream`` answers a chunked event stream whose first event comes 5 ms
-after the headers (as an LLM's first token). Prints its port, serves until terminated."""
+after the headers (as an LLM's first token). Binds 127.0.0.1 or the address given; prints
+its port, serves until terminated."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    import sys
+
+    server = ThreadingHTTPServer((sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1", 0), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()
