@@ -132,3 +132,38 @@ def test_netem_never_leaves_an_impaired_interface_even_when_the_run_is_killed() 
     links = subprocess.run(["ip", "link", "show", host_if], capture_output=True)
     assert links.returncode != 0  # the veth pair went with its namespace
     assert ns.ns not in _namespaces()
+
+
+def test_serve_under_netem_where_it_cannot_run_is_one_line_and_exit_2() -> None:
+    if PROBLEM is None:
+        pytest.skip("netem is usable here: nothing to refuse")
+    from tests.helpers import voicelat
+
+    r = voicelat("serve", "openai", "--port", "0", "--network", "4g", timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        f"voicelat: error: netem is unavailable: {PROBLEM}; the relay is the fallback "
+        "(`voicelat run --network PROFILE` relays the stages' connections)"
+    )
+
+
+@needs_netem
+def test_serve_under_netem_listens_in_the_namespace_and_cleans_up() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "voicelat", "serve", "openai", "--port", "0", "--network", "4g"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("openai http://10.213."), line
+        note = proc.stderr.readline()
+        assert "netem in namespace vlat" in note
+        name = note.split("namespace ")[1].split(" ")[0]
+        assert name in _namespaces()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert name not in _namespaces()

@@ -71,7 +71,8 @@ def netem_problem() -> str | None:
             ["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", "netem", "delay", "1ms"], False
         )
         if qdisc.returncode:
-            return f"the kernel has no netem qdisc (sch_netem): {qdisc.stderr.strip()}"
+            why = qdisc.stderr.strip().removeprefix("Error: ").rstrip(".")
+            return f"the kernel has no netem qdisc (sch_netem: {why})"
     except (OSError, subprocess.SubprocessError) as exc:
         return f"probing netem failed: {exc}"
     finally:
@@ -112,7 +113,10 @@ class NetemNamespace:
     def __init__(self, profile: NetworkProfile, *, pid: int | None = None) -> None:
         problem = netem_problem()
         if problem:
-            raise ConfigError(f"netem is unavailable: {problem}; the relay is the fallback")
+            raise ConfigError(
+                f"netem is unavailable: {problem}; the relay is the fallback "
+                "(`voicelat run --network PROFILE` relays the stages' connections)"
+            )
         self.profile = profile
         pid = os.getpid() if pid is None else pid
         self.ns = f"{_PREFIX}{pid}"
@@ -178,3 +182,30 @@ class NetemNamespace:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def serve_in_namespace(profile: NetworkProfile, command: Sequence[str], host_flag: str) -> int:
+    """``voicelat serve NAME --network P``: ``command`` (the emulators' own ``voicelat serve``,
+    with ``host_flag`` and the namespace's address appended) run inside a fresh namespace with
+    the profile's netem; its output passed through; the namespace removed however it ends."""
+    import signal
+
+    with NetemNamespace(profile) as ns:
+        print(
+            f"network {profile.name}: netem in namespace {ns.ns} "
+            f"({ns.host_ip} <-> {ns.ns_ip}; stale removed: {', '.join(ns.stale) or 'none'})",
+            file=sys.stderr,
+            flush=True,
+        )
+        child = ns.popen([*command, host_flag, ns.ns_ip])
+        previous = signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            child.send_signal(signal.SIGINT)
+            return child.wait(10)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if child.poll() is None:
+                child.kill()
+                child.wait()
