@@ -8,6 +8,7 @@ documented tolerance is a trust reason, ``network_missed``). docs/NETWORK.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -125,14 +126,30 @@ def relayed_pipeline(pipeline: Any, listen: Mapping[tuple[str, int], tuple[str, 
 
 
 def _addresses(pipeline: Any) -> list[tuple[str, str, str]]:
-    """(table, key, url) of every stage address the pipeline names."""
+    """(table, key, url) of every stage address: named in the pipeline, else the stage's
+    default (a provider's own, usually TLS: refused by :func:`_target`, never left unrelayed
+    in silence). In-process stages have none."""
     out = []
     for kind in _TABLES:
         table = getattr(pipeline, kind, None) or {}
-        for key in _URL_KEYS:
-            if isinstance(table.get(key), str):
-                out.append((kind, key, table[key]))
+        named = [(kind, key, table[key]) for key in _URL_KEYS if isinstance(table.get(key), str)]
+        if not named and isinstance(table.get("stage"), str):
+            named = [(kind, key, url) for key, url in _default_address(table["stage"], kind)]
+        out += named
     return out
+
+
+def _default_address(stage: str, kind: str) -> list[tuple[str, str]]:
+    """The ``url``/``base_url`` default of the stage's options (its module's dataclasses)."""
+    from voicelat.stages.base import load_stage_class
+
+    module = sys.modules[load_stage_class(stage, kind).__module__]  # type: ignore[arg-type]
+    for obj in vars(module).values():
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+            for f in dataclasses.fields(obj):
+                if f.name in _URL_KEYS and isinstance(f.default, str):
+                    return [(f.name, f.default)]
+    return []
 
 
 @dataclass
