@@ -162,11 +162,11 @@ def _profile(name: str, source: str, **kw: Any) -> NetworkProfile:
 BUILTIN_PROFILES: Mapping[str, NetworkProfile] = {
     p.name: p
     for p in (
-        _profile("lan", "a switched LAN: ~0.5 ms one way, no loss (illustrative)", delay_ms=0.5),
+        _profile("lan", "a switched LAN: 0.5 ms one way, no loss (illustrative)", delay_ms=0.5),
         _profile(
             "broadband",
-            "fixed broadband to a nearby cloud region: ~10 ms one way, 2 ms jitter, 0.1 % loss "
-            "(FCC Measuring Broadband America; illustrative)",
+            "fixed broadband to a nearby region: 10 ms one way, 2 ms jitter, 0.1 % loss "
+            "(illustrative; docs/NETWORK.md)",
             delay_ms=10,
             jitter_ms=2,
             jitter_correlation_pct=25,
@@ -174,8 +174,8 @@ BUILTIN_PROFILES: Mapping[str, NetworkProfile] = {
         ),
         _profile(
             "4g",
-            "LTE: ~35 ms one way, 10 ms jitter, 0.5 % loss, 10 Mbit/s (Opensignal / 3GPP TR "
-            "36.913 user-plane targets; illustrative)",
+            "LTE to a cloud region: 35 ms one way, 10 ms jitter, 0.5 % loss, 10 Mbit/s "
+            "(illustrative; docs/NETWORK.md)",
             delay_ms=35,
             jitter_ms=10,
             jitter_correlation_pct=25,
@@ -184,8 +184,8 @@ BUILTIN_PROFILES: Mapping[str, NetworkProfile] = {
         ),
         _profile(
             "3g-bad",
-            "a poor 3G cell: ~150 ms one way, 50 ms jitter, bursty loss (~2.9 %), 384 kbit/s "
-            "(3GPP UMTS bearer rates; illustrative)",
+            "a poor 3G cell: 150 ms one way, 50 ms heavy-tailed jitter, bursty loss (~2.9 % "
+            "long-run), 384 kbit/s (the UMTS R99 bearer's top rate; the rest illustrative)",
             delay_ms=150,
             jitter_ms=50,
             jitter_distribution="paretonormal",
@@ -197,15 +197,15 @@ BUILTIN_PROFILES: Mapping[str, NetworkProfile] = {
         ),
         _profile(
             "transatlantic",
-            "London-New York: ~80 ms one way (fibre at 2/3 c over ~5,600 km plus routing), 1 ms "
-            "jitter (public inter-region RTT tables ~70-80 ms one way; illustrative)",
+            "inland US to central Europe: 80 ms one way, 1 ms jitter (London-New York's "
+            "fibre floor alone is 28 ms: 5,570 km at 2/3 c; docs/NETWORK.md)",
             delay_ms=80,
             jitter_ms=1,
         ),
         _profile(
             "phone",
-            "a carrier leg: G.711 mu-law 8 kHz in 20 ms frames, ~100 ms one way incl. a 40 ms "
-            "fixed jitter buffer, 1 % loss (ITU-T G.114 <150 ms; Twilio Media Streams)",
+            "a carrier leg: G.711 mu-law 8 kHz in 20 ms frames, 100 ms one way incl. a 40 ms "
+            "fixed jitter buffer, 1 % loss (ITU-T G.114's 150 ms budget; Twilio Media Streams)",
             delay_ms=60,
             jitter_ms=10,
             loss_pct=1.0,
