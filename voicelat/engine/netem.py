@@ -123,13 +123,13 @@ class NetemNamespace:
         self.host_if, self.ns_if = f"vl{pid}h"[:15], f"vl{pid}n"[:15]
         octet = pid % 250 + 1
         self.host_ip, self.ns_ip = f"10.213.{octet}.1", f"10.213.{octet}.2"
-        self._open = False
+        self._active = False
 
     def open(self) -> NetemNamespace:
         """Create the namespace, the pair, the addresses and both netem qdiscs."""
         self.stale = remove_stale()
         atexit.register(self.close)
-        self._open = True
+        self._active = True
         try:
             for cmd in self._setup_commands():
                 _run(cmd)
@@ -169,9 +169,9 @@ class NetemNamespace:
 
     def close(self) -> None:
         """Remove the namespace (and with it the veth pair and its qdiscs); idempotent."""
-        if not self._open:
+        if not self._active:
             return
-        self._open = False
+        self._active = False
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             _run(["ip", "netns", "del", self.ns], check=False)
             _run(["ip", "link", "del", self.host_if], check=False)
