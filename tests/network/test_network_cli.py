@@ -148,3 +148,49 @@ def test_a_one_way_delay_lands_in_each_segment_the_protocol_predicts(tmp_path: P
         assert net_section["realised"][direction]["packets"] > 10
     assert "network" not in clean
     assert slow["trust"]["trustworthy"] == clean["trust"]["trustworthy"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("lan,wifi", "--network wifi: not a built-in profile"),
+        ("lan,lan", "--network lan,lan: a profile is named twice"),
+    ],
+)
+def test_compare_network_axis_bad_input(tmp_path: Path, spec: str, needle: str) -> None:
+    p = ROOT / "pipelines" / "emulated-openai.toml"
+    r = voicelat(
+        "compare",
+        str(p),
+        "--network",
+        spec,
+        "-o",
+        str(tmp_path / "o"),
+        "--no-tui",
+        env=ENV,
+        timeout=120,
+    )
+    _one_line_exit_2(r, needle)
+
+
+@pytest.mark.slow
+def test_compare_over_a_network_axis_puts_the_delay_in_each_exchange(tmp_path: Path) -> None:
+    with serving("exact") as (base_url, _):
+        r = voicelat(
+            "compare", str(pipeline(tmp_path, base_url)), "--network", "lan,transatlantic",
+            "--turns", "3", "--warmup", "1", "-o", str(tmp_path / "o"), "--no-tui",
+            env=ENV, timeout=600,
+        )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "o" / "comparison.json").read_text())
+    labels = {c["name"]: c["labels"] for c in doc["combinations"]}
+    assert labels["transatlantic"]["network"] == "transatlantic" and "lan" in labels
+    lan, far = (
+        json.loads((tmp_path / "o" / d / "summary.json").read_text())
+        for d in ("lan", "transatlantic")
+    )
+    for seg in ("llm_ttft", "tts_ttfb"):
+        delta = (far["segments"][seg]["p50"] - lan["segments"][seg]["p50"]) / 1e6
+        assert abs(delta - 2 * (80 - 0.5)) <= 8.0, (seg, delta)  # 2 x 79.5 ms, warm connections
+    assert far["network"]["requested"]["name"] == "transatlantic"
+    assert abs(far["network"]["realised"]["down"]["delay_p50_ms"] - 80) <= 2.0
