@@ -152,6 +152,8 @@ def test_netem_arguments_spell_the_profile() -> None:
     phone = builtin_profile("phone")
     assert netem_args(phone.up, jitter_buffer_ms=phone.jitter_buffer_ms)[:2] == ["delay", "100ms"]
     assert netem_args(Direction()) == []
+    uniform = Direction(delay_ms=10, jitter_ms=2, jitter_distribution="uniform")
+    assert netem_args(uniform) == ["delay", "10ms", "2ms"]  # netem's default, no table file
     assert netem_args(Direction(delay_ms=5, reorder_pct=10, duplicate_pct=1))[-4:] == [
         "duplicate", "1%", "reorder", "10%",
     ]  # fmt: skip

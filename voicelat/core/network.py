@@ -461,7 +461,8 @@ def netem_args(direction: Direction, *, jitter_buffer_ms: float = 0.0) -> list[s
             args += [f"{d.jitter_ms:g}ms"]
             if d.jitter_correlation_pct > 0:
                 args += [f"{d.jitter_correlation_pct:g}%"]
-            args += ["distribution", d.jitter_distribution]
+            if d.jitter_distribution != "uniform":  # netem's default; it has no table file
+                args += ["distribution", d.jitter_distribution]
     if d.loss_model == "random" and d.loss_pct > 0:
         args += ["loss", "random", f"{d.loss_pct:g}%"]
     elif d.loss_model == "gilbert" and d.ge_p_pct > 0:
