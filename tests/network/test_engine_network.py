@@ -97,3 +97,9 @@ def test_a_realised_match_keeps_the_trust_as_it_was(tmp_path: Path) -> None:
         "trustworthy": True, "reasons": [], "checks": {}, "thresholds": {},
     }  # fmt: skip
     assert outcome.summary["network"]["misses"] == []
+
+
+def test_a_relay_on_loopback_is_refused_for_a_ray_cluster() -> None:
+    pipe = load_pipeline(ROOT / "pipelines" / "emulated-openai.toml")
+    with pytest.raises(ConfigError, match="with --ray: the relay listens on this machine"):
+        open_network(argparse.Namespace(network="4g", ray="auto"), pipe)

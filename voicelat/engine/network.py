@@ -208,6 +208,11 @@ def open_network(args: Any, pipeline: Any, info: Any = None) -> NetworkRun | Non
         profile = getattr(pipeline, "network", None)
     if profile is None:
         return None
+    if getattr(args, "ray", None):
+        raise ConfigError(
+            f"network {profile.name} with --ray: the relay listens on this machine's loopback, "
+            "which the other nodes cannot reach; run it without --ray (--workers N shares it)"
+        )
     if profile.mode == "netem":
         from voicelat.engine.netem import netem_problem
 
