@@ -159,6 +159,26 @@ def test_netem_arguments_spell_the_profile() -> None:
     ]  # fmt: skip
 
 
+def test_with_jitter_the_delay_is_not_judged_but_the_relays_timekeeping_is() -> None:
+    p = NetworkProfile("j", up=Direction(delay_ms=35, jitter_ms=10), down=Direction(delay_ms=35))
+    held = {"up": {"packets": 100, "loss_pct": 0.0, "delay_p50_ms": 40.2, "late_p50_ms": 0.1}}
+    assert realised_misses(p, held) == []  # in-order delivery behind later draws: expected
+    behind = {"up": {"packets": 100, "loss_pct": 0.0, "delay_p50_ms": 40.2, "late_p50_ms": 3.5}}
+    (miss,) = realised_misses(p, behind)
+    assert miss.startswith("up: the relay delivered 3.5 ms behind its schedule at P50")
+
+
+def test_realised_tally_reports_percentiles_and_lateness() -> None:
+    from voicelat.core.network import RealisedTally
+
+    t = RealisedTally(packets=4, lost=1)
+    for d, late in ((10, 1), (20, 2), (30, 3)):
+        t.delivered(d * 1_000_000, late * 100_000)
+    out = t.to_json()
+    assert out["loss_pct"] == 25.0 and out["delay_p50_ms"] == 20.0 and out["late_p50_ms"] == 0.2
+    assert RealisedTally().to_json()["delay_p50_ms"] is None
+
+
 def test_realised_misses_flag_only_beyond_the_tolerance() -> None:
     p = NetworkProfile("t", up=Direction(delay_ms=40), down=Direction(delay_ms=40, loss_pct=5))
     ok = {

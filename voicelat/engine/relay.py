@@ -249,7 +249,7 @@ class _TcpPump:
                 while not self._queue or self._queue[0][0] > _now():
                     left = self._queue[0][0] - _now() if self._queue else None
                     self._cond.wait(None if left is None else left / 1e9)
-                _, sent, data = self._queue.popleft()
+                due, sent, data = self._queue.popleft()
             if data is None:
                 with contextlib.suppress(OSError):
                     self.dst.shutdown(socket.SHUT_WR)  # the peer's end of stream, passed on
@@ -258,9 +258,9 @@ class _TcpPump:
                 self.dst.sendall(data)
             except OSError:
                 return
-            delivered = _now() - sent
+            now = _now()
             with self.dirs.lock:
-                tally.delivered(delivered)
+                tally.delivered(now - sent, now - due)
 
 
 def _send_to(sock: socket.socket, addr: Any, data: bytes) -> None:
@@ -277,12 +277,12 @@ class _UdpRelay:
         self.link_free = {"up": 0, "down": 0}
         self.sched = _Scheduled(self._send)
 
-    def _send(self, item: tuple[Callable[[bytes], Any], bytes, int, str]) -> None:
-        send, data, sent, name = item
+    def _send(self, item: tuple[Callable[[bytes], Any], bytes, int, int, str]) -> None:
+        send, data, sent, due, name = item
         send(data)
-        delivered = _now() - sent
+        now = _now()
         with self.server.dirs.lock:
-            self.server.dirs.tally[name].delivered(delivered)
+            self.server.dirs.tally[name].delivered(now - sent, now - due)
 
     def front(self) -> None:
         while True:
@@ -328,7 +328,7 @@ class _UdpRelay:
                     continue
                 sent = max(now, self.link_free[name]) + imp.transmit_ns(len(data))
                 self.link_free[name] = sent
-                self.sched.at(sent + delay, (send, data, sent, name))
+                self.sched.at(sent + delay, (send, data, sent, sent + delay, name))
 
 
 def _prioritise() -> str:
