@@ -194,3 +194,33 @@ def test_compare_over_a_network_axis_puts_the_delay_in_each_exchange(tmp_path: P
         assert abs(delta - 2 * (80 - 0.5)) <= 8.0, (seg, delta)  # 2 x 79.5 ms, warm connections
     assert far["network"]["requested"]["name"] == "transatlantic"
     assert abs(far["network"]["realised"]["down"]["delay_p50_ms"] - 80) <= 2.0
+
+
+def test_ctrl_c_keeps_the_realised_impairment_and_stops_the_relay(tmp_path: Path) -> None:
+    """Ctrl-C at a terminal signals the whole process group, the relay child included: it
+    ignores it, the run stops it and still records what it realised."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.cli.emulated_run import finish, run_args, wait_for
+
+    out = tmp_path / "out"
+    with serving("exact") as (base_url, _):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "voicelat", "run", *run_args(tmp_path, base_url, out),
+             "--network", "lan"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, **ENV}, start_new_session=True,
+        )  # fmt: skip
+        lines = wait_for(proc, "1/30")
+        os.killpg(proc.pid, signal.SIGINT)
+        stderr = finish(proc, lines)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run"]["status"] == "interrupted"
+    assert summary["network"]["realised"]["down"]["packets"] > 0
+    relays = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
+    assert relays.stdout.strip() == ""  # nothing of the run's session is left running

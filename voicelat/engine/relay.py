@@ -35,6 +35,7 @@ import heapq
 import itertools
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -347,6 +348,9 @@ def _prioritise() -> str:
 
 def main() -> None:
     """The relay process: one request line in, the addresses out, the realised out at stop."""
+    # Ctrl-C at the terminal reaches the whole process group: the run stops its relay itself
+    # (with its realised impairment read back), or the relay sees stdin close.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     line = sys.stdin.readline()
     if not line:
         return
