@@ -258,9 +258,10 @@ def test_udp_delay_loss_and_duplication() -> None:
         )
         # The same exchange direct first: the noise floor of the loop that stamps the echoes.
         client, _ = await loop.create_datagram_endpoint(Client, remote_addr=("127.0.0.1", port))
-        for _ in range(50):
+        n = 200
+        for _ in range(n):  # the same count and pace as through the relay: the same load
             client.sendto(time.perf_counter_ns().to_bytes(8, "big") + bytes(160))
-            await asyncio.sleep(0.003)
+            await asyncio.sleep(0.005)
         await asyncio.sleep(0.1)
         client.close()
         direct[:] = got
@@ -268,10 +269,9 @@ def test_udp_delay_loss_and_duplication() -> None:
         relay = RelayProcess(profile, [("udp", "127.0.0.1", port)])
         await asyncio.to_thread(relay.start)
         client, _ = await loop.create_datagram_endpoint(Client, remote_addr=relay.listen[0])
-        n = 300
         for _ in range(n):
             client.sendto(time.perf_counter_ns().to_bytes(8, "big") + bytes(160))
-            await asyncio.sleep(0.003)
+            await asyncio.sleep(0.005)
         await asyncio.sleep(0.5)  # the last datagrams: 2d in flight, on a busy machine
         client.close()
         echo.close()
@@ -286,7 +286,7 @@ def test_udp_delay_loss_and_duplication() -> None:
     assert 0.13 * n < up["lost"] < 0.27 * n  # type: ignore[index,operator]
     assert down["duplicated"] > 0.04 * down["packets"]  # type: ignore[index,operator]
     assert len(got) >= down["packets"] + down["duplicated"] - 3  # type: ignore[index,operator]
-    assert len(direct) == 50
+    assert len(direct) >= n
     assert abs(_p50_delta(got, direct) - 2 * D_MS) <= _tol(direct)
 
 
