@@ -138,13 +138,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=non_negative_int, default=0, help="bootstrap seed: same input, same verdicts"
     )
-    p.add_argument(
-        "--network",
-        metavar="P1,P2,...",
-        default=None,
-        help="a network axis: every combination under each profile (built-ins or [network] "
-        "files, comma-separated), interleaved, each through its own relay (docs/NETWORK.md)",
-    )
+    _add_network_argument(p)
     p.add_argument(
         "--tui",
         action=argparse.BooleanOptionalAction,
@@ -153,6 +147,16 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_compare)
     return p
+
+
+def _add_network_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--network",
+        metavar="P1,P2,...",
+        default=None,
+        help="a network axis: every combination under each profile (built-ins or [network] "
+        "files, comma-separated), interleaved, each through its own relay (docs/NETWORK.md)",
+    )
 
 
 # -- the command ---------------------------------------------------------------------------------
