@@ -89,6 +89,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     _add_load_arguments(p)
     _add_export_arguments(p)
     p.add_argument(
+        "--network",
+        default=None,
+        metavar="PROFILE|FILE",
+        help="run under a network impairment: a built-in (lan, broadband, 4g, 3g-bad, "
+        "transatlantic, phone) or a TOML file with a [network] table; overrides the "
+        "pipeline's [network] (docs/NETWORK.md)",
+    )
+    p.add_argument(
         "--save-audio",
         action="store_true",
         help="write each reply's audio into the results directory",

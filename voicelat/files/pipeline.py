@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.core.errors import ConfigError
+from voicelat.core.network import NetworkProfile
 
 _TOP_LEVEL = {
     "pipeline", "stt", "llm", "tts", "s2s", "agent", "endpointing", "chunker", "output", "turn",
-    "budget",
+    "budget", "network",
 }  # fmt: skip
 #: Keys of ``[agent]`` that are voicelat's (the trace listener), not the transport stage's.
 _AGENT_TRACE_KEYS = (
@@ -139,6 +140,8 @@ class Pipeline:
     #: A black-box agent pipeline's transport stage (``[agent]`` without the trace keys).
     agent: dict[str, Any] | None = None
     agent_traces: AgentTraces = AgentTraces()
+    #: The pipeline's ``[network]`` table as a profile (``--network`` overrides it); None: none.
+    network: NetworkProfile | None = None
 
     def to_json(self) -> dict[str, Any]:
         if self.s2s is not None:
@@ -256,7 +259,17 @@ def parse_pipeline(
         s2s=stages["s2s"] if "s2s" in kinds else None,
         agent=stages["agent"] if "agent" in kinds else None,
         agent_traces=agent_traces,
+        network=_network(data, text, path, err),
     )
+
+
+def _network(data: dict[str, Any], text: str, path: Path | None, err: Any) -> NetworkProfile | None:
+    """The ``[network]`` table as a profile (files/network.py), when the file has one."""
+    if "network" not in data:
+        return None
+    from voicelat.files.network import network_from_table
+
+    return network_from_table(_table(data, "network", err), text=text, path=path)
 
 
 def _stage_kinds(data: dict[str, Any], err: Any) -> tuple[str, ...]:
