@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_int, positive_int
+from voicelat.core import jsontext
 from voicelat.core.compare import MIN_COMPARE_TURNS, metric_rows
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
 from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
@@ -207,7 +208,7 @@ def _compare_live(args: argparse.Namespace) -> int:
     )
     _measure(setup, lives)
     summaries = {
-        lv.combo.name: json.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        lv.combo.name: jsontext.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
         for lv in lives
     }
     check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})

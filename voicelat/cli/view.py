@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -20,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from voicelat.cli.signals import STOP_SIGNALS
+from voicelat.core import jsontext
 from voicelat.core.errors import EXIT_OK, VoicelatError
 from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun, load_run
@@ -83,7 +83,7 @@ def load_comparison(path: Path) -> LoadedComparison:
     base = path.parent if path.name == COMPARISON_JSON else path
     doc_path = base / COMPARISON_JSON
     try:
-        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        doc = jsontext.loads(doc_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise VoicelatError(f"{doc_path} is not readable JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("kind") != "voicelat-comparison":

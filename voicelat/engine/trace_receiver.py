@@ -48,6 +48,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from voicelat.core import jsontext
 from voicelat.core.agent_trace import AgentSpan, AttrValue, turn_complete
 from voicelat.core.errors import InfraError
 
@@ -146,7 +147,7 @@ def _inflate(body: bytes, coding: str) -> bytes:
 def _from_json(body: bytes) -> ExportTraceServiceRequest:
     """OTLP JSON: protobuf's JSON mapping, except that trace and span ids are hex, not base64."""
     try:
-        doc = json.loads(body)
+        doc = jsontext.loads(body)
         if not isinstance(doc, dict):
             raise PayloadError(400, "OTLP JSON must be an object")
         for span in _json_spans(doc):

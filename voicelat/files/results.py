@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from voicelat.core import jsontext
 from voicelat.core.errors import ConfigError, InfraError, VoicelatError
 from voicelat.core.run_summary import SCHEMA_VERSION as SCHEMA_VERSION
 from voicelat.core.run_summary import RunSummary
+from voicelat.core.secrets import scrub_json
 from voicelat.core.turn import SpanRecord, Turn
 
 TURNS_FILE = "turns.jsonl"
@@ -169,6 +171,8 @@ def write_summary(run_dir: Path, summary: RunSummary | Mapping[str, Any]) -> Pat
     """Write ``summary.json`` atomically (a crash never leaves half a summary)."""
     if isinstance(summary, RunSummary):
         summary = summary.to_json()
+    # The last line of defence: whatever a server's text reached the summary, no key does.
+    summary = scrub_json(summary)
     path = run_dir / SUMMARY_FILE
     tmp = path.with_suffix(".json.tmp")
     try:
@@ -266,7 +270,7 @@ def load_run(path: Path) -> LoadedRun:
     summary: dict[str, Any] | None = None
     if summary_path.exists():
         try:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            summary = jsontext.loads(summary_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise VoicelatError(f"{summary_path} is not readable JSON ({exc})") from None
         if not isinstance(summary, dict):
@@ -295,7 +299,7 @@ def read_turns(lines: Iterable[str], source: Path) -> tuple[list[Turn], int]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = jsontext.loads(line)
         except ValueError:
             skipped += 1
             continue
