@@ -33,7 +33,6 @@ from voicelat.core.diagnostics import MachineSample
 from voicelat.core.errors import InfraError, only_interrupts
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.schedule import Load
-from voicelat.core.secrets import scrub_json
 from voicelat.core.streaming_summary import RecentTurns
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
@@ -337,9 +336,7 @@ class Runner:
             pipeline=self.pipeline.to_json(),
             fixtures=[f.to_json() for f in self.fixtures],
             stages=(
-                # What servers said about themselves (a Server header, a version, model
-                # ids) is theirs to say, not to leak: scrubbed here, once for every stage.
-                scrub_json(with_stack_servers(self.stages.describe(), self.stack_info))
+                with_stack_servers(self.stages.describe(), self.stack_info)
                 if self.stages is not None
                 else {}
             ),
