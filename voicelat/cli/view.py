@@ -20,7 +20,7 @@ from typing import Any
 
 from voicelat.cli.signals import STOP_SIGNALS
 from voicelat.core import jsontext
-from voicelat.core.errors import EXIT_OK, VoicelatError
+from voicelat.core.errors import EXIT_INFRA, EXIT_OK, VoicelatError
 from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun, load_run
 
@@ -128,9 +128,18 @@ def run_page(run: LoadedRun) -> str:
 def write_report(path: Path, page: str) -> Path:
     """Write ``path/report.html`` whole (a reader never sees half a page)."""
     out = path / REPORT_HTML
+    if out.is_dir():
+        raise VoicelatError(f"{out} is a directory: remove it to write the report there")
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise VoicelatError(
+            f"cannot write {out}: {exc.strerror or exc}", exit_code=EXIT_INFRA
+        ) from None
     return out
 
 
