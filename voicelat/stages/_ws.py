@@ -442,6 +442,8 @@ class WsOptions:
     base_url: str
     api_key_env: str | None = None
     timeout_s: float = 10.0
+    #: The URL schemes a websocket stage speaks (checked by ``parse_options`` at load).
+    schemes: ClassVar[tuple[str, ...]] = ("ws", "wss")
 
 
 class WsStage:
