@@ -68,9 +68,13 @@ async def _request(stage: Any, kind: str) -> list[StageEvent]:
     return [e async for e in stage.converse(_audio())]
 
 
-async def _run(name: str, kind: str, options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+async def _run(
+    name: str, kind: str, options: dict[str, Any], *, key: bool = True
+) -> tuple[dict[str, Any], list[str]]:
     """The stage's description as the summary records it, and every failure reason."""
-    stage = load_stage_class(name, kind)({**options, "api_key_env": KEY_ENV})  # type: ignore[arg-type]
+    if key:
+        options = {**options, "api_key_env": KEY_ENV}
+    stage = load_stage_class(name, kind)(options)  # type: ignore[arg-type]
     reasons: list[str] = []
 
     async def go() -> None:
@@ -101,6 +105,22 @@ async def test_a_websocket_server_that_sends_the_key_back_leaks_nothing(
     # The server's words did arrive: its header is recorded (scrubbed), the turn failed.
     assert description.get("server") == "leaky/1.0 (***)", description
     assert reasons, f"{name}: the request did not fail against a server that closes it"
+    _assert_clean(description, reasons)
+
+
+@pytest.mark.parametrize("name", ["twilio", "pipecat-ws"])
+async def test_a_key_the_run_never_sent_is_scrubbed_too(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent table names no key, but the bot's own provider key is in this environment (the
+    agent runs on the same machine) and the bot quotes it: every provider's variable is
+    registered, not only the ones a table names."""
+    monkeypatch.setenv("VOICELAT_TEST_PROVIDER_API_KEY", KEY)
+    kind, option, path = WS_STAGES[name]
+    with leaky_ws_server(KEY) as base:
+        description, reasons = await _run(name, kind, {option: base + path}, key=False)
+    assert description.get("server") == "leaky/1.0 (***)", description
+    assert reasons, name
     _assert_clean(description, reasons)
 
 

@@ -12,6 +12,7 @@ trusting every stage to scrub its own texts, the two places every such text pass
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -21,6 +22,7 @@ __all__ = [
     "check_secret",
     "excerpt",
     "forget_secrets",
+    "register_environment_secrets",
     "register_secret",
     "registered_secrets",
     "scrub_json",
@@ -47,6 +49,24 @@ def register_secret(value: str) -> None:
         for form in (stripped, json.dumps(stripped)[1:-1], quote(stripped, safe="")):
             if len(form) >= _MIN_LEN:
                 _SECRETS.add(form)
+
+
+#: Environment variables whose names say they hold a credential (``OPENAI_API_KEY``,
+#: ``DEEPGRAM_API_KEY``, ``HF_TOKEN``, ``TWILIO_AUTH_TOKEN``, ``..._SECRET``...).
+_CREDENTIAL_NAME = re.compile(r"(API_?KEY|_KEY|TOKEN|SECRET|PASSWORD|PASSWD)$")
+
+
+def register_environment_secrets(environ: Mapping[str, str]) -> None:
+    """Register every credential-named variable of ``environ`` (the process environment).
+
+    A stage registers the key it reads (``api_key_env``), but a server may echo a key the run
+    never sent: an agent whose own LLM key is in ``OPENAI_API_KEY`` on the same machine, a
+    gateway that quotes its upstream's token. Every provider's variable is registered too, so
+    that no key in this environment reaches an output whichever table names it.
+    """
+    for name, value in environ.items():
+        if value and _CREDENTIAL_NAME.search(name.upper()):
+            register_secret(value)
 
 
 def registered_secrets() -> frozenset[str]:
