@@ -111,6 +111,14 @@ def scrub_json(value: Any) -> Any:
     """
     if not _SECRETS:
         return value
+    try:
+        # One C-speed pass for the common case (no key anywhere): a turn's ``extra`` is
+        # scrubbed as the turn is built, on the measuring loop, so walking it must be rare.
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is not None and not any(s in text for s in _SECRETS):
+        return value
     return _scrub_value(value, 0)
 
 
