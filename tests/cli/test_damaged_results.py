@@ -158,7 +158,7 @@ def test_compare_of_one_run_is_a_usage_error(
     run = write_run(tmp_path / "r", make_turns())
     line = _one_error(capsys, ["compare", str(run), "--no-tui"], "two or more runs")
     assert str(run) in line
-    _one_error(capsys, ["compare", str(run), str(run), "--no-tui"], "two or more runs")
+    _one_error(capsys, ["compare", str(run), str(run), "--no-tui"], "given twice")
 
 
 def test_fixtures_check_of_a_nested_manifest_is_one_error_line(

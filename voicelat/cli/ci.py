@@ -277,7 +277,8 @@ def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
     run = load_run(args.results)
     _warn_damaged_lines(run)
     if not run.turns:
-        raise ConfigError(f"{run.path} holds no readable turns")
+        neither = f" and no {SUMMARY_FILE}" if run.summary is None else ""
+        raise ConfigError(f"{run.path} holds no readable turns{neither}")
     summary = _gated_summary(run)
     if args.pipeline is not None and args.budget is None:
         from voicelat.files.pipeline import load_pipeline

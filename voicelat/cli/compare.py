@@ -164,7 +164,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "mix of run directories and pipeline files: rank existing runs, or measure "
             "pipelines, not both at once"
         )
-    if dirs and len({d.resolve() for d in dirs}) < 2:
+    if len(dirs) == 1:
         # One run ranked against itself "wins" with exit 0: a comparison needs two.
         raise ConfigError(
             f"compare ranks two or more runs, got one ({dirs[0]}): give another run directory"
