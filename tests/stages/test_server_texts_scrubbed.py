@@ -7,11 +7,15 @@ what the summary would record of the stage and every failure reason must hold no
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterable, AsyncIterator
+import threading
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -202,21 +206,55 @@ timeout_s = 10
     }
 
 
+@contextmanager
+def _collector() -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback OTLP/HTTP collector that keeps every request body it is sent."""
+    bodies: list[bytes] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            bodies.append(body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_whole_runs_against_servers_that_send_the_key_back_leak_nothing(tmp_path: Path) -> None:
     pytest.importorskip("aiortc")
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
     fixtures = one_fixture(tmp_path)
     env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(ROOT)}
-    with leaky_ws_server(KEY) as ws, echo_server() as http:
+    with leaky_ws_server(KEY) as ws, echo_server() as http, _collector() as (otlp, bodies):
         procs: dict[str, subprocess.Popen[str]] = {}
         for name, text in _pipelines(ws, http).items():
             (tmp_path / f"{name}.toml").write_text(text)
             procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "voicelat", "run", "-p", str(tmp_path / f"{name}.toml"),
                  "--fixtures", str(fixtures), "--turns", "1", "--warmup", "0",
-                 "--out", str(tmp_path / name), "--no-tui"],
+                 "--out", str(tmp_path / name), "--no-tui", "--otlp-endpoint", otlp],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
             )  # fmt: skip
         outputs = {name: p.communicate(timeout=120) for name, p in procs.items()}
+    # Every turn's spans went out over OTLP (a failed turn's span carries its reason) ...
+    assert any(b"invoke_agent" in b or b"speech_to_text" in b for b in bodies), len(bodies)
+    for body in bodies:
+        assert KEY.encode() not in body and KEY[:12].encode() not in body, "the key went to OTLP"
     for name, (stdout, stderr) in outputs.items():
         out = tmp_path / name
         assert "Traceback" not in stderr, stderr
