@@ -78,6 +78,8 @@ def test_ci_results_skips_a_damaged_line_with_one_warning_naming_it(
     # The gate judged the 9 readable measured turns, from a summary rebuilt to match them.
     assert rc == 0 and "n=9 warm turns" in (run / "junit.xml").read_text(), out + err
     assert "rebuilt from the 10 turn(s) read" in err, err
+    # ... and the gate's own reports count what was skipped.
+    assert "1 damaged line(s) of turns.jsonl skipped" in out, out
 
 
 def test_ci_results_of_a_run_killed_before_its_summary_gates_its_turns(

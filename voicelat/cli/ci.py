@@ -287,7 +287,12 @@ def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
     else:
         budget = _budget(args, summary.budget, f"[budget] recorded in {run.path / SUMMARY_FILE}")
     baseline = _load_baseline(args, summary)
-    return _finish(args, summary, list(run.turns), budget, baseline, tolerance, run.path)
+    skipped = (
+        [f"{len(run.problems)} damaged line(s) of {TURNS_FILE} skipped"] if run.problems else []
+    )
+    return _finish(
+        args, summary, list(run.turns), budget, baseline, tolerance, run.path, notes=skipped
+    )
 
 
 def _warn_damaged_lines(run: LoadedRun) -> None:
@@ -343,6 +348,8 @@ def _finish(
     baseline: _Baseline | None,
     tolerance: Tolerance,
     run_dir: Path,
+    *,
+    notes: Sequence[str] = (),
 ) -> int:
     summary = RunSummary.coerce(summary)
     measured = [t for t in turns if not t.warmup]
@@ -351,10 +358,10 @@ def _finish(
         msg = f"every measured turn failed ({len(measured)}); first reason: {reason}"
         _write_error_reports(args, run_dir, msg, summary)
         raise InfraError(msg)
-    notes = [] if baseline is None else list(baseline.notes)
+    gate_notes = [*notes, *([] if baseline is None else baseline.notes)]
     status = summary.run.status
     if status not in (None, "complete"):
-        notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
+        gate_notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
     result = evaluate_gate(
         summary,
         turns,
@@ -364,7 +371,7 @@ def _finish(
         baseline_summary=None if baseline is None else baseline.summary,
         tolerance=tolerance,
         level=args.confidence,
-        notes=notes,
+        notes=gate_notes,
         run_dir=str(run_dir),
         untrusted=args.untrusted,
     )
