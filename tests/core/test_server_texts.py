@@ -82,8 +82,10 @@ def test_credential_variables_of_the_environment_are_registered() -> None:
             "MY_SERVICE_SECRET": "s3cr3t-value-1234",
             "HOME": "/home/someone-long",
             "DEEPGRAM_API_KEY": "short",
+            "REDIS_PASSWORD": "password",  # a word, not a key: it must not blank "password"
         }
     )
     found = registered_secrets()
     assert {KEY, "hf_abcdefghijklmnop", "s3cr3t-value-1234"} <= found
     assert "/home/someone-long" not in found and "short" not in found
+    assert "password" not in found

@@ -54,6 +54,9 @@ def register_secret(value: str) -> None:
 #: Environment variables whose names say they hold a credential (``OPENAI_API_KEY``,
 #: ``DEEPGRAM_API_KEY``, ``HF_TOKEN``, ``TWILIO_AUTH_TOKEN``, ``..._SECRET``...).
 _CREDENTIAL_NAME = re.compile(r"(API_?KEY|_KEY|TOKEN|SECRET|PASSWORD|PASSWD)$")
+#: A variable no table names is registered only when it is key-sized (every provider's keys
+#: are 30+ characters): ``REDIS_PASSWORD=password`` must not blank the word everywhere.
+_MIN_AMBIENT_LEN = 16
 
 
 def register_environment_secrets(environ: Mapping[str, str]) -> None:
@@ -65,7 +68,7 @@ def register_environment_secrets(environ: Mapping[str, str]) -> None:
     that no key in this environment reaches an output whichever table names it.
     """
     for name, value in environ.items():
-        if value and _CREDENTIAL_NAME.search(name.upper()):
+        if len(value.strip()) >= _MIN_AMBIENT_LEN and _CREDENTIAL_NAME.search(name.upper()):
             register_secret(value)
 
 
