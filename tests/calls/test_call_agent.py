@@ -134,7 +134,7 @@ def test_a_bots_greeting_is_timed_from_the_connection_to_the_ear(tmp_path: Path)
     writes = [t for t in agent.named("write") if t > record.connected_ns]
     assert len(writes) == 2  # the greeting, the answer
     arrived = record.connected_ns + record.extra["greeting_first_audio_ns"]
-    assert 0 <= arrived - writes[0] < 300 * MS
+    assert 0 <= arrived - writes[0] < 1000 * MS
     assert abs(record.greeting_first_audible_ns - arrived - 30 * MS) < 2 * MS
     assert record.greeting_ns == record.greeting_first_audible_ns - record.connected_ns
     assert turn.t0_ns >= record.greeting_first_audible_ns + 400 * MS  # the clip played first

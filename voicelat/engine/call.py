@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from voicelat.core.call import (
+    CALL_CONNECTED,
+    CALL_GREETING,
     CALL_ID,
     CALL_TURN,
     CallRecord,
@@ -207,6 +209,13 @@ class CallEngine:
         rec.extra(CALL_ID, call.call_id)
         rec.extra(CALL_TURN, call.turn_number)
         rec.extra("scenario", call.scenario.name)
+        # Where the call began on the turn's clock (the exporters hang the turn under the call),
+        # and on its first turn the greeting before it (Prometheus' greeting histogram).
+        rec.extra(CALL_CONNECTED, call.connected_ns)
+        if call.turn_number == 1 and call.greeting_ns is not None:
+            rec.extra(CALL_GREETING, call.greeting_ns)
+            if "greeting_audio_ns" in call.extra:
+                rec.extra("call_greeting_audio_ns", call.extra["greeting_audio_ns"])
         if lead_ns < 0:
             rec.flag("call:step_late")
         lead_ns = max(0, lead_ns)
