@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_int, positive_int
+from voicelat.core import jsontext
 from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
 from voicelat.core.plan import PlannedTurn
@@ -184,6 +185,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "mix of run directories and pipeline files: rank existing runs, or measure "
             "pipelines, not both at once"
         )
+    if len(dirs) == 1:
+        # One run ranked against itself "wins" with exit 0: a comparison needs two.
+        raise ConfigError(
+            f"compare ranks two or more runs, got one ({dirs[0]}): give another run directory"
+            f" (voicelat view {dirs[0]} shows one run)"
+        )
     if dirs:
         return _compare_saved(args, dirs)
     return _compare_live(args)
@@ -239,7 +246,7 @@ def _compare_live(args: argparse.Namespace) -> int:
     finally:
         _stop_networks(lives)  # idempotent: each relay stopped once its summary is written
     summaries = {
-        lv.combo.name: json.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        lv.combo.name: jsontext.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
         for lv in lives
     }
     check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})

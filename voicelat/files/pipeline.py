@@ -190,7 +190,15 @@ def load_pipeline(path: Path) -> Pipeline:
         ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read pipeline file {path}: {exc.strerror}") from None
-    text = raw.decode("utf-8", errors="replace")
+    try:
+        # TOML is UTF-8: a replacement character would end up in a prompt or a voice id.
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x}): TOML files are UTF-8;"
+            " save it as UTF-8"
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

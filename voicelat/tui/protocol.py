@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from voicelat.core import jsontext
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.turn import Turn
@@ -242,7 +243,7 @@ def recorded_argv(default: list[str]) -> list[str]:
     if raw is None:
         return default
     try:
-        value = json.loads(raw)
+        value = jsontext.loads(raw)
     except ValueError:
         return default
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -254,7 +255,7 @@ def recorded_argv(default: list[str]) -> list[str]:
 def decode(line: bytes | str) -> Decoded:
     """One line of the stream as a model event; ``None`` for a line that is not one."""
     try:
-        obj = json.loads(line)
+        obj = jsontext.loads(line)
     except ValueError:
         return None
     if not isinstance(obj, dict):
