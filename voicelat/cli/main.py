@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``voicelat`` command; returns its exit status."""
+    # A reader that leaves (`voicelat run | head -1`) ends the printing, never the command.
+    with _signals.output_readers_may_leave():
+        return _dispatch(argv)
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     _signals.install()
     parser = build_parser()
     args = parser.parse_args(argv)
