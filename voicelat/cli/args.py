@@ -43,3 +43,19 @@ def confidence(value: str) -> float:
     if not 0.5 <= x < 1:
         raise argparse.ArgumentTypeError(f"{value} must be within 0.5..1 (e.g. 0.95)")
     return x
+
+
+#: ``--workers``: far more worker processes than any machine (or Ray cluster) runs usefully is a
+#: typo, refused before the plan is sharded (1e9 workers was a MemoryError, nothing written).
+MAX_WORKERS = 1024
+
+
+def worker_count(value: str) -> int:
+    """``--workers``: an integer within 1..:data:`MAX_WORKERS`."""
+    n = positive_int(value)
+    if n > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than {MAX_WORKERS} worker processes: give at most one or two per "
+            "core (the run caps them at its number of turns anyway)"
+        )
+    return n

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from voicelat.cli.args import non_negative_float, non_negative_int, positive_int
+from voicelat.cli.args import non_negative_float, non_negative_int, positive_int, worker_count
 from voicelat.core.errors import EXIT_OK
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
@@ -126,7 +126,7 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--workers",
-        type=positive_int,
+        type=worker_count,
         default=1,
         metavar="N",
         help="shard the sessions over N worker processes, one event loop each (default 1); "

@@ -302,6 +302,8 @@ class RayPool(ShardedRun):
         self.workers = self.workers or len(nodes)
         if load.mode == "closed":  # a worker needs a session at least (as --workers cuts)
             self.workers = min(self.workers, load.concurrency)
+        # ... and a measured turn: an actor without one only holds a node's CPU.
+        self.workers = min(self.workers, max(1, sum(1 for p in plan if not p.warmup)))
         jobs = self.jobs(plan, load)
         self.reports = [WorkerReport(j.index, len(j.plan)) for j in jobs]
         self.run_info = {"ray": {"address": address, "version": ray.__version__,
