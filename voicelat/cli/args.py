@@ -59,3 +59,14 @@ def worker_count(value: str) -> int:
             "core (the run caps them at its number of turns anyway)"
         )
     return n
+
+
+def ray_address(value: str) -> str:
+    """``--ray``: a non-empty address (``HOST:PORT`` or ``auto``; checked when it is used). An
+    empty one (``--ray ""``, an unset variable in a script) used to run locally, silently."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty address: give HOST:PORT of the Ray head, or auto (RAY_ADDRESS, else "
+            "this machine's `ray start`)"
+        )
+    return value.strip()

@@ -15,7 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from voicelat.cli.args import non_negative_float, non_negative_int, positive_int, worker_count
+from voicelat.cli.args import (
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    ray_address,
+    worker_count,
+)
 from voicelat.core.errors import EXIT_OK
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
@@ -134,6 +140,7 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--ray",
+        type=ray_address,
         default=None,
         metavar="ADDRESS",
         help="run the workers as Ray actors across the nodes of the Ray cluster at ADDRESS "
