@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 def _number(value: str, kind: type[int] | type[float]) -> float:
@@ -70,3 +71,24 @@ def ray_address(value: str) -> str:
             "this machine's `ray start`)"
         )
     return value.strip()
+
+
+def bounded_seconds(limit_s: float) -> Callable[[str], float]:
+    """An argparse type: seconds within 0..``limit_s`` (``inf``, ``1e308`` and nan refused: a
+    wait that long overflows the threading timeout it becomes, after the run)."""
+
+    def seconds(value: str) -> float:
+        x = non_negative_float(value)
+        if not x <= limit_s:
+            raise argparse.ArgumentTypeError(f"{value} is more than {limit_s:g} seconds")
+        return x
+
+    return seconds
+
+
+def positive_seconds(value: str) -> float:
+    """A number of seconds above 0 (finite): a timeout."""
+    x = _number(value, float)
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value} must be a positive number of seconds")
+    return x

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from voicelat.cli.args import (
-    non_negative_float,
+    bounded_seconds,
     non_negative_int,
     positive_int,
     ray_address,
@@ -161,6 +161,10 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: ``--metrics-linger`` at most: a day is longer than any scrape interval.
+MAX_LINGER_S = 86_400.0
+
+
 def _add_export_arguments(p: argparse.ArgumentParser) -> None:
     # Exports besides turns.jsonl/summary.json/turns.csv (docs/EXPORT.md); both off the loop.
     p.add_argument(
@@ -179,7 +183,7 @@ def _add_export_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--metrics-linger",
-        type=non_negative_float,
+        type=bounded_seconds(MAX_LINGER_S),
         default=None,
         metavar="S",
         help="after the run, keep /metrics up until it is scraped once more, at most S seconds "
