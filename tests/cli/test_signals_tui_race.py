@@ -111,3 +111,24 @@ def test_a_sigterm_while_the_parser_loads_exits_143(
         signals.reset()
     assert code == 143
     assert capsys.readouterr().err.strip() == "voicelat: error: interrupted by SIGTERM"
+
+
+def test_a_tui_with_sigint_ignored_starts_a_child_that_obeys_sigint() -> None:
+    """From its first instruction: a stop sent while the child still imports is not lost."""
+    from voicelat.tui.model import SetupLine
+
+    show = "import signal, sys; print(signal.getsignal(signal.SIGINT), file=sys.stderr)"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job starts
+    try:
+        child = ChildRun([sys.executable, "-c", show])
+        child.start()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # this process still ignores
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert child.wait(30)
+    lines = []
+    while not child.events.empty():
+        event = child.events.get()
+        if isinstance(event, SetupLine):
+            lines.append(event.text)
+    assert lines == ["<built-in function default_int_handler>"], lines

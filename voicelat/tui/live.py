@@ -176,17 +176,18 @@ class ChildRun:
         if self.proc is not None or self._done.is_set():
             return
         try:
-            self.proc = subprocess.Popen(
-                self.command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self.env,
-                cwd=self.cwd,
-                # Its own session: a Ctrl-C typed at the terminal (outside the app's raw mode)
-                # reaches this process only, and it alone decides what the child gets.
-                start_new_session=True,
-            )
+            with _sigint_not_inherited_ignored():
+                self.proc = subprocess.Popen(
+                    self.command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self.env,
+                    cwd=self.cwd,
+                    # Its own session: a Ctrl-C typed at the terminal (outside the app's raw
+                    # mode) reaches this process only, and it alone decides what the child gets.
+                    start_new_session=True,
+                )
         except OSError as exc:
             self._finish("failed", f"cannot start the measuring process: {exc}", None)
             return
@@ -329,6 +330,32 @@ class ChildRun:
         self.status, self.message, self.returncode = status, message, returncode
         self.events.put(RunEnded(status, message))
         self._done.set()
+
+
+@contextlib.contextmanager
+def _sigint_not_inherited_ignored() -> Iterator[None]:
+    """While the child is started: SIGINT handled in Python (and dropped) instead of ignored.
+
+    An ignored signal stays ignored across ``exec``, a handled one is reset to its default:
+    a TUI started as a background job (SIGINT ignored) would otherwise start a child that
+    ignores the SIGINT it is stopped with, from its first instruction until it resets it
+    itself (``voicelat.tui.protocol.obey_stop_requests``, after its imports: seconds on a
+    loaded machine, and a stop sent then was lost). This process still ignores SIGINT."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, _drop_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _drop_signal(signum: int, frame: FrameType | None) -> None:
+    return None
 
 
 def tui_nice() -> int:
