@@ -141,3 +141,15 @@ def test_output_guard_is_undone_after_the_command() -> None:
         assert isinstance(sys.stdout, ReaderSafeStream)
         assert isinstance(sys.stderr, ReaderSafeStream)
     assert (sys.stdout, sys.stderr) == before
+
+
+def test_ci_piped_to_head_keeps_every_planned_turn(tmp_path: Path, emulator: str) -> None:
+    """``ci`` prints its turn lines through an observer made before the command ran: it must
+    print to the guarded stdout, not the one of import time."""
+    out = tmp_path / "out"
+    args = [a for a in run_args(tmp_path, emulator, out, turns=3) if a != "--no-tui"]
+    rc, _, stderr = _voicelat("ci", *args, read_lines=1)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+    assert rc in (0, 1), stderr  # the gate's verdict, whatever it is
+    turns = (out / "turns.jsonl").read_text().splitlines()
+    assert len(turns) == 3 and (out / "junit.xml").exists()

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from voicelat.cli.args import (
     bounded_seconds,
@@ -224,9 +224,11 @@ class PrintObserver:
     """Prints one line per finished turn (runs on the measuring loop: printing a line is cheap)
     to ``stream`` (stdout; stderr under ``--json``), or nothing when ``stream`` is None."""
 
-    def __init__(self, stream: TextIO | None = sys.stdout) -> None:
+    def __init__(self, stream: TextIO | Literal["stdout"] | None = "stdout") -> None:
         self.t_start = time.monotonic()
-        self.stream = stream
+        # sys.stdout when the observer is made, not when this module was imported: the
+        # command's stdout is guarded against a reader that leaves (cli/signals.py) by then.
+        self.stream: TextIO | None = sys.stdout if isinstance(stream, str) else stream
 
     def turn_started(self, planned: PlannedTurn, total: int) -> None:
         return None
