@@ -48,6 +48,21 @@ def saved_runs(
     return [run, copy]
 
 
+@pytest.fixture(scope="module")
+def comparison_dir(saved_runs: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A comparison directory (``voicelat compare RUN RUN --out``), as ``view`` opens it."""
+    out = tmp_path_factory.mktemp("cmp") / "cmp"
+    subprocess.run(
+        [sys.executable, "-m", "voicelat", "compare", *map(str, saved_runs), "--out", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    return out
+
+
 def _voicelat(*args: str, read_lines: int, timeout: float = 120) -> tuple[int, list[str], str]:
     """``python -m voicelat ARGS | head -<read_lines>``: the lines read, then the pipe's read end
     closed (``read_lines=0``: closed before the command writes anything); (rc, lines, stderr)."""
@@ -89,17 +104,22 @@ def test_run_piped_to_head_keeps_every_planned_turn(
     [
         ["serve", "--list"],
         ["view", "{a}"],
+        ["view", "{cmp}"],
         ["compare", "{a}", "{b}"],
         ["endpointing", "--endpointers", "energy", "--hangovers", "200,400", "--no-tui"],
     ],
-    ids=["serve-list", "view", "compare", "endpointing"],
+    ids=["serve-list", "view", "view-comparison", "compare", "endpointing"],
 )
 @pytest.mark.parametrize("read_lines", [0, 1], ids=["closed-at-once", "head-1"])
 def test_reader_commands_piped_to_head_give_no_traceback(
-    command: list[str], read_lines: int, saved_runs: list[Path], tmp_path: Path
+    command: list[str],
+    read_lines: int,
+    saved_runs: list[Path],
+    comparison_dir: Path,
+    tmp_path: Path,
 ) -> None:
     a, b = saved_runs
-    args = [w.format(a=a, b=b) for w in command]
+    args = [w.format(a=a, b=b, cmp=comparison_dir) for w in command]
     if command[0] == "endpointing":
         args += ["--out", str(tmp_path / "ep")]
     rc, lines, stderr = _voicelat(*args, read_lines=read_lines)
@@ -143,6 +163,17 @@ def test_output_guard_is_undone_after_the_command() -> None:
     assert (sys.stdout, sys.stderr) == before
 
 
+def test_the_turn_lines_go_to_the_guarded_stdout() -> None:
+    """``ci`` makes its ``PrintObserver()`` inside the command: it must print to the guarded
+    stdout, not to the one of import time (which a reader that leaves breaks)."""
+    from voicelat.cli.run import PrintObserver
+
+    with output_readers_may_leave():
+        assert PrintObserver().stream is sys.stdout
+        assert isinstance(PrintObserver().stream, ReaderSafeStream)
+
+
+@pytest.mark.slow  # the same through a real `voicelat ci` (~25 s on a loaded machine)
 def test_ci_piped_to_head_keeps_every_planned_turn(tmp_path: Path, emulator: str) -> None:
     """``ci`` prints its turn lines through an observer made before the command ran: it must
     print to the guarded stdout, not the one of import time."""
