@@ -260,16 +260,22 @@ def die_with_parent(parent_pid: int | None) -> None:
             libc = ctypes.CDLL(None, use_errno=True)
             armed = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        os._exit(1)
+        _end_now()
     if armed:
         return
 
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(PARENT_POLL_S)
-        os._exit(1)
+        _end_now()
 
     threading.Thread(target=watch, name="voicelat-parent-watch", daemon=True).start()
+
+
+def _end_now() -> None:
+    """End this process at once, as the parent-death signal does (nothing to clean up: no one
+    is left to read what it would write)."""
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
