@@ -141,7 +141,7 @@ def test_die_with_parent_ends_a_process_whose_parent_was_killed(tmp_path: Path) 
             if os.fork() == 0:
                 if arm:
                     die_with_parent(parent)
-                print(os.getpid(), arm, flush=True)
+                os.write(1, f"{os.getpid()} {arm}\\n".encode())  # one write: no interleaving
                 time.sleep(60)
                 os._exit(0)
         time.sleep(60)
