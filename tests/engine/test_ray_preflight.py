@@ -113,15 +113,6 @@ def _error_line(stderr: str) -> str:
     return lines[0]
 
 
-def test_an_ascii_label_that_resolves_nowhere_is_one_line_exit_3(tmp_path: object) -> None:
-    proc = voicelat(
-        "run", "-p", str(PIPELINE), "--ray", "xn--.example:6379", "--no-tui",
-        "-o", f"{tmp_path}/r", env={"VOICELAT_EMULATOR_KEY": "k"}, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 3, proc.stderr
-    assert "Ray cluster at xn--.example:6379 does not answer" in _error_line(proc.stderr)
-
-
 def test_run_at_a_silent_ray_port_is_one_line_exit_3(silent_port: int, tmp_path: object) -> None:
     t0 = time.monotonic()
     proc = voicelat(
