@@ -340,7 +340,8 @@ def _execute_on_workers(
 
         info(f"ray: cluster at {preflight(ray)} answers")  # before any server starts
     else:
-        workers, warning = effective_workers(load, workers)
+        measured = sum(1 for p in plan if not p.warmup)
+        workers, warning = effective_workers(load, workers, measured)
         if warning:
             info(f"warning: {warning}")
     with stack_for(runner.pipeline) as stack_info:

@@ -197,6 +197,17 @@ def claim_stdout() -> IO[bytes]:
     return os.fdopen(fd, "wb")
 
 
+def obey_stop_requests() -> None:
+    """The measuring child stops on its TUI's SIGINT, whatever it inherited: a TUI started as a
+    background job (``voicelat run --tui &`` in a script) has SIGINT ignored, its child would
+    inherit that across ``exec``, ignore the stop and run on while the TUI waited for it (a
+    SIGTERM to ``run --tui`` then never ended it). Only the TUI signals this process: it runs
+    in a session of its own, out of the terminal's reach."""
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def interrupt_self() -> None:
     """Stop the run as Ctrl-C would: the summary is written and started servers are stopped.
 
@@ -293,6 +304,7 @@ def event_stream(fixtures: Sequence[Fixture], out_dir: Path) -> Iterator[JsonlOb
     """
     stream = claim_stdout()
     sys.stderr = QuietStderr(sys.stderr)
+    obey_stop_requests()
     observer = JsonlObserver(
         stream, {f.id: f.speech_end_ms for f in fixtures}, on_broken=interrupt_self
     )
