@@ -124,13 +124,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--out", "-o", type=Path, help="output directory (default: runs/<time>-compare-<name>)"
     )
-    p.add_argument(
-        "--scenario",
-        type=Path,
-        metavar="FILE|DIR",
-        help="compare whole calls: each scenario runs as one call on every combination in "
-        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md)",
-    )
+    _add_scenario_argument(p)
     p.add_argument(
         "--rank-by",
         choices=("p50", "p90"),
@@ -158,6 +152,16 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_compare)
     return p
+
+
+def _add_scenario_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE|DIR",
+        help="compare whole calls: each scenario runs as one call on every combination in "
+        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md)",
+    )
 
 
 def _add_network_argument(p: argparse.ArgumentParser) -> None:
