@@ -181,6 +181,12 @@ def _count_lines(s: RunSummary) -> list[str]:
         + (f", {c.interrupted} interrupted (barge-in)" if c.interrupted else ""),
     ]
     lines.extend(f"  failed x{f.count}: {f.reason}" for f in s.failures[:5])
+    if c.hangover_unstated:
+        lines.append(
+            f"note: {c.hangover_unstated} agent turn(s) whose trace states no VAD hangover: it "
+            "is counted in stt, not endpointing (put voicelat.vad_stop_secs on the agent's "
+            "spans; docs/AGENT-TRACES.md)"
+        )
     if c.turns and not c.headline:
         # `run -n 1 -w 0` used to end on "n=0" with no word on why.
         lines.append(
