@@ -231,10 +231,20 @@ def _fig(turn: Turn, name: str) -> float | None:
     return None if v is None or isinstance(v, bool) else float(v)
 
 
+def reply_audio_ns(turn: Turn) -> float | None:
+    """The length of the reply audio the turn received (a cascade's TTS, an S2S model's or an
+    agent's reply)."""
+    for name in ("tts_audio_ns", "s2s_audio_ns", "agent_audio_ns"):
+        value = _fig(turn, name)
+        if value is not None:
+            return value
+    return None
+
+
 def conversation_ns(turn: Turn) -> int | None:
     """The turn's span of conversation: its first input sample to the end of the reply audio
     (the played reply's start plus its length), None when the reply never played."""
-    audio = _fig(turn, "tts_audio_ns")
+    audio = reply_audio_ns(turn)
     start = turn.extra.get("playout_started_ns")
     if not isinstance(start, int):
         start = turn.milestones.get("output_first_audible")
@@ -366,6 +376,10 @@ def stage_cost(turn: Turn, kind: str, stage_name: str | None, price: StagePrice)
     parts: list[float] = []
     for measure, unit_price in price.per_unit.items():
         u = usage.get(measure)
+        if u is None and measure == "cached_input_token":
+            # No cache count reported: every input token was billed at the input price (the
+            # upper bound, not a guess).
+            continue
         if u is None:
             missing.append(f"{kind} {measure}: not reported by the provider nor seen by voicelat")
             continue
