@@ -62,7 +62,8 @@ def normalise(text: str) -> str:
     global _NORMALISER
     if _NORMALISER is None:
         _NORMALISER = _normaliser()
-    return " ".join(str(_NORMALISER(text)).split())
+    # The normaliser keeps a lone "." of an ellipsis: a word without a letter or digit is none.
+    return " ".join(w for w in str(_NORMALISER(text)).split() if any(c.isalnum() for c in w))
 
 
 def reply_wer(reference: str, hypothesis: str) -> ReplyWer | None:
