@@ -207,3 +207,28 @@ def test_prices_travel_through_the_summary_unchanged() -> None:
 def test_usage_of_a_turn_that_reported_nothing_is_empty() -> None:
     bare = Turn(index=0, fixture="f", t0_ns=0, milestones={}, segments={}, e2e_ns=None)
     assert turn_usage(bare, "llm") == {} and turn_usage(bare, "stt") == {}
+
+
+def test_a_cost_per_turn_budget_passes_fails_and_never_passes_an_unknown_cost() -> None:
+    from voicelat.core.budget import evaluate_budget, parse_budget
+
+    budget = parse_budget({"cost_per_turn": 0.01, "min_turns": 1})
+    base = {"counts": {"turns": 1, "headline": 1}}
+    priced = {"currency": "USD", "per_turn": {"n": 3, "mean": 0.008}}
+
+    def check(cost: Any) -> Any:
+        summary = base | ({"cost": cost} if cost is not None else {})
+        return next(c for c in evaluate_budget(budget, summary) if c.name == "cost per turn")
+
+    ok = check(priced)
+    assert (
+        ok.passed and ok.message == "cost per turn 0.008 USD <= limit 0.01 USD (mean of n=3 turns)"
+    )
+    over = check({**priced, "per_turn": {"n": 3, "mean": 0.0125}})
+    assert not over.passed and over.measured == 0.0125
+    unknown = check(None)
+    assert not unknown.passed and "the pipeline has no [cost] prices" in unknown.message
+    empty = check({"currency": "USD", "per_turn": {"n": 0, "mean": None}, "missing": ["llm x"]})
+    assert not empty.passed and "(llm x)" in empty.message
+    with pytest.raises(ConfigError, match="cost_per_turn must be a cost of 0 or more"):
+        parse_budget({"cost_per_turn": -1})

@@ -16,7 +16,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.cost import fmt_money
 from voicelat.core.errors import EXIT_OK
 from voicelat.score.run import MODES, ScoreOutcome, score_run
 
@@ -76,43 +75,10 @@ def score_after_run(out_dir: Path, mode: str) -> str | None:
 
 
 def score_lines(outcome: ScoreOutcome) -> str:
-    """Cost and quality in a few lines for people."""
-    lines: list[str] = []
-    c = outcome.cost
-    if c is not None:
-        cur = c["currency"]
-        pt = c["per_turn"]
-        lines.append(
-            f"cost: {fmt_money(pt['mean'], cur)} per turn (P90 {fmt_money(pt['p90'], cur)}, "
-            f"n={pt['n']}), {fmt_money(c['per_minute'], cur)} per minute of conversation, "
-            f"{fmt_money(c['total'], cur)} for {c['priced_turns']}/{c['turns']} turns"
-        )
-        for kind, s in c["stages"].items():
-            lines.append(
-                f"  {kind}: {fmt_money(s['mean'], cur)} per turn ({'; '.join(s['usage'])})"
-            )
-        for what in c["unpriced"]:
-            lines.append(f"  not priced: {what}")
-        for what in c["missing"]:
-            lines.append(f"  cost left empty: {what}")
-    q = outcome.quality
-    if q is not None:
-        w = q["wer"]
-        if w["n"]:
-            lines.append(
-                f"reply WER: mean {w['mean']:.1%}, max {w['max']:.1%} over {w['n']} turns; "
-                f"{q['truncated']} truncated ({q['transcriber']}; "
-                f"{q['score_ms_per_turn']:.0f} ms a turn to score)"
-            )
-        m = q["dnsmos"]
-        if m["n"]:
-            lines.append(
-                f"DNSMOS (a model's opinion, not listeners'): OVRL {m['ovrl']:.2f}, "
-                f"SIG {m['sig']:.2f}, BAK {m['bak']:.2f} over {m['n']} turns"
-            )
-        for why, n in q["skipped"].items():
-            lines.append(f"  not scored: {n} turn(s): {why}")
-    lines.extend(outcome.notes)
+    """Cost and quality in a few lines for people (the text report's own lines)."""
+    from voicelat.report.text import cost_lines, quality_lines
+
+    lines = [*cost_lines(outcome.cost), *quality_lines(outcome.quality), *outcome.notes]
     lines.append(f"scores -> {outcome.run_dir / 'scores.jsonl'}")
     return "\n".join(lines)
 
