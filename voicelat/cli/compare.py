@@ -28,7 +28,7 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.core.compare import MIN_COMPARE_TURNS, metric_rows
-from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
+from voicelat.core.errors import EXIT_OK, ConfigError, InfraError, VoicelatError
 from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
@@ -52,6 +52,7 @@ from voicelat.files.matrix import fair_schedule as make_schedule
 from voicelat.files.results import (
     SCHEMA_VERSION,
     SUMMARY_FILE,
+    TURNS_FILE,
     TurnsWriter,
     load_run,
     write_summary,
@@ -211,6 +212,7 @@ def _compare_live(args: argparse.Namespace) -> int:
         for lv in lives
     }
     check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
+    _with_scores(summaries, {lv.combo.name: lv.run_dir for lv in lives})
     return _finish(args, _live_document(args, setup, lives, summaries), setup.out)
 
 
@@ -305,6 +307,29 @@ def _write_summary(lv: _Live, setup: _Setup, status: str, started_wall: float) -
         summary["setup_error"] = lv.setup_error
     summary["comparison"] = {"name": setup.name, "combination": lv.combo.name}
     write_summary(lv.run_dir, summary)
+    _price(lv.run_dir)
+
+
+def _price(run_dir: Path) -> None:
+    """Price a combination's turns once its measuring is over (core/cost.py; cheap): a
+    failure is a warning, the ranking stands without it."""
+    from voicelat.score.run import score_run
+
+    if not (run_dir / TURNS_FILE).is_file():
+        return
+    try:
+        score_run(run_dir, "off")
+    except (OSError, VoicelatError) as exc:
+        _info(f"warning: {run_dir} not priced ({exc})")
+
+
+def _with_scores(summaries: dict[str, dict[str, Any]], dirs: Mapping[str, Path]) -> None:
+    """Each combination's price, reply quality and goodput (voicelat/score) beside its latency."""
+    from voicelat.score.run import combination_scores
+
+    for name, run_dir in dirs.items():
+        if name in summaries and (run_dir / TURNS_FILE).is_file():
+            summaries[name]["scores"] = combination_scores(run_dir)
 
 
 def _live_document(
@@ -502,6 +527,7 @@ def _document(
                 "stages": s.get("stages") or {},
                 "waterfall": {k: v for k, v in wf.items() if k in ("p50", "p90")},
             }
+            | ({"scores": s["scores"]} if "scores" in s else {})
         )
     return {
         "schema_version": SCHEMA_VERSION,
@@ -603,6 +629,7 @@ def _compare_saved(args: argparse.Namespace, dirs: Sequence[Path]) -> int:
     # Latency depends on what was said: runs on different audio are not comparable.
     check_same_fixtures({n: s.get("fixture_set_sha256") for n, s in summaries.items()})
     samples = [_sample(n, list(run.turns), None) for n, run in zip(names, runs, strict=True)]
+    _with_scores(summaries, {n: run.path for n, run in zip(names, runs, strict=True)})
     first = next(iter(summaries.values()))
     out: Path = args.out or _default_out("runs")
     if out.exists() and any(out.iterdir()):

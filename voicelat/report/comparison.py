@@ -158,12 +158,26 @@ def _table_text(rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
+def _scores_text(doc: Mapping[str, Any], table: Any) -> list[str]:
+    """The price, quality and goodput table (report/fronts.py), when anything was scored."""
+    from voicelat.report.fronts import has_scores, scores_rows
+
+    if not has_scores(doc):
+        return []
+    return [
+        "",
+        "Price, quality and goodput (goodput: turns meeting every criterion listed)",
+        *table(scores_rows(doc)),
+    ]
+
+
 def comparison_text(doc: Mapping[str, Any]) -> str:
     """The ranking and segment tables for the terminal."""
     lines = [f"Comparison {doc.get('name', '')}: {_schedule_line(doc)}"]
     lines.append(_stats_line(doc))
     lines.append("")
     lines.extend(_table_text(ranking_rows(doc)))
+    lines.extend(_scores_text(doc, _table_text))
     seg = segment_rows(doc)
     if len(seg) > 1:
         lines.append("")
@@ -194,6 +208,9 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
         lines += [str(doc["description"]), ""]
     lines += [_schedule_line(doc) + ".", "", _stats_line(doc) + ".", ""]
     lines += ["## Ranking", "", *_table_md(ranking_rows(doc)), ""]
+    scored = _scores_text(doc, _table_md)
+    if scored:
+        lines += ["## Price, quality and goodput", *scored, ""]
     seg = segment_rows(doc)
     if len(seg) > 1:
         lines += [

@@ -36,6 +36,7 @@ from voicelat.report.comparison import (
     ranking_rows,
     segment_rows,
 )
+from voicelat.report.fronts import fronts_html
 from voicelat.report.svg import (
     PICTURE_CSS,
     Frame,
@@ -297,6 +298,7 @@ def comparison_html(
         f"<p><small>{escape(text[1])}</small></p>"
         "<h2>Ranking</h2>"
         + _table_html(ranking_rows(doc), classes)
+        + fronts_html(doc, _table_html)
         + legend_html(_segments_of(combos))
         + "<h2>Every combination at P50</h2><p><small>The P50 band's mean composition per "
         "combination, in rank order (bars sum to the band's mean e2e); the black tick is the "

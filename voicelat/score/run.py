@@ -212,4 +212,41 @@ def load_scores_doc(run_dir: Path) -> dict[str, Any]:
     return dict(json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")))
 
 
-__all__ = ["MODES", "ScoreOutcome", "Scorers", "quality_section", "score_run"]
+def combination_scores(run_dir: Path) -> dict[str, Any]:
+    """A compared combination's price, quality and goodput (for ``comparison.json``): the
+    summary's ``cost`` and ``quality`` headlines and the goodput under its own ``[budget]``."""
+    from voicelat.core.goodput import GoodputRule, goodput
+
+    run = load_run(run_dir)
+    summary = run.summary or {}
+    rows = read_scores(run.path)
+    wer = {i: float(r["wer"]["wer"]) for i, r in rows.items() if isinstance(r.get("wer"), Mapping)}
+    cost = {
+        i: float(r["cost"]["total"])
+        for i, r in rows.items()
+        if isinstance(r.get("cost"), Mapping) and isinstance(r["cost"].get("total"), int | float)
+    }
+    budget = summary.get("budget")
+    rule = GoodputRule.from_budget(budget if isinstance(budget, Mapping) else {})
+    out: dict[str, Any] = {"goodput": goodput(run.turns, rule, wer, cost).to_json()}
+    c = summary.get("cost")
+    if isinstance(c, Mapping):
+        out["cost"] = {
+            "currency": c.get("currency"),
+            "per_turn": (c.get("per_turn") or {}).get("mean"),
+            "per_minute": c.get("per_minute"),
+            "missing": c.get("missing") or [],
+            "unpriced": c.get("unpriced") or [],
+        }
+    q = summary.get("quality")
+    if isinstance(q, Mapping):
+        out["quality"] = {
+            "wer": (q.get("wer") or {}).get("mean"),
+            "truncated": q.get("truncated"),
+            "scored_turns": q.get("scored_turns"),
+            "dnsmos_ovrl": (q.get("dnsmos") or {}).get("ovrl"),
+        }
+    return out
+
+
+__all__ = ["MODES", "ScoreOutcome", "Scorers", "combination_scores", "quality_section", "score_run"]
