@@ -139,7 +139,11 @@ async def test_reply_wer_catches_a_tts_that_drops_the_last_word(
     bad = score_run(bad_dir, "wer", scorers=scorers)
     assert clean.quality is not None and bad.quality is not None
     (c,), (b,) = [r["wer"] for r in clean.rows], [r["wer"] for r in bad.rows]
-    assert not c["truncated"] and c["wer"] <= 0.1, c
+    # Piper samples noise as it speaks (no two takes alike) and tiny.en mishears some takes:
+    # bench/reply_quality.py measured 0-27 % per clean turn on a loaded machine. The defect's
+    # signature is the missing last word, which a clean take always has.
+    assert not c["truncated"] and c["hypothesis"].split()[-1] == "degrees", c
+    assert c["wer"] < 0.3, c
     assert b["truncated"] and b["deleted_tail"] >= 1, b
     assert b["hypothesis"].split()[-1] != "degrees" and b["wer"] >= 1 / 11
     assert bad.quality["truncated"] == 1 and clean.quality["truncated"] == 0
