@@ -9,7 +9,6 @@ a measuring loop: it reads the run directory and writes ``scores.jsonl`` and the
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -180,6 +179,8 @@ def score_run(
     cost = None
     if prices is None:
         notes.append("no prices: add a [cost] table to the pipeline (docs/COMPARE.md: Cost)")
+        if mode == "off":
+            return ScoreOutcome(run.path, None, None, [], notes)  # nothing to write
     else:
         cost = cost_section(run.turns, prices, names)
         for row, turn in zip(rows, run.turns, strict=True):
@@ -205,11 +206,6 @@ def score_run(
     write_scores(run.path, rows)
     write_summary(run.path, summary)
     return ScoreOutcome(run.path, cost, quality, rows, notes)
-
-
-def load_scores_doc(run_dir: Path) -> dict[str, Any]:
-    """``summary.json`` of a run as a plain document (for tests and reports)."""
-    return dict(json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")))
 
 
 def combination_scores(run_dir: Path) -> dict[str, Any]:
