@@ -131,11 +131,11 @@ def test_an_agent_is_priced_per_minute_of_its_turns() -> None:
 def test_cost_section_per_turn_per_call_and_per_minute() -> None:
     prices = parse_prices({"currency": "USD", "tts": {"per_character": 0.001}})
     turns = [
-        _turn(0, reply="a" * 100, extra={"call": "c1"}),
-        _turn(1, reply="a" * 200, extra={"call": "c1"}),
-        _turn(2, reply="a" * 300, extra={"call": "c2"}),
+        _turn(0, reply="a" * 100, extra={"call_id": "c1"}),
+        _turn(1, reply="a" * 200, extra={"call_id": "c1"}),
+        _turn(2, reply="a" * 300, extra={"call_id": "c2"}),
         # A failed turn was billed too: in the spend, not in the per-turn statistics.
-        _turn(3, reply="a" * 400, failed=True, e2e_ns=None, extra={"call": "c2"}),
+        _turn(3, reply="a" * 400, failed=True, e2e_ns=None, extra={"call_id": "c2"}),
     ]
     section = cost_section(turns, prices, {"tts": "openai-tts"})
     assert section["total"] == pytest.approx(1.0)

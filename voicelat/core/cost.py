@@ -39,6 +39,8 @@ from voicelat.core.errors import ConfigError
 from voicelat.core.turn import Turn
 
 NS_PER_S = 1_000_000_000
+#: The ``extra`` key a call's turns share (the calls' ``core/call.py`` ``CALL_ID``).
+CALL_ID = "call_id"
 
 #: The measures each stage kind is priced by (the base unit of each: a token, a second, a character).
 MEASURES: dict[str, tuple[str, ...]] = {
@@ -234,7 +236,7 @@ def _fig(turn: Turn, name: str) -> float | None:
 def reply_audio_ns(turn: Turn) -> float | None:
     """The length of the reply audio the turn received (a cascade's TTS, an S2S model's or an
     agent's reply)."""
-    for name in ("tts_audio_ns", "s2s_audio_ns", "agent_audio_ns"):
+    for name in ("reply_audio_ns", "tts_audio_ns", "s2s_audio_ns", "agent_audio_ns"):
         value = _fig(turn, name)
         if value is not None:
             return value
@@ -419,7 +421,7 @@ def cost_section(
 
     Every turn that ran costs money, warm-up and failed ones too, so the spend (``total``) is
     over every turn whose cost is known; ``per_turn`` is over the turns that completed; a call
-    is the turns sharing ``extra["call"]`` (each turn its own call until a run has calls).
+    is the turns sharing ``extra["call_id"]`` (a turn without one is its own call).
     ``per_minute`` is the spend over the conversation time of the priced turns.
     """
     costs = [turn_cost(t, prices, stage_names) for t in turns]
@@ -428,7 +430,7 @@ def cost_section(
     spend = math.fsum(c.total for _, c in known if c.total is not None)
     calls: dict[object, float] = {}
     for t, c in known:
-        key = t.extra.get("call", ("turn", t.index))
+        key = t.extra.get(CALL_ID, ("turn", t.index))
         calls[key] = calls.get(key, 0.0) + (c.total or 0.0)
     talk_ns = sum(c.conversation_ns for _, c in known if c.conversation_ns is not None)
     missing = sorted({m for c in costs for s in c.stages for m in s.missing})
