@@ -54,10 +54,17 @@ _EXPORTS: dict[str, str] = {
     # running and stages
     "Runner": "voicelat.engine.runner",
     "TurnEngine": "voicelat.engine.turn",
-    "TurnInput": "voicelat.engine.turn",
-    "FrameSource": "voicelat.engine.turn",
-    "Sink": "voicelat.engine.turn",
+    "CascadeTurnEngine": "voicelat.engine.cascade_turn",
+    "S2STurnEngine": "voicelat.engine.s2s_turn",
+    "AgentTurnEngine": "voicelat.engine.agent_turn",
+    "turn_engine_for": "voicelat.engine.shapes",
+    "TurnInput": "voicelat.engine.turn_input",
+    "FrameSource": "voicelat.engine.turn_input",
+    "Sink": "voicelat.engine.turn_input",
     "StageSet": "voicelat.engine.stageset",
+    "CascadeStageSet": "voicelat.engine.stageset",
+    "S2SStageSet": "voicelat.engine.stageset",
+    "AgentStageSet": "voicelat.engine.stageset",
     "Observer": "voicelat.engine.progress",
     "NullObserver": "voicelat.engine.progress",
     "use_clock": "voicelat.stages.base",
@@ -77,7 +84,11 @@ __all__ = [
     "MILESTONES",
     "SCHEMA_VERSION",
     "SEGMENTS",
+    "AgentStageSet",
+    "AgentTurnEngine",
     "Audio",
+    "CascadeStageSet",
+    "CascadeTurnEngine",
     "Chunker",
     "Clock",
     "ConfigError",
@@ -102,6 +113,8 @@ __all__ = [
     "RequestSent",
     "RunSummary",
     "Runner",
+    "S2SStageSet",
+    "S2STurnEngine",
     "STTStage",
     "Sink",
     "Span",
@@ -128,6 +141,7 @@ __all__ = [
     "percentile_band",
     "plan_turns",
     "summarize",
+    "turn_engine_for",
     "use_clock",
 ]
 
@@ -167,10 +181,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from voicelat.core.stats import Distribution, bootstrap_diff, percentile, percentile_band
     from voicelat.core.summary import build_summary, summarize
     from voicelat.core.turn import SpanRecord, Turn
+    from voicelat.engine.agent_turn import AgentTurnEngine
+    from voicelat.engine.cascade_turn import CascadeTurnEngine
     from voicelat.engine.progress import NullObserver, Observer
     from voicelat.engine.runner import Runner
-    from voicelat.engine.stageset import StageSet
-    from voicelat.engine.turn import FrameSource, Sink, TurnEngine, TurnInput
+    from voicelat.engine.s2s_turn import S2STurnEngine
+    from voicelat.engine.shapes import turn_engine_for
+    from voicelat.engine.stageset import AgentStageSet, CascadeStageSet, S2SStageSet, StageSet
+    from voicelat.engine.turn import TurnEngine
+    from voicelat.engine.turn_input import FrameSource, Sink, TurnInput
     from voicelat.files.fixtures import Fixture, load_fixtures
     from voicelat.files.pipeline import Pipeline, load_pipeline
     from voicelat.files.results import LoadedRun, load_run

@@ -10,7 +10,8 @@ serves three transports on one port (one fresh pipeline per connection, as Pipec
 The pipeline: transport in -> Whisper tiny.en (faster-whisper, local directory) -> user context
 aggregator (Silero VAD, speech-timeout turn stop) -> gemma on llama.cpp's OpenAI-compatible
 server -> Piper joe voice (piper-tts in-process) -> transport out -> assistant aggregator.
-No greeting: the bot speaks only when spoken to.
+No greeting unless ``--greeting TEXT``: then it says TEXT as soon as a caller connects (the
+call's first words, kept in its context as its own).
 
 Tracing: Pipecat's OpenTelemetry spans (conversation > turn > stt/llm/tts), exported over
 OTLP/HTTP protobuf to ``--otlp-endpoint`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) by a
@@ -74,6 +75,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--llm-model", default=None, help="model id (default: the server's first)")
     p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument(
+        "--greeting", default=None, help="what the bot says first on each call (default: nothing)"
+    )
     p.add_argument(
         "--otlp-endpoint",
         default=os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
@@ -312,6 +316,15 @@ async def run_pipeline(
     @transport.event_handler("on_client_disconnected")
     async def _on_disconnected(_transport: Any, _client: Any) -> None:
         await worker.cancel()
+
+    if args.greeting:
+        from pipecat.frames.frames import TTSSpeakFrame
+
+        @transport.event_handler("on_client_connected")
+        async def _greet(_transport: Any, _client: Any) -> None:
+            # The greeting is the bot's first turn: in its context, so the LLM knows it spoke.
+            context.add_message({"role": "assistant", "content": args.greeting})
+            await worker.queue_frames([TTSSpeakFrame(args.greeting)])
 
     await WorkerRunner(handle_sigint=False).run(worker)
 

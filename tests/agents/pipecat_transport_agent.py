@@ -109,6 +109,27 @@ def _log_writes(output: Any) -> None:
     output.write_audio_frame = write_audio_frame
 
 
+def _greeter(transport: Any, worker: PipelineWorker, args: argparse.Namespace) -> None:
+    """``--greet``: the bot speaks first, the canned clip as soon as a caller connects (logged
+    ``greet`` when it goes into the pipeline)."""
+    if not args.greet:
+        return
+    rate = args.clip_rate or args.out_rate
+    clip = canned_clip(args.lead_ms, args.tone_ms, rate)
+
+    @transport.event_handler("on_client_connected")
+    async def greet(_transport: Any, _client: Any) -> None:
+        context = f"greeting-{time.monotonic_ns()}"
+        log("greet", samples=len(clip) // 2)
+        await worker.queue_frames(
+            [
+                TTSStartedFrame(context_id=context),
+                TTSAudioRawFrame(clip, rate, 1, context_id=context),
+                TTSStoppedFrame(context_id=context),
+            ]
+        )
+
+
 def _pipeline(transport: Any, args: argparse.Namespace) -> PipelineWorker:
     vad = VADProcessor(
         vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=args.stop_ms / 1000))
@@ -118,7 +139,7 @@ def _pipeline(transport: Any, args: argparse.Namespace) -> PipelineWorker:
     reply = CannedReply(clip, rate, args.delay_ms, args.mode == "mute")
     _log_writes(transport.output())
     pipeline = Pipeline([transport.input(), vad, reply, transport.output()])
-    return PipelineWorker(
+    worker = PipelineWorker(
         pipeline,
         params=PipelineParams(
             audio_in_sample_rate=args.in_rate, audio_out_sample_rate=args.out_rate
@@ -126,6 +147,8 @@ def _pipeline(transport: Any, args: argparse.Namespace) -> PipelineWorker:
         idle_timeout_secs=None,
         enable_turn_tracking=False,
     )
+    _greeter(transport, worker, args)
+    return worker
 
 
 def _transport_params(cls: Any, args: argparse.Namespace, **extra: Any) -> Any:
@@ -244,6 +267,7 @@ def main() -> None:
     parser.add_argument("--tone-ms", type=int, default=400)
     parser.add_argument("--mode", choices=("answer", "mute", "refuse"), default="answer")
     parser.add_argument("--allowed-origin", default="", help="ws: refuse other Origins (403)")
+    parser.add_argument("--greet", action="store_true", help="speak the clip first on connect")
     args = parser.parse_args()
     asyncio.run(run_ws(args) if args.transport == "ws" else run_webrtc(args))
 

@@ -13,11 +13,11 @@ from voicelat.core.recorder import TurnRecorder
 from voicelat.core.turn import Turn
 from voicelat.engine.load import Session, SessionPool, closed_loop
 from voicelat.engine.progress import NullObserver
-from voicelat.engine.stageset import StageSet
+from voicelat.engine.stageset import CascadeStageSet, StageSet
 
 
 def _stages(sid: int) -> StageSet:
-    return StageSet(ClockedSTT(), ClockedLLM(), _BrokenTTS() if sid == 2 else ClockedTTS())
+    return CascadeStageSet(ClockedSTT(), ClockedLLM(), _BrokenTTS() if sid == 2 else ClockedTTS())
 
 
 def test_a_pool_opens_sessions_on_its_clock_and_closes_them_all() -> None:

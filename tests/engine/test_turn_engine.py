@@ -34,10 +34,11 @@ from voicelat.core.events import (
     TextSent,
 )
 from voicelat.core.plan import PlannedTurn, plan_turns
+from voicelat.engine.cascade_turn import CascadeTurnEngine
 from voicelat.engine.live import LiveSource
 from voicelat.engine.runner import Runner
-from voicelat.engine.stageset import StageSet
-from voicelat.engine.turn import TurnEngine, TurnInput
+from voicelat.engine.stageset import CascadeStageSet, StageSet
+from voicelat.engine.turn_input import TurnInput
 from voicelat.files.fixtures import Fixture, load_fixtures
 
 __all__ = ["fixtures_dir"]  # the fixture, re-used from test_runner
@@ -168,8 +169,8 @@ def _speech_input() -> TurnInput:
 
 def test_a_fake_clock_drives_every_stamp_of_a_turn() -> None:
     clock = FakeClock(t_ns=FAR)
-    engine = TurnEngine(_pipeline(), clock=clock)
-    stages = StageSet(ClockedSTT(), ClockedLLM(), ClockedTTS()).use_clock(clock)
+    engine = CascadeTurnEngine(_pipeline(), clock=clock)
+    stages = CascadeStageSet(ClockedSTT(), ClockedLLM(), ClockedTTS()).use_clock(clock)
     assert all(stage.clock is clock for stage in stages)
     planned = PlannedTurn(0, "tone", 0, False)
     rec = engine.recorder(planned, expected="say tone")
@@ -212,7 +213,7 @@ def test_an_injected_clock_drives_a_whole_fixture_run(tmp_path: Path, fixtures_d
     fixtures = load_fixtures(fixtures_dir)
     clock = _OffsetClock()
     runner = Runner(_pipeline(), fixtures, tmp_path / "out", clock=clock)
-    stages = StageSet(ClockedSTT(), ClockedLLM(), ClockedTTS())
+    stages = CascadeStageSet(ClockedSTT(), ClockedLLM(), ClockedTTS())
     runner.build_stages = lambda: stages  # type: ignore[method-assign]
     before = clock.now_ns()
     outcome = asyncio.run(runner.run(plan_turns([f.id for f in fixtures], turns=2, warmup=0)))
@@ -252,7 +253,7 @@ class _NoClock:
 def test_use_clock_leaves_a_stage_without_a_clock_alone() -> None:
     clock = FakeClock()
     stt, llm, tts = ClockedSTT(), _NoClock(), ClockedTTS()
-    StageSet(stt, llm, tts).use_clock(clock)  # type: ignore[arg-type]
+    CascadeStageSet(stt, llm, tts).use_clock(clock)  # type: ignore[arg-type]
     assert stt.clock is clock and tts.clock is clock
     assert not hasattr(llm, "clock")
 
@@ -264,7 +265,7 @@ class _BrokenTTS(ClockedTTS):
 
 def test_a_stage_set_that_fails_to_enter_closes_what_it_entered() -> None:
     stt, llm = ClockedSTT(), ClockedLLM()
-    stages = StageSet(stt, llm, _BrokenTTS())
+    stages = CascadeStageSet(stt, llm, _BrokenTTS())
 
     async def main() -> None:
         async with stages:
@@ -308,8 +309,8 @@ def test_a_live_source_measures_its_lags_on_the_clock_it_is_given() -> None:
 
 def test_run_gives_the_finished_turn_with_its_schedule_on_the_fake_clock() -> None:
     clock = FakeClock(t_ns=FAR)
-    engine = TurnEngine(_pipeline(), clock=clock)
-    stages = StageSet(ClockedSTT(), ClockedLLM(), ClockedTTS()).use_clock(clock)
+    engine = CascadeTurnEngine(_pipeline(), clock=clock)
+    stages = CascadeStageSet(ClockedSTT(), ClockedLLM(), ClockedTTS()).use_clock(clock)
     planned = PlannedTurn(3, "tone", 1, False)
     sink = SimulatedSink(clock=clock, sleep=_fake_sleep(clock))
     turn = asyncio.run(

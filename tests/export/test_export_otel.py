@@ -35,7 +35,7 @@ def test_one_turn_span_per_turn_with_stage_spans_and_exact_segments() -> None:
         _export(run.turns, sink.url, warnings)
     assert warnings == []
     spans = sink.spans()
-    roots = [s for s in spans if s.name == "invoke_agent"]
+    roots = [s for s in spans if s.name == "invoke_agent local"]
     assert len(roots) == len(lines) == 15
     by_index = {_attrs(s)["voicelat.turn.index"]: s for s in roots}
     assert sorted(by_index) == [line["index"] for line in lines]
@@ -52,11 +52,13 @@ def test_one_turn_span_per_turn_with_stage_spans_and_exact_segments() -> None:
         assert marks == line["milestones_ns"]
         children = [s for s in spans if s.parent_span_id == root.span_id]
         assert {s.trace_id for s in children} == {root.trace_id}
-        assert sorted(s.name for s in children) == ["chat", "speech_to_text", "text_to_speech"]
+        assert sorted(_attrs(s)["gen_ai.operation.name"] for s in children) == [
+            "chat", "speech_to_text", "text_to_speech",
+        ]  # fmt: skip
         # Times go through the wall anchor: the turn starts at its wall_time_ns, and the chat
         # span opens exactly at llm_request after it.
         assert root.start_time_unix_nano == line["wall_time_ns"]
-        chat = next(s for s in children if s.name == "chat")
+        chat = next(s for s in children if s.name.startswith("chat "))
         assert chat.start_time_unix_nano == (
             line["wall_time_ns"] + line["milestones_ns"]["llm_request"]
         )

@@ -95,7 +95,8 @@ async def test_a_run_exports_spans_metrics_and_csv_matching_turns_jsonl(
     assert all(not line["failed"] for line in lines)
     # Spans: one turn span per turn, its stage spans, segments equal to turns.jsonl exactly.
     spans = sink.spans()
-    roots = {_attrs(s)["voicelat.turn.index"]: s for s in spans if s.name == "invoke_agent"}
+    roots = {_attrs(s)["voicelat.turn.index"]: s for s in spans
+             if _attrs(s)["gen_ai.operation.name"] == "invoke_agent"}  # fmt: skip
     assert sorted(roots) == [0, 1, 2]
     for line in lines:
         root = roots[line["index"]]
@@ -103,8 +104,10 @@ async def test_a_run_exports_spans_metrics_and_csv_matching_turns_jsonl(
         segs = {k[len("voicelat.segment.") : -3]: v for k, v in a.items()
                 if k.startswith("voicelat.segment.")}  # fmt: skip
         assert segs == line["segments_ns"] and a["voicelat.e2e_ns"] == line["e2e_ns"]
-        kids = sorted(s.name for s in spans if s.parent_span_id == root.span_id)
+        kids = sorted(_attrs(s)["gen_ai.operation.name"] for s in spans
+                      if s.parent_span_id == root.span_id)  # fmt: skip
         assert kids == ["chat", "speech_to_text", "text_to_speech"]
+        assert root.name == "invoke_agent emulated-openai"
         # The run-wide anchor: the span starts within a second of the turn's wall stamp.
         assert abs(root.start_time_unix_nano - line["wall_time_ns"]) < 1_000_000_000
     # Prometheus saw every turn while the run was on; headline turns in the histogram.

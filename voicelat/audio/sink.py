@@ -76,6 +76,9 @@ class SimulatedSink:
         self._onset_override: int | None = None
 
         self.rate: int | None = None
+        #: The ear was on the line from this time (a call's greeting: what arrived since the
+        #: call connected plays from its arrival, as a phone would have played it).
+        self.open_since_ns: int | None = None
         self.first_arrival_ns: int | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
@@ -206,7 +209,10 @@ class SimulatedSink:
         if self._cancelled or not self.fed_samples or self.first_arrival_ns is None:
             return
         assert self._play_called_ns is not None
-        anchor = max(self.first_arrival_ns + self.output_latency_ns, self._play_called_ns)
+        listening = self._play_called_ns
+        if self.open_since_ns is not None:
+            listening = min(listening, self.open_since_ns)
+        anchor = max(self.first_arrival_ns + self.output_latency_ns, listening)
         self._segments.append((0, anchor))
         self.started_ns = anchor
         self._check_audible()

@@ -63,6 +63,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-traces", action="store_true", help="the bot exports no spans")
     parser.add_argument(
+        "--greeting",
+        default=None,
+        metavar="TEXT",
+        help="the bot says TEXT first on every call (a scenario's expect_greeting step times it)",
+    )
+    parser.add_argument(
         "--no-stack",
         action="store_true",
         help="do not start the embedded stack: its LLM must already be running",
@@ -92,6 +98,8 @@ def agent_config_from_args(args: argparse.Namespace) -> AgentConfig:
         overrides["start_stack"] = False
     if getattr(args, "timeout", None) is not None:
         overrides["startup_timeout_s"] = float(args.timeout)
+    if getattr(args, "greeting", None):
+        overrides["bot_args"] = ("--greeting", args.greeting)
     return AgentConfig(**overrides)
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_int, positive_int
-from voicelat.core.compare import MIN_COMPARE_TURNS, metric_rows
+from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError, VoicelatError
 from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
 from voicelat.core.turn import Turn
@@ -340,7 +340,10 @@ def _live_document(
 ) -> dict[str, Any]:
     from voicelat.files.fixtures import fixture_set_hash
 
-    samples = [_sample(lv.combo.name, lv.runner.turns, lv.setup_error) for lv in lives]
+    samples = [
+        _sample(lv.combo.name, lv.runner.turns, lv.setup_error, summaries.get(lv.combo.name))
+        for lv in lives
+    ]
     return _document(
         args,
         name=setup.name,
@@ -477,8 +480,14 @@ async def _drive(lives: Sequence[_Live], schedule: Sequence[Slot], show: _Progre
                 await probe
 
 
-def _sample(name: str, turns: Sequence[Turn], setup_error: str | None = None) -> CombinationSample:
-    """A combination's turns as the plain integers the ranking works on."""
+def _sample(
+    name: str,
+    turns: Sequence[Turn],
+    setup_error: str | None = None,
+    summary: dict[str, Any] | None = None,
+) -> CombinationSample:
+    """A combination's turns as the plain integers the ranking works on (``summary``: its
+    summary.json, for the run's instrument error when it was calibrated)."""
     measured = [t for t in turns if not t.warmup]
     failures = Counter(
         f"{t.failure_stage}: {t.failure_reason}" for t in measured if t.failed and t.failure_reason
@@ -492,6 +501,7 @@ def _sample(name: str, turns: Sequence[Turn], setup_error: str | None = None) ->
         warmup=sum(t.warmup for t in turns),
         cold=sum(t.cold and not t.warmup and t.ok for t in turns),
         failure=failure,
+        instrument_ns=instrument_error_ns(summary),
     )
 
 
@@ -628,7 +638,9 @@ def _compare_saved(args: argparse.Namespace, dirs: Sequence[Path]) -> int:
         summaries[name] = run.summary
     # Latency depends on what was said: runs on different audio are not comparable.
     check_same_fixtures({n: s.get("fixture_set_sha256") for n, s in summaries.items()})
-    samples = [_sample(n, list(run.turns), None) for n, run in zip(names, runs, strict=True)]
+    samples = [
+        _sample(n, list(run.turns), None, summaries[n]) for n, run in zip(names, runs, strict=True)
+    ]
     _with_scores(summaries, {n: run.path for n, run in zip(names, runs, strict=True)})
     first = next(iter(summaries.values()))
     out: Path = args.out or _default_out("runs")

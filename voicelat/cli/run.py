@@ -78,6 +78,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", "-o", type=Path, help="results directory (default: runs/<time>-<pipeline>)"
     )
+    p.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE|DIR",
+        help="run whole calls: each scenario (a TOML file, or every *.toml in DIR) is one call "
+        "on one connection, turn after turn (--repeat rounds of them, --concurrency N calls at "
+        "once; docs/CALLS.md)",
+    )
     _add_load_arguments(p)
     _add_export_arguments(p)
     p.add_argument(

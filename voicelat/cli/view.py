@@ -53,8 +53,36 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="write DIR/report.html (the pictures, one offline page) and print its path",
     )
+    p.add_argument(
+        "--definitions",
+        action="store_true",
+        help="print the run's latency in every public definition (Artificial Analysis, "
+        "eot-bench, Coval, OpenBenchmarks, Twilio, Pipecat, LiveKit, ...; docs/DEFINITIONS.md)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the run's summary as JSON with a `definitions` section, nothing else",
+    )
     p.set_defaults(func=cmd_view)
     return p
+
+
+def print_definitions(run: LoadedRun, *, as_json: bool) -> int:
+    """``--definitions`` / ``--json``: the run in every public definition, as text or JSON."""
+    from voicelat.core.definitions import compute_definitions, definitions_json
+    from voicelat.core.summary import summarize
+
+    summary = run.run_summary or summarize(run.turns, run={}, pipeline={}, fixtures=[], stages={})
+    results = compute_definitions(run.turns)
+    if as_json:
+        doc = summary.to_json() | {"definitions": definitions_json(results)}
+        print(json.dumps(doc, indent=2))
+    else:
+        from voicelat.report.definitions import definitions_text
+
+        print(definitions_text(results, instrument=summary.extra.get("instrument")))
+    return EXIT_OK
 
 
 @dataclass(frozen=True)
@@ -119,10 +147,11 @@ def comparison_page(loaded: LoadedComparison) -> str:
 def run_page(run: LoadedRun) -> str:
     """A run's ``report.html``."""
     from voicelat.core.summary import summarize
+    from voicelat.files.results import read_calls
     from voicelat.report.run_html import run_html
 
     summary = run.run_summary or summarize(run.turns, run={}, pipeline={}, fixtures=[], stages={})
-    return run_html(summary, run.turns, str(run.path))
+    return run_html(summary, run.turns, str(run.path), calls=read_calls(run.path))
 
 
 def write_report(path: Path, page: str) -> Path:
@@ -137,6 +166,11 @@ def write_report(path: Path, page: str) -> Path:
 def cmd_view(args: argparse.Namespace) -> int:
     """Open DIR; bad input is one ``VoicelatError`` line (exit 2), never a traceback."""
     if is_comparison(args.run_dir):
+        if getattr(args, "definitions", False) or getattr(args, "json", False):
+            raise VoicelatError(
+                f"{args.run_dir} is a comparison: --definitions and --json read one run; "
+                "give one of its run directories (voicelat view DIR/<combination> --definitions)"
+            )
         return _view_comparison(args, load_comparison(args.run_dir))
     _refuse_unfinished_comparison(args.run_dir)
     run = load_run(args.run_dir)
@@ -148,6 +182,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     if getattr(args, "html", False):
         print(write_report(run.path, run_page(run)))
         return EXIT_OK
+    if getattr(args, "definitions", False) or getattr(args, "json", False):
+        return print_definitions(run, as_json=getattr(args, "json", False))
     if not sys.stdout.isatty():
         # Piped or redirected: a screen full of escape codes helps nobody; print the summary.
         from voicelat.core.summary import summarize

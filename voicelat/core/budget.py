@@ -14,6 +14,8 @@ A budget is a ``[budget]`` table, in a budget file or in the pipeline file::
     p90_ms = 1400
     [budget.llm_ttft]         # any segment of the metric contract
     p90_ms = 250
+    [budget.greeting]         # a run of calls: the greeting, turn 1, the later turns
+    p90_ms = 1500             # (e2e_first_turn, e2e_later_turns) and dead_air_max
 
 Every limit becomes one :class:`Check`; a value equal to its limit passes.
 """
@@ -29,14 +31,15 @@ from voicelat.core.contract import ALL_SEGMENTS, E2E
 from voicelat.core.display import NS_PER_MS as NS_PER_MS
 from voicelat.core.display import fmt_ms
 from voicelat.core.errors import ConfigError
-from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
+from voicelat.core.run_summary import CALL_METRICS, DistSummary, RunSummary, SummaryLike
 
 #: Finds the line of ``key`` in ``[table]`` (or of the table's header) in a TOML source.
 LineLocator = Callable[[str, str | None], int | None]
 
 #: What a budget may limit: voice-to-voice latency and each segment of a critical path (the
-#: cascade's, an S2S model's ``model``, an agent's ``agent_response`` and ``transport``).
-METRICS: tuple[str, ...] = (E2E, *ALL_SEGMENTS)
+#: cascade's, an S2S model's ``model``, an agent's ``agent_response`` and ``transport``), and
+#: for a run of calls the greeting, e2e of turn 1 and of the later turns, and dead air.
+METRICS: tuple[str, ...] = (E2E, *ALL_SEGMENTS, *CALL_METRICS)
 #: Limit keys inside a metric table, and the percentile each one limits.
 PERCENTILE_KEYS: dict[str, int] = {"p50_ms": 50, "p90_ms": 90, "p99_ms": 99}
 #: Scalar keys directly under ``[budget]``. ``cost_per_turn``: the mean cost of a completed

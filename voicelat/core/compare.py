@@ -6,6 +6,12 @@ regression) only when the increase is significant (the interval lies above zero)
 estimate exceeds the tolerance: ``max(tolerance_ms, tolerance_pct % of the baseline value)``.
 Both parts matter: a few ms on a 1 s e2e can be significant yet irrelevant, and 15 % of a 2 ms
 hand-off is noise nobody can act on.
+
+The smallest difference this machine can resolve is the sampling interval widened by the
+instrument error: the two runs' measurement error at P99 (summary.json's ``instrument``
+section, when the runs were calibrated; without it, the sampling interval alone). A difference
+whose interval excludes zero but whose widened interval does not is **not resolvable on this
+machine** (:data:`NOT_RESOLVABLE`): never a regression, never "faster".
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ REGRESSION = "regression"
 FASTER = "faster"
 NOT_SIGNIFICANT = "not significant"
 WITHIN_TOLERANCE = "within tolerance"
+NOT_RESOLVABLE = "not resolvable on this machine"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,8 @@ class Comparison:
     interval: Interval  # of current - baseline, in ns
     tolerance_ns: float
     verdict: str
+    #: The two runs' instrument error added (ns, P99), None when neither was calibrated.
+    instrument_ns: float | None = None
 
     @property
     def name(self) -> str:
@@ -79,10 +88,34 @@ class Comparison:
     def regression(self) -> bool:
         return self.verdict == REGRESSION
 
+    @property
+    def sampling_ns(self) -> float:
+        """Half the sampling interval's width (ns)."""
+        return (self.interval.high - self.interval.low) / 2
+
+    @property
+    def resolvable_ns(self) -> float:
+        """The smallest difference these two runs resolve on this machine (ns): the sampling
+        half-width plus the instrument error."""
+        return self.sampling_ns + (self.instrument_ns or 0.0)
+
+    @property
+    def resolvable(self) -> bool:
+        """Whether the difference stands out of both the sampling noise and the instrument."""
+        return self.verdict not in (NOT_SIGNIFICANT, NOT_RESOLVABLE)
+
     def change_text(self) -> str:
         """pyperf style: the change with its interval and ratio, or "not significant"."""
         if self.verdict == NOT_SIGNIFICANT:
             return NOT_SIGNIFICANT
+        if self.verdict == NOT_RESOLVABLE:
+            return (
+                f"{fmt_ms(self.interval.estimate, sign=True, fine_below_ms=10)} ms: "
+                f"{NOT_RESOLVABLE} (instrument error ±"
+                f"{fmt_ms(self.instrument_ns, fine_below_ms=10)} ms on top of the "
+                f"{self.interval.level:.0%} CI [{fmt_ms(self.interval.low, sign=True, fine_below_ms=10)}, "
+                f"{fmt_ms(self.interval.high, sign=True, fine_below_ms=10)}])"
+            )
         iv = self.interval
         # A decimal below 10 ms: a 0.2 ms change of a 1 ms hand-off printed "-0 ms [-0, -0]".
         text = (
@@ -105,7 +138,7 @@ class Comparison:
                 f"(n={self.n_baseline} vs {self.n_current}, "
                 f"{self.interval.level:.0%} CI): regression"
             )
-        elif self.verdict != NOT_SIGNIFICANT:
+        elif self.verdict not in (NOT_SIGNIFICANT, NOT_RESOLVABLE):
             msg += f" ({self.verdict})"
         return Check(
             "regression",
@@ -154,13 +187,15 @@ def compare_turns(
     seed: int = 0,
     metrics: Sequence[str] = METRICS,
     percentiles: Sequence[int] = COMPARED_PERCENTILES,
+    instrument_ns: float | None = None,
 ) -> list[Comparison]:
     """Compare the headline turns of two runs; one :class:`Comparison` per metric and percentile.
 
     Each bootstrap resample draws whole turns (with replacement) from each run and reuses that
     draw for every metric: the turn is the unit that was measured, and one draw serving all
     eighteen statistics is several times cheaper than eighteen independent bootstraps.
-    Seeded, so the same two runs always get the same verdicts.
+    Seeded, so the same two runs always get the same verdicts. ``instrument_ns``: the two runs'
+    instrument error added (:func:`combined_instrument_ns`), None when uncalibrated.
     """
     a_rows, b_rows = metric_rows(baseline), metric_rows(current)
     if len(a_rows) < MIN_COMPARE_TURNS or len(b_rows) < MIN_COMPARE_TURNS:
@@ -191,16 +226,51 @@ def compare_turns(
                 level=level,
             )
             tol = tolerance.allowed_ns(base)
-            out.append(Comparison(m, p, base, cur, len(va), len(vb), iv, tol, _verdict(iv, tol)))
+            verdict = _verdict(iv, tol, instrument_ns)
+            out.append(
+                Comparison(m, p, base, cur, len(va), len(vb), iv, tol, verdict, instrument_ns)
+            )
     return out
 
 
-def _verdict(iv: Interval, tolerance_ns: float) -> str:
+def _verdict(iv: Interval, tolerance_ns: float, instrument_ns: float | None = None) -> str:
     if not iv.significant:
         return NOT_SIGNIFICANT
+    if not resolvable(iv.low, iv.high, instrument_ns):
+        return NOT_RESOLVABLE
     if iv.low > 0:
         return REGRESSION if iv.estimate > tolerance_ns else WITHIN_TOLERANCE
     return FASTER if -iv.estimate > tolerance_ns else WITHIN_TOLERANCE
+
+
+def resolvable(low: float, high: float, instrument_ns: float | None) -> bool:
+    """Whether a difference's interval, widened by the instrument error, still excludes zero."""
+    widen = instrument_ns or 0.0
+    return low - widen > 0 or high + widen < 0
+
+
+def instrument_error_ns(summary: SummaryLike | None) -> float | None:
+    """A run's instrument error at P99 (ns) from its summary's ``instrument`` section (written
+    by a calibrated run), None when the run was not calibrated or the section is unreadable."""
+    if summary is None:
+        return None
+    section = (
+        summary.extra.get("instrument")
+        if isinstance(summary, RunSummary)
+        else summary.get("instrument")
+    )
+    value = section.get("error_p99_ns") if isinstance(section, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
+
+
+def combined_instrument_ns(*summaries: SummaryLike | None) -> float | None:
+    """The instrument error of a difference of runs: their P99 errors added (each run's
+    figure can be off by its own; added, not root-summed, because a bias need not be random).
+    None when no run was calibrated."""
+    errors = [e for s in summaries if (e := instrument_error_ns(s)) is not None]
+    return sum(errors) if errors else None
 
 
 def too_few_turns_check(n_baseline: int, n_current: int) -> Check | None:

@@ -15,6 +15,7 @@ from voicelat.core.compare import (
     DEFAULT_TOLERANCE,
     Comparison,
     Tolerance,
+    combined_instrument_ns,
     compare_turns,
     metric_rows,
     too_few_turns_check,
@@ -158,6 +159,10 @@ class GateResult:
                     "n_baseline": c.n_baseline,
                     "n_current": c.n_current,
                     "verdict": c.verdict,
+                    "resolvable": c.resolvable,
+                    "sampling_ns": round(c.sampling_ns),
+                    "instrument_ns": None if c.instrument_ns is None else round(c.instrument_ns),
+                    "resolvable_ns": round(c.resolvable_ns),
                 }
                 for c in self.comparisons
             ],
@@ -193,7 +198,10 @@ def evaluate_gate(
         if short is not None:
             checks.append(short)
         else:
-            comparisons = compare_turns(baseline_turns, turns, tolerance=tolerance, level=level)
+            comparisons = compare_turns(
+                baseline_turns, turns, tolerance=tolerance, level=level,
+                instrument_ns=combined_instrument_ns(typed, baseline_summary),
+            )  # fmt: skip
             checks.extend(c.to_check() for c in comparisons)
     return GateResult(
         checks=tuple(checks),

@@ -10,7 +10,9 @@ ns) plus turn counts. Output is a ranking by e2e at one percentile (P50 by defau
   (``other - best``, :func:`voicelat.core.stats.bootstrap_diff`): *significant* only when the interval
   excludes zero, otherwise "not significant", and "too few turns" when either side has fewer
   than :data:`voicelat.core.compare.MIN_COMPARE_TURNS` (a bootstrap of two turns has no variety and
-  would claim a precision it does not have).
+  would claim a precision it does not have); a significant gap whose interval, widened by the
+  two runs' instrument error (each run's summary ``instrument.error_p99_ns``), holds zero is
+  "not resolvable on this machine".
 
 A combination that failed every turn stays in the ranking, unranked, with its reason. One that
 fails some turns is ranked on the others, and its failure rate is printed beside it: a fast
@@ -23,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from voicelat.core.compare import MIN_COMPARE_TURNS
+from voicelat.core.compare import MIN_COMPARE_TURNS, NOT_RESOLVABLE, resolvable
 from voicelat.core.contract import ALL_SEGMENTS, E2E
 from voicelat.core.display import NS_PER_MS as NS_PER_MS
 from voicelat.core.display import fmt_ms
@@ -50,6 +52,8 @@ class CombinationSample:
     warmup: int = 0
     cold: int = 0
     failure: str | None = None  # the most common failure reason, or why it never ran
+    #: The run's instrument error at P99 (ns), None when it was not calibrated.
+    instrument_ns: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,22 @@ class VsBest:
     high: float | None
     tested: bool  # enough turns on both sides for a bootstrap
     significant: bool
+    #: Both runs' instrument error added (ns), None when neither was calibrated.
+    instrument_ns: float | None = None
+
+    @property
+    def resolvable(self) -> bool:
+        """Significant, and still clear of zero with the instrument error added."""
+        if not self.significant or self.low is None or self.high is None:
+            return False
+        return resolvable(self.low, self.high, self.instrument_ns)
+
+    @property
+    def resolvable_ns(self) -> float | None:
+        """The smallest gap these two runs resolve (ns): CI half-width plus instrument error."""
+        if self.low is None or self.high is None:
+            return None
+        return (self.high - self.low) / 2 + (self.instrument_ns or 0.0)
 
     def text(self) -> str:
         if not self.tested:
@@ -77,6 +97,8 @@ class VsBest:
         if not self.significant:
             return NOT_SIGNIFICANT
         assert self.low is not None and self.high is not None
+        if not self.resolvable:
+            return NOT_RESOLVABLE
         return (
             f"{fmt_ms(self.estimate, sign=True, fine_below_ms=10)} ms "
             f"[{fmt_ms(self.low, sign=True, fine_below_ms=10)}, "
@@ -138,6 +160,9 @@ class Ranked:
                     "ci_high_ns": r(v.high),
                     "tested": v.tested,
                     "significant": v.significant,
+                    "resolvable": v.resolvable,
+                    "instrument_ns": r(v.instrument_ns),
+                    "resolvable_ns": r(v.resolvable_ns),
                     "verdict": v.text(),
                 }
                 for p, v in self.vs_best.items()
@@ -163,11 +188,13 @@ class _Bootstrap:
             values, _stat_at(p), resamples=self.resamples, level=self.level, seed=self.seed
         )
 
-    def diff(self, best: Sequence[float], other: Sequence[float], p: int) -> VsBest:
+    def diff(
+        self, best: Sequence[float], other: Sequence[float], p: int, instrument: float | None
+    ) -> VsBest:
         iv = bootstrap_diff(
             best, other, _stat_at(p), resamples=self.resamples, level=self.level, seed=self.seed
         )
-        return VsBest(iv.estimate, iv.low, iv.high, True, iv.significant)
+        return VsBest(iv.estimate, iv.low, iv.high, True, iv.significant, instrument)
 
 
 def _stat_at(p: int) -> Callable[[Sequence[float]], float]:
@@ -190,6 +217,7 @@ def _ranked(
     best: Sequence[float] | None,
     percentiles: Sequence[int],
     boot: _Bootstrap,
+    best_instrument: float | None = None,
 ) -> Ranked:
     """One ranked row; ``best`` is the e2e sample of #1 (None for #1 itself)."""
     enough = len(e2e) >= boot.min_turns
@@ -205,9 +233,11 @@ def _ranked(
     vs: dict[int, VsBest] = {}
     if best is not None:
         tested = enough and len(best) >= boot.min_turns
+        errors = [e for e in (best_instrument, s.instrument_ns) if e is not None]
+        instrument = sum(errors) if errors else None
         for p in percentiles:
             if tested:
-                vs[p] = boot.diff(best, e2e, p)
+                vs[p] = boot.diff(best, e2e, p, instrument)
             else:
                 est = percentile(e2e, p) - percentile(best, p)
                 vs[p] = VsBest(est, None, None, False, False)
@@ -249,8 +279,9 @@ def rank_combinations(
     measured.sort(key=lambda m: (*(percentile(m[1], p) for p in order), m[0].name))
     boot = _Bootstrap(level, resamples, seed, min_turns)
     best = measured[0][1] if measured else []
+    best_instrument = measured[0][0].instrument_ns if measured else None
     ranked = [
-        _ranked(i + 1, s, e2e, best if i > 0 else None, percentiles, boot)
+        _ranked(i + 1, s, e2e, best if i > 0 else None, percentiles, boot, best_instrument)
         for i, (s, e2e) in enumerate(measured)
     ]
     return ranked + unranked

@@ -37,6 +37,11 @@ from voicelat.core.metrics import (
 from voicelat.core.provider_clock import over_measured, split_figures, stage_split
 from voicelat.core.turn import SpanRecord, Turn
 
+#: ``Turn.extra`` keys of a failed turn: when its failing stage failed (ns after t0), and
+#: whether that is the stage's own ``Failed`` stamp (else its last event: a lower bound).
+FAILURE_AT_KEY = "failure_at_ns"
+FAILURE_EXACT_KEY = "failure_at_exact"
+
 #: Milestones the runner observes itself (everything else comes from stage events).
 RUNNER_MILESTONES = frozenset(
     {
@@ -188,6 +193,8 @@ class TurnRecorder:
                 failure = ("turn", f"incomplete turn: no {missing[0]}")
             else:
                 failure = ("turn", "output_first_audible is before speech_end: no e2e")
+        if self._failure is not None:
+            self._record_failure_time()
         figures = dict(self._figures)
         figures.update(self._stage_figures(absolute))
         flags.extend(self._provider_clock(figures))
@@ -231,6 +238,21 @@ class TurnRecorder:
             wall_time_ns=self.wall_time_ns,
             extra=dict(self._extra),
         )
+
+    def _record_failure_time(self) -> None:
+        """When the failing stage failed, after t0 (``extra["failure_at_ns"]``), so an export
+        can show a failed stage's real duration: its ``Failed`` event's stamp (exact,
+        ``failure_at_exact``), else the last event it reported (a lower bound: an exception
+        raised in the stage carries no stamp). Nothing when the stage reported no event."""
+        stage = self._failure[0] if self._failure else ""
+        events = self._events.get(stage) or []
+        failed = next((e for e in events if isinstance(e, Failed)), None)
+        stamps = [e.end_ns if isinstance(e, Span) else getattr(e, "t_ns", None) for e in events]
+        known = [t for t in stamps if isinstance(t, int)]
+        at = failed.t_ns if failed is not None else max(known, default=None)
+        if at is not None:
+            self._extra[FAILURE_AT_KEY] = at - self.t0_ns
+            self._extra[FAILURE_EXACT_KEY] = failed is not None
 
     def _provider_clock(self, figures: dict[str, float | int | None]) -> list[str]:
         """Each stage's provider-reported time and the rest (core/provider_clock.py); flags a

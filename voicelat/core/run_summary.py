@@ -270,7 +270,87 @@ class RunInfo:
 
 
 #: Top-level sections of :class:`RunSummary`, in the order ``summary.json`` writes them.
+#: The call figures a budget may limit (``[budget.greeting]`` ...), from ``calls``.
+CALL_METRICS: tuple[str, ...] = ("greeting", "e2e_first_turn", "e2e_later_turns", "dead_air_max")
+
+
+@dataclass(frozen=True, slots=True)
+class CallsSummary:
+    """The ``calls`` section of a run of whole calls (core/call.py ``calls_section``):
+    the greeting's distribution, e2e by the turn's index in its call, dead air, duration."""
+
+    n: int = 0
+    completed: int = 0
+    ended_early: int = 0
+    turns_planned: int = 0
+    turns_completed: int = 0
+    greeting: DistSummary = field(default_factory=DistSummary)
+    greeting_expected: int = 0
+    greeting_missing: int = 0
+    #: "1", "2", ... (and "10+"): the turn's index in its call -> its e2e.
+    e2e_by_index: Mapping[str, DistSummary] = field(default_factory=dict)
+    e2e_first_turn: DistSummary = field(default_factory=DistSummary)
+    e2e_later_turns: DistSummary = field(default_factory=DistSummary)
+    dead_air_max: DistSummary = field(default_factory=DistSummary)
+    duration: DistSummary = field(default_factory=DistSummary)
+    scenarios: tuple[str, ...] = ()
+    failed_steps: tuple[Mapping[str, Any], ...] = ()
+
+    def metric(self, name: str) -> DistSummary:
+        """One of :data:`CALL_METRICS`."""
+        return {
+            "greeting": self.greeting,
+            "e2e_first_turn": self.e2e_first_turn,
+            "e2e_later_turns": self.e2e_later_turns,
+            "dead_air_max": self.dead_air_max,
+        }.get(name, DistSummary())
+
+    def to_json(self) -> JSONDict:
+        return {
+            "n": self.n,
+            "completed": self.completed,
+            "ended_early": self.ended_early,
+            "turns_planned": self.turns_planned,
+            "turns_completed": self.turns_completed,
+            "greeting": {
+                "expected": self.greeting_expected,
+                "missing": self.greeting_missing,
+                **self.greeting.to_json(),
+            },
+            "e2e_by_index": {k: d.to_json() for k, d in self.e2e_by_index.items()},
+            "e2e_first_turn": self.e2e_first_turn.to_json(),
+            "e2e_later_turns": self.e2e_later_turns.to_json(),
+            "dead_air_max": self.dead_air_max.to_json(),
+            "duration": self.duration.to_json(),
+            "scenarios": list(self.scenarios),
+            "failed_steps": [dict(f) for f in self.failed_steps],
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> CallsSummary:
+        d = _map(data)
+        greeting = _map(d.get("greeting"))
+        return cls(
+            n=_int(d.get("n")),
+            completed=_int(d.get("completed")),
+            ended_early=_int(d.get("ended_early")),
+            turns_planned=_int(d.get("turns_planned")),
+            turns_completed=_int(d.get("turns_completed")),
+            greeting=DistSummary.from_json(greeting),
+            greeting_expected=_int(greeting.get("expected")),
+            greeting_missing=_int(greeting.get("missing")),
+            e2e_by_index=_dists(d.get("e2e_by_index")),
+            e2e_first_turn=DistSummary.from_json(d.get("e2e_first_turn")),
+            e2e_later_turns=DistSummary.from_json(d.get("e2e_later_turns")),
+            dead_air_max=DistSummary.from_json(d.get("dead_air_max")),
+            duration=DistSummary.from_json(d.get("duration")),
+            scenarios=tuple(str(x) for x in d.get("scenarios") or ()),
+            failed_steps=tuple(_map(f) for f in d.get("failed_steps") or ()),
+        )
+
+
 _SECTIONS: tuple[str, ...] = (
+    "calls",
     "schema_version",
     "run",
     "pipeline",
@@ -318,15 +398,20 @@ class RunSummary:
     schedule_lag: DistSummary | None = None
     trust: Trust | None = None
     budget: Mapping[str, Any] = field(default_factory=dict)
+    #: A run of whole calls (``run --scenario``); None for single turns.
+    calls: CallsSummary | None = None
     #: Top-level keys added after the summary was built (``fixture_set_sha256``, ``live``,
     #: ``setup_error``, ``comparison``, ...), in their order.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     # -- reading ---------------------------------------------------------------------------
     def metric(self, name: str) -> DistSummary:
-        """The distribution of ``e2e`` or of a segment (empty when the summary has none)."""
+        """The distribution of ``e2e``, of a segment, or of a call figure
+        (:data:`CALL_METRICS`); empty when the summary has none."""
         if name == E2E:
             return self.e2e
+        if name in CALL_METRICS:
+            return self.calls.metric(name) if self.calls is not None else DistSummary()
         return self.segments.get(name) or DistSummary()
 
     @property
@@ -380,6 +465,8 @@ class RunSummary:
             if section is not None:
                 out[name] = section.to_json()
         out["budget"] = dict(self.budget)
+        if self.calls is not None:
+            out["calls"] = self.calls.to_json()
         out.update((k, v) for k, v in self.extra.items() if k not in _SECTIONS)
         return out
 
@@ -413,6 +500,9 @@ class RunSummary:
             schedule_lag=optional_dist("schedule_lag"),
             trust=Trust.from_json(d["trust"]) if isinstance(d.get("trust"), Mapping) else None,
             budget=_map(d.get("budget")),
+            calls=CallsSummary.from_json(d["calls"])
+            if isinstance(d.get("calls"), Mapping)
+            else None,
             extra={k: v for k, v in d.items() if k not in _SECTIONS},
         )
 
@@ -434,7 +524,9 @@ SummaryLike = RunSummary | Mapping[str, Any]
 
 
 __all__ = [
+    "CALL_METRICS",
     "SCHEMA_VERSION",
+    "CallsSummary",
     "Counts",
     "DistSummary",
     "FailureCount",

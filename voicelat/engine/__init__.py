@@ -2,10 +2,17 @@
 
 Public API, by module:
 
-* ``turn``: :class:`TurnEngine` (one turn: listen -> endpoint -> STT -> LLM -> chunker -> TTS
-  -> sink), :class:`TurnInput` (a prepared input), the :class:`FrameSource` and :class:`Sink`
-  protocols;
-* ``stageset``: :class:`StageSet` (a session's STT, LLM and TTS stages as one object);
+* ``turn``: :class:`TurnEngine`, the one timeout / cancel / figures shell of every turn shape;
+* ``cascade_turn``, ``s2s_turn``, ``agent_turn``: the three shapes (:class:`CascadeTurnEngine`:
+  listen -> endpoint -> STT -> LLM -> chunker -> TTS -> sink; :class:`S2STurnEngine`: one
+  realtime model; :class:`AgentTurnEngine`: a running agent over its transport, then its trace);
+  ``shapes``: :func:`turn_engine_for`, the shape a pipeline runs;
+* ``phases``: the public pieces a turn is made of (:class:`Listener`, :class:`Playback`,
+  :class:`CascadeReply`);
+* ``turn_input``: :class:`TurnInput` (a prepared input), the :class:`FrameSource` and
+  :class:`Sink` protocols;
+* ``stageset``: :class:`StageSet`, tagged by shape (:class:`CascadeStageSet`,
+  :class:`S2SStageSet`, :class:`AgentStageSet`);
 * ``load``: sessions (:class:`SessionPool`) and the load shapes (closed and open loops);
 * ``probes``: the loop-lag probe and the garbage-collector freeze;
 * ``progress``: the :class:`Observer` protocol of progress events;

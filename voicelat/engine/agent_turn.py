@@ -1,8 +1,10 @@
 """One turn through a running voice agent, over the transport it already exposes.
 
 An agent seen from outside is a speech-to-speech stage (docs/AGENTS.md), so
-:class:`AgentTurnEngine` is the :class:`~voicelat.engine.s2s_turn.S2STurnEngine` with the agent's
-recorder (:class:`~voicelat.core.agent.AgentRecorder`) and stage name: the pacer streams the
+:class:`AgentTurnEngine`, the agent :class:`~voicelat.engine.turn.TurnEngine` shape over an
+:class:`~voicelat.engine.stageset.AgentStageSet`, runs the realtime shape's
+:func:`~voicelat.engine.s2s_turn.converse_turn` with the agent's recorder
+(:class:`~voicelat.core.agent.AgentRecorder`) and stage name: the pacer streams the
 fixture's 20 ms frames in real time, then silence (the agent endpoints itself, as on a phone
 line); the stage's reply audio goes into the sink, which stamps ``output_first_audible``; the
 turn ends when the stage reports ``Done`` (the reply is over) or ``Failed``.
@@ -23,9 +25,10 @@ from voicelat.core.agent_trace import AgentSpan, split_from_spans
 from voicelat.core.events import StageName
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.recorder import TurnRecorder
-from voicelat.engine.s2s_turn import S2STurnEngine
+from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import AgentStageSet, StageSet
-from voicelat.engine.turn import FrameSource, Sink, TurnInput
+from voicelat.engine.turn import TurnEngine
+from voicelat.engine.turn_input import FrameSource, Sink, TurnInput
 
 __all__ = ["AgentTurnEngine", "TraceSource"]
 
@@ -43,7 +46,7 @@ class TraceSource(Protocol):
 
 
 @dataclass
-class AgentTurnEngine(S2STurnEngine):
+class AgentTurnEngine(TurnEngine):
     """Runs one agent turn at a time (see the module docstring). ``trace_source``: the agent's
     spans (None, or the pipeline's ``[agent] traces = "none"``: every turn stays black-box)."""
 
@@ -62,12 +65,9 @@ class AgentTurnEngine(S2STurnEngine):
         sink: Sink | None = None,
     ) -> None:
         """The S2S turn through the agent's stage, then its trace (when there is one)."""
-        if not isinstance(stages, AgentStageSet):
-            raise TypeError(
-                "an agent turn needs an AgentStageSet (a pipeline with an [agent] table)"
-            )
-        await super().body(planned, inp, rec, stages, source=source, sink=sink)
-        call_id = getattr(stages.agent, "call_id", None)
+        agent = AgentStageSet.expect(stages).agent
+        await converse_turn(self, agent, planned, inp, rec, source=source, sink=sink)
+        call_id = getattr(agent, "call_id", None)
         await self.read_trace(rec, call_id if isinstance(call_id, str) else None)
 
     async def read_trace(self, rec: TurnRecorder, call_id: str | None = None) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.core.errors import ConfigError
-from voicelat.core.plan import plan_turns
+from voicelat.core.plan import PlannedTurn, plan_turns
 from voicelat.core.schedule import Load
 from voicelat.engine.probes import run_measuring_loop
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
@@ -75,7 +75,12 @@ def resolve_inputs(args: argparse.Namespace) -> tuple[Pipeline, list[Fixture]]:
     """The pipeline and fixtures ``args`` name (``pipeline``, ``fixtures``; defaults: the
     embedded local stack's pipeline, the bundled fixtures); ``save_audio`` turns on saving."""
     pipeline = load_pipeline(getattr(args, "pipeline", None) or default_pipeline_path())
-    fixtures = load_fixtures(getattr(args, "fixtures", None) or default_fixtures_dir())
+    scenario = getattr(args, "scenario", None)
+    if scenario is not None:
+        # A run of calls speaks its scenarios' fixtures (checked here, before anything starts).
+        fixtures = _scenario_fixtures(_load_scenarios(args, Path(scenario)))
+    else:
+        fixtures = load_fixtures(getattr(args, "fixtures", None) or default_fixtures_dir())
     if getattr(args, "save_audio", False):
         pipeline = replace(pipeline, output=replace(pipeline.output, save_audio=True))
     return pipeline, fixtures
@@ -210,16 +215,26 @@ def execute_run(
     from voicelat.engine.runner import Runner
 
     load = load_from_args(args)
-    plan = plan_turns(
-        [f.id for f in fixtures],
-        repeat=getattr(args, "repeat", 1),
-        turns=getattr(args, "turns", None),
-        warmup=getattr(args, "warmup", 1),
-    )
+    scenario = getattr(args, "scenario", None)
+    calls: Sequence[Any] = ()
+    if scenario is not None:
+        fixtures, calls, plan = _plan_calls(args, Path(scenario), load)
+    else:
+        plan = plan_turns(
+            [f.id for f in fixtures],
+            repeat=getattr(args, "repeat", 1),
+            turns=getattr(args, "turns", None),
+            warmup=getattr(args, "warmup", 1),
+        )
     from voicelat.export import ExportObserver, open_exports
 
     runner = Runner(
-        with_stack_urls(pipeline), fixtures, out_dir, observer=observer, argv=list(argv)
+        with_stack_urls(pipeline),
+        fixtures,
+        out_dir,
+        observer=observer,
+        argv=list(argv),
+        calls=calls,
     )
     runner.validate()
     # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
@@ -245,6 +260,52 @@ def execute_run(
     finally:
         outcome = getattr(runner, "outcome", None)
         exports.close(outcome.summary if outcome is not None else None)
+
+
+def _plan_calls(
+    args: argparse.Namespace, scenario: Path, load: Load
+) -> tuple[list[Fixture], list[Any], list[PlannedTurn]]:
+    """``--scenario``: the scenarios' fixtures, the calls (``--repeat`` rounds) and their
+    turns as the plan. Calls run closed-loop in this process (``--concurrency N`` calls)."""
+    from voicelat.engine.call import plan_calls
+
+    if load.rate_per_s is not None:
+        raise ConfigError("--rate starts single turns: calls run --concurrency N at once")
+    if (getattr(args, "workers", None) or 1) > 1 or getattr(args, "ray", None):
+        raise ConfigError(
+            "--scenario runs its calls in one process: drop --workers/--ray (calls are not "
+            "sharded across workers yet)"
+        )
+    if getattr(args, "turns", None) is not None:
+        raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
+    loaded = _load_scenarios(args, scenario)
+    calls = plan_calls([item.scenario for item in loaded], getattr(args, "repeat", 1) or 1)
+    plan = [
+        PlannedTurn(c.first_index + i, fid, 0, False)
+        for c in calls
+        for i, fid in enumerate(c.scenario.fixture_ids())
+    ]
+    return _scenario_fixtures(loaded), calls, plan
+
+
+def _load_scenarios(args: argparse.Namespace, scenario: Path) -> list[Any]:
+    from voicelat.files.scenario import load_scenarios
+
+    return load_scenarios(scenario, getattr(args, "fixtures", None))
+
+
+def _scenario_fixtures(loaded: Sequence[Any]) -> list[Fixture]:
+    """Every fixture the scenarios speak, once; one id naming two files is refused."""
+    fixtures: dict[str, Fixture] = {}
+    for item in loaded:
+        for fid, fx in item.fixtures.items():
+            if fid in fixtures and fixtures[fid].path != fx.path:
+                raise ConfigError(
+                    f"{item.scenario.source}: fixture {fid!r} is also another scenario's "
+                    f"({fixtures[fid].path}): give one of them another id"
+                )
+            fixtures[fid] = fx
+    return list(fixtures.values())
 
 
 def _execute_on_workers(

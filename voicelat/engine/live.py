@@ -6,7 +6,7 @@ Data flow (one event loop, the measuring one)::
                                                                           │
            StartTurn (VAD onset / push-to-talk press, with the frames before it)
                                                                           ▼
-    TurnEngine.body(source=LiveSource, sink=DeviceSink): the same listening, endpointing,
+    TurnEngine.measure(source=LiveSource, sink=DeviceSink): the same listening, endpointing,
     STT, LLM -> chunker -> TTS and playout code as ``voicelat run``, fed live frames
                                                                           │
                        turn written to turns.jsonl (and, with --record, a replayable fixture)
@@ -766,32 +766,26 @@ class LiveSession:
 
     async def _run_turn(self, turn: _LiveTurn) -> None:
         assert self._stages is not None and self._engine is not None
-        engine, stages, rec = self._engine, self._stages, turn.rec
-        await engine.prepare(rec, stages.stt)
-        turn_start = self.clock.now_ns()
+        engine, rec = self._engine, turn.rec
+
+        def hold(body: asyncio.Task[None]) -> None:
+            turn.body = body  # a barge-in cancels it
+
         inp = TurnInput.live(turn.planned.fixture, self.input.rate)
-        body = asyncio.create_task(
-            engine.body(turn.planned, inp, rec, stages, source=turn.source, sink=turn.sink)
+        await engine.measure(
+            turn.planned,
+            self._stages,
+            inp,
+            source=turn.source,
+            sink=turn.sink,
+            rec=rec,
+            hold=hold,
+            scheduled=False,
         )
-        turn.body = body
-        try:
-            async with asyncio.timeout(self.pipeline.turn.timeout_s):
-                await asyncio.wait({body})
-        except TimeoutError:
-            engine.fail_timed_out(rec)
-        finally:
-            if not body.done():
-                body.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await body
         if turn.interrupted:
             rec.flag(INTERRUPTED)
             if "output_first_audible" not in rec.milestones():
                 rec.fail("user", "interrupted: the user spoke again before the reply was audible")
-        elif body.done() and not body.cancelled() and body.exception() is not None:
-            exc = body.exception()
-            rec.fail("runner", f"{type(exc).__name__}: {exc}")
-        engine.record_loop_lag(rec, turn_start)
         rec.figure("input_latency_ns", self.input.latency_ns)
         latency = getattr(turn.sink, "latency_ns", None)
         rec.figure("output_latency_ns", latency if latency else self.output.latency_ns)

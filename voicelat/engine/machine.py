@@ -160,7 +160,9 @@ def _delta(a: _Counters, b: _Counters, cores: int) -> MachineSample:
         iowait_ticks=max(b.iowait_ticks - a.iowait_ticks, 0),
         io_stall_us=io,
         processes=tuple(
-            ProcessSample(name, max(cpu - a.processes[name][0], 0), max(w - a.processes[name][1], 0))
+            ProcessSample(
+                name, max(cpu - a.processes[name][0], 0), max(w - a.processes[name][1], 0)
+            )
             for name, (cpu, w) in b.processes.items()
             if name in a.processes  # a server that ended (or started) mid-interval: left out
         ),

@@ -23,11 +23,13 @@ import platform
 import statistics
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicelat.core.call import CallRecord, calls_section
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.diagnostics import MachineSample
 from voicelat.core.errors import InfraError, only_interrupts
@@ -36,19 +38,20 @@ from voicelat.core.schedule import Load
 from voicelat.core.streaming_summary import RecentTurns
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
-from voicelat.engine.agent_turn import AgentTurnEngine, TraceSource
+from voicelat.engine.agent_turn import TraceSource
+from voicelat.engine.call import CallEngine, PlannedCall
 from voicelat.engine.load import Barrier, Session, SessionPool, closed_loop, open_loop
 from voicelat.engine.machine import MachineSampler, server_pids
 from voicelat.engine.probes import LoopLagProbe, freeze_gc, unfreeze_gc
 from voicelat.engine.progress import NullObserver, Observer
-from voicelat.engine.s2s_turn import S2STurnEngine
 from voicelat.engine.servers import with_stack_servers
+from voicelat.engine.shapes import turn_engine_for
 from voicelat.engine.stageset import StageSet
 from voicelat.engine.turn import FRAME_MS, FrameSource, Sink, TurnEngine, TurnInput
 from voicelat.engine.writer import TurnsWriterThread
 from voicelat.files.fixtures import Fixture, fixture_set_hash
 from voicelat.files.pipeline import Pipeline
-from voicelat.files.results import TurnsWriter, load_run, write_summary
+from voicelat.files.results import TurnsWriter, load_run, write_calls, write_summary
 
 NS_PER_MS = 1_000_000
 
@@ -128,6 +131,9 @@ class Runner:
     schedule_ns: Sequence[int] | None = None
     #: An agent pipeline's trace receiver (its spans split agent turns; None: black-box).
     trace_source: TraceSource | None = None
+    #: Whole calls instead of single turns (``run --scenario``): each a scenario run as one
+    #: call on one session (``engine/call.py``); the plan is then their turns.
+    calls: Sequence[PlannedCall] = ()
 
     def __post_init__(self) -> None:
         #: Each fixture's prepared input, by fixture id (:meth:`load_inputs`).
@@ -141,7 +147,11 @@ class Runner:
         #: The machine during the run (engine/machine.py), judged by the trust verdict.
         self.machine_samples: list[MachineSample] = []
         self.sessions_opened = 0
-        self._load = Load()
+        #: The run's load shape (the summary's load section).
+        self.load = Load()
+        #: Each finished call's record (``calls.jsonl``) and its turns (the per-index figures).
+        self.call_records: list[CallRecord] = []
+        self.call_turns: list[Turn] = []
         # How close to a frame's due time the pacer and the simulated sink busy-wait (None: their
         # default, 1 ms). A run with several sessions sets 0: see :meth:`run`.
         self._spin_ns: int | None = None
@@ -162,21 +172,11 @@ class Runner:
             self.inputs[fx.id] = TurnInput.from_fixture(fx, rate)
 
     def turn_engine(self) -> TurnEngine:
-        """The engine that runs this runner's turns (its clock, observer, probe, out_dir); an
-        S2S engine for a pipeline with an ``[s2s]`` table."""
-        if self.pipeline.agent is not None:
-            return AgentTurnEngine(
-                self.pipeline,
-                clock=self.clock,
-                observer=self.observer,
-                loop_lag=self.loop_lag,
-                out_dir=self.out_dir,
-                spin_ns=self._spin_ns,
-                trace_source=self.trace_source,
-            )
-        engine = S2STurnEngine if self.pipeline.s2s is not None else TurnEngine
-        return engine(
+        """The engine that runs this runner's turns (its clock, observer, probe, out_dir), of
+        the pipeline's shape (``engine/shapes.py``)."""
+        return turn_engine_for(
             self.pipeline,
+            trace_source=self.trace_source,
             clock=self.clock,
             observer=self.observer,
             loop_lag=self.loop_lag,
@@ -188,7 +188,7 @@ class Runner:
     async def run(self, plan: Sequence[PlannedTurn], *, load: Load | None = None) -> RunOutcome:
         """Run ``plan``: one session back to back (the default), or as ``load`` says. Warm-up
         turns run first (spread over the sessions), then the measured turns."""
-        self._load = load = load if load is not None else Load()
+        self.load = load = load if load is not None else Load()
         # Busy-waiting (the pacer yield-spins the last 1 ms before each 20 ms frame: sub-ms
         # send times) is the pipeline's ``[turn] busy_wait``, off by default: it cost ~50 ms of
         # CPU per turn at one session and starves a loop shared by many (docs/BENCHMARKS.md).
@@ -205,13 +205,18 @@ class Runner:
         def done(turn: Turn) -> None:
             writer.write(turn)
             self.turns.append(turn)
+            if self.calls:
+                self.call_turns.append(turn)
             self.observer.turn_finished(turn, total)
 
         probe = _Probe(self.loop_lag)
         machine = MachineSampler(self.clock.now_ns, server_pids(self.stack_info))
         machine.start()
         try:
-            await self._measure(plan, load, stages0, done, probe)
+            if self.calls:
+                await self._measure_calls(load, stages0, done, probe)
+            else:
+                await self._measure(plan, load, stages0, done, probe)
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "interrupted"
             raise
@@ -229,6 +234,8 @@ class Runner:
             with contextlib.suppress(InfraError):
                 writer.close()
             summary = self.summary(plan, status, started_wall)
+            if self.calls:
+                write_calls(self.out_dir, self.call_records)
             write_summary(self.out_dir, summary)
             self.outcome = RunOutcome.of(self.out_dir, self.turns, summary, status, len(plan))
         if writer.error is not None:
@@ -288,6 +295,40 @@ class Runner:
         finally:
             self.sessions_opened += pool.opened
 
+    async def _measure_calls(
+        self, load: Load, stages0: StageSet, done: Callable[[Turn], None], probe: _Probe
+    ) -> None:
+        """Run :attr:`calls`, ``load.concurrency`` at once, each on a session of its own
+        (a call never shares its session)."""
+        calls = CallEngine(self.turn_engine(), self.inputs)
+        todo = deque(self.calls)
+        pool = SessionPool(self._make_stages, self.clock)
+
+        async def caller(s: Session) -> None:
+            while todo:
+                planned = todo.popleft()
+                record = await calls.run(
+                    planned.scenario,
+                    s.stages,
+                    call_id=planned.call_id,
+                    first_index=planned.first_index,
+                    done=done,
+                    session=s.id,
+                )
+                self.call_records.append(record)
+
+        try:
+            async with pool:
+                sessions = [await pool.open(0, stages0)]
+                self.stages = stages0
+                n = min(load.concurrency, len(self.calls))
+                if n > 1:
+                    sessions += await pool.open_many(range(1, n))
+                probe.start()
+                await asyncio.gather(*(caller(s) for s in sessions))
+        finally:
+            self.sessions_opened += pool.opened
+
     def _make_stages(self, session: int) -> StageSet:
         if self.session_stages is not None:
             return StageSet.of(self.session_stages(session))
@@ -317,33 +358,43 @@ class Runner:
         self, plan: Sequence[PlannedTurn], status: str, started_wall: float
     ) -> dict[str, Any]:
         """The ``summary.json`` document of the turns run so far (as :meth:`run` writes it)."""
-        return self.turns.summary.finish(
-            run={
-                "tool": "voicelat",
-                "version": __version__,
-                "status": status,
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall)),
-                "duration_s": round(time.time() - started_wall, 3),
-                "planned_turns": len(plan),
-                "load": self._load.to_json()
-                | {"sessions_opened": self.sessions_opened, "spin": self._spin_ns is None},
-                "argv": list(self.argv),
-                "event_loop": _loop_name(),
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "stack": self.stack_info,
-            },
-            pipeline=self.pipeline.to_json(),
-            fixtures=[f.to_json() for f in self.fixtures],
-            stages=(
-                with_stack_servers(self.stages.describe(), self.stack_info)
-                if self.stages is not None
-                else {}
-            ),
-            loop_lag_ns=self.loop_lag.lags,
-            budget=self.pipeline.budget,
-            machine=self.machine_samples,
-        ) | {"fixture_set_sha256": fixture_set_hash(list(self.fixtures))}
+        return (
+            self.turns.summary.finish(
+                run={
+                    "tool": "voicelat",
+                    "version": __version__,
+                    "status": status,
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall)),
+                    "duration_s": round(time.time() - started_wall, 3),
+                    "planned_turns": len(plan),
+                    "load": self.load.to_json()
+                    | {"sessions_opened": self.sessions_opened, "spin": self._spin_ns is None},
+                    "argv": list(self.argv),
+                    "event_loop": _loop_name(),
+                    "python": sys.version.split()[0],
+                    "platform": platform.platform(),
+                    "stack": self.stack_info,
+                },
+                pipeline=self.pipeline.to_json(),
+                fixtures=[f.to_json() for f in self.fixtures],
+                stages=(
+                    with_stack_servers(self.stages.describe(), self.stack_info)
+                    if self.stages is not None
+                    else {}
+                ),
+                loop_lag_ns=self.loop_lag.lags,
+                budget=self.pipeline.budget,
+                machine=self.machine_samples,
+            )
+            | {"fixture_set_sha256": fixture_set_hash(list(self.fixtures))}
+            | self._calls_part()
+        )
+
+    def _calls_part(self) -> dict[str, Any]:
+        """The summary's ``calls`` section of a run of calls (nothing for single turns)."""
+        if not self.calls:
+            return {}
+        return {"calls": calls_section(self.call_records, self.call_turns)}
 
     def share_loop_lag(self, other: Runner) -> None:
         """Use ``other``'s loop-lag probe: runners on one event loop need one probe, not one

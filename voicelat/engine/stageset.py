@@ -1,11 +1,11 @@
-"""The stage triple as one typed object: a pipeline's STT, LLM and TTS stages together."""
+"""A session's stages as one typed object, tagged with its turn shape (cascade, realtime, agent)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Self, cast
+from typing import Any, ClassVar, Literal, Self, cast
 
 from voicelat.core.clock import Clock
 from voicelat.files.pipeline import Pipeline
@@ -13,24 +13,28 @@ from voicelat.stages.base import (
     AgentStage,
     LLMStage,
     S2SStage,
+    Stage,
     STTStage,
     TTSStage,
     load_stage_class,
     use_clock,
 )
 
+#: The turn shape a stage set is for (its tag).
+Shape = Literal["cascade", "s2s", "agent"]
+
 
 @dataclass(frozen=True, eq=False)
 class StageSet:
-    """One session's STT, LLM and TTS stages (so its own connections).
+    """One session's stages (so its own connections), tagged with the turn shape they serve:
+    :class:`CascadeStageSet` (STT, LLM, TTS), :class:`S2SStageSet` (one realtime model),
+    :class:`AgentStageSet` (one agent's transport).
 
-    An async context manager: ``async with stages:`` enters (connects, warms up) the three in
+    An async context manager: ``async with stages:`` enters (connects, warms up) its stages in
     order and exits them in reverse; a stage that fails to enter closes the ones before it.
     """
 
-    stt: STTStage
-    llm: LLMStage
-    tts: TTSStage
+    shape: ClassVar[Shape]
     _exit: AsyncExitStack = field(default_factory=AsyncExitStack, init=False, repr=False)
 
     @classmethod
@@ -38,10 +42,10 @@ class StageSet:
         """Construct (but do not connect) ``pipeline``'s stages; config errors surface here."""
         p = pipeline
         if p.s2s is not None:
-            return S2SStageSet.single(load_stage_class(p.s2s["stage"], "s2s")(p.s2s))
+            return S2SStageSet(load_stage_class(p.s2s["stage"], "s2s")(p.s2s))
         if p.agent is not None:
-            return AgentStageSet.agent_of(load_stage_class(p.agent["stage"], "agent")(p.agent))
-        return cls(
+            return AgentStageSet(load_stage_class(p.agent["stage"], "agent")(p.agent))
+        return CascadeStageSet(
             load_stage_class(p.stt["stage"], "stt")(p.stt),
             load_stage_class(p.llm["stage"], "llm")(p.llm),
             load_stage_class(p.tts["stage"], "tts")(p.tts),
@@ -49,19 +53,20 @@ class StageSet:
 
     @classmethod
     def of(cls, stages: StageSet | tuple[Any, Any, Any] | list[Any]) -> StageSet:
-        """``stages`` as a StageSet (a plain ``(stt, llm, tts)`` triple is accepted)."""
+        """``stages`` as a StageSet (a plain ``(stt, llm, tts)`` triple is a cascade's)."""
         if isinstance(stages, StageSet):
             return stages
         stt, llm, tts = stages
-        return cls(stt, llm, tts)
-
-    def __iter__(self) -> Iterator[Any]:
-        """``stt, llm, tts = stages``."""
-        return iter((self.stt, self.llm, self.tts))
+        return CascadeStageSet(stt, llm, tts)
 
     def items(self) -> list[tuple[str, Any]]:
-        """``[("stt", stt), ("llm", llm), ("tts", tts)]``."""
-        return [("stt", self.stt), ("llm", self.llm), ("tts", self.tts)]
+        """``[(name, stage), ...]`` in the order they are entered."""
+        raise NotImplementedError
+
+    @property
+    def hearing(self) -> Stage:
+        """The stage that hears the user (the STT, the realtime model, the agent)."""
+        return cast(Stage, self.items()[0][1])
 
     def use_clock(self, clock: Clock) -> Self:
         """Make every stage that has a ``clock`` attribute stamp on ``clock`` (call before
@@ -71,13 +76,13 @@ class StageSet:
         return self
 
     def describe(self) -> dict[str, dict[str, Any]]:
-        """Each stage's ``describe()``, keyed ``stt``, ``llm``, ``tts`` (the summary's ``stages``)."""
+        """Each stage's ``describe()`` by its name (the summary's ``stages``)."""
         return {name: stage.describe() for name, stage in self.items()}
 
     @property
     def input_rate(self) -> int:
-        """The sample rate the STT stage takes its audio at."""
-        return int(self.stt.input_rate)
+        """The sample rate the hearing stage takes the user's audio at."""
+        return int(cast(Any, self.hearing).input_rate)
 
     async def __aenter__(self) -> Self:
         try:
@@ -95,54 +100,68 @@ class StageSet:
         """Exit the stages entered so far (what ``__aexit__`` does)."""
         await self._exit.aclose()
 
+    @classmethod
+    def expect(cls, stages: StageSet) -> Self:
+        """``stages`` if it is of this shape, else a TypeError naming both shapes."""
+        if not isinstance(stages, cls):
+            raise TypeError(
+                f"a {cls.shape} turn needs a {cls.__name__}, not a {type(stages).__name__} "
+                f"(the pipeline's [{'s2s' if cls.shape == 's2s' else cls.shape}] shape)"
+            )
+        return stages
+
+
+@dataclass(frozen=True, eq=False)
+class CascadeStageSet(StageSet):
+    """A cascade's STT, LLM and TTS stages (``stt, llm, tts = stages``)."""
+
+    shape: ClassVar[Shape] = "cascade"
+    stt: STTStage
+    llm: LLMStage
+    tts: TTSStage
+
+    def __iter__(self) -> Iterator[Any]:
+        """``stt, llm, tts = stages``."""
+        return iter((self.stt, self.llm, self.tts))
+
+    def items(self) -> list[tuple[str, Any]]:
+        """``[("stt", stt), ("llm", llm), ("tts", tts)]``."""
+        return [("stt", self.stt), ("llm", self.llm), ("tts", self.tts)]
+
 
 @dataclass(frozen=True, eq=False)
 class S2SStageSet(StageSet):
-    """A speech-to-speech pipeline's one stage, where the engine and the runner expect a
-    :class:`StageSet`.
+    """A speech-to-speech pipeline's one realtime stage, listed (entered, clocked, described)
+    once as ``s2s``."""
 
-    ``stt``, ``llm`` and ``tts`` all hold the S2S stage, so what is written for the triple
-    (``prepare()``, ``input_rate``) reaches it; :meth:`items` lists it once, as ``s2s``, so it
-    is entered, clocked and described once.
-    """
-
-    s2s: S2SStage = field(kw_only=True)
+    shape: ClassVar[Shape] = "s2s"
+    s2s: S2SStage
 
     @classmethod
     def single(cls, stage: S2SStage) -> S2SStageSet:
         """The set of one S2S stage (not connected yet)."""
-        same = cast(Any, stage)
-        return cls(same, same, same, s2s=stage)
+        return cls(stage)
 
     def items(self) -> list[tuple[str, Any]]:
         """``[("s2s", stage)]``."""
         return [("s2s", self.s2s)]
 
-    @property
-    def input_rate(self) -> int:
-        """The sample rate the S2S stage takes the user's audio at."""
-        return int(self.s2s.input_rate)
-
 
 @dataclass(frozen=True, eq=False)
-class AgentStageSet(S2SStageSet):
-    """A black-box agent pipeline's one transport stage (an :class:`S2SStageSet`, so the S2S
-    turn machinery runs it); :meth:`items` lists it as ``agent``."""
+class AgentStageSet(StageSet):
+    """A black-box agent pipeline's one transport stage, listed as ``agent``."""
+
+    shape: ClassVar[Shape] = "agent"
+    agent: AgentStage
 
     @classmethod
     def agent_of(cls, stage: AgentStage) -> AgentStageSet:
         """The set of one agent stage (not connected yet)."""
-        same = cast(Any, stage)
-        return cls(same, same, same, s2s=same)
-
-    @property
-    def agent(self) -> AgentStage:
-        """The agent's transport stage."""
-        return self.s2s  # the same shape as an S2S stage (structural)
+        return cls(stage)
 
     def items(self) -> list[tuple[str, Any]]:
         """``[("agent", stage)]``."""
-        return [("agent", self.s2s)]
+        return [("agent", self.agent)]
 
 
-__all__ = ["AgentStageSet", "S2SStageSet", "StageSet"]
+__all__ = ["AgentStageSet", "CascadeStageSet", "S2SStageSet", "Shape", "StageSet"]

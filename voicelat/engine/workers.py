@@ -393,7 +393,7 @@ class ShardedRun:
         for r in self.reports:
             runner.loop_lag.lags.extend(r.loop_lag_ns)
         runner.sessions_opened = sum(r.sessions_opened for r in self.reports)
-        runner._load = load  # same layer: the summary's load section
+        runner.load = load  # the summary's load section
         with contextlib.suppress(Exception):  # describing stages builds them; never fatal here
             runner.stages = StageSet.of(runner.build_stages())
         summary = runner.summary(plan, status, started_wall)

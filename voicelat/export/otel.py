@@ -1,9 +1,13 @@
 """``--otlp-endpoint``: each turn as OpenTelemetry spans, and latency histograms, over OTLP/HTTP.
 
-Per turn, one ``invoke_agent`` span (t0 .. the last milestone) with three children,
-``speech_to_text``, ``chat`` and ``text_to_speech``; every segment, milestone and numeric figure
-rides as an attribute. GenAI semantic-convention names are used where they exist (development
-status, so the schema URL is pinned: :data:`SCHEMA_URL`); the rest lives under ``voicelat.``.
+Per turn, one ``invoke_agent`` span (t0 .. the last milestone) and, per kind of turn, its
+children: a cascade's ``speech_to_text``, ``chat`` and ``text_to_speech``; a realtime model's
+``generate_live_content`` (no STT span: there is no STT); a black-box agent none (the agent is
+the turn). Every segment, milestone and numeric figure rides as an attribute; the first-response
+moments are span events with their clock and origin named. A failed stage's span ends when it
+failed, with status ERROR. GenAI names follow the conventions and their voice proposals
+(:mod:`voicelat.export.genai_voice`, the one place they are spelled; drafts, so the schema URL
+is pinned: :data:`SCHEMA_URL`); the rest lives under ``voicelat.``.
 
 Times: milestones are ns relative to the turn's ``t0_ns`` on the monotonic clock. OTel wants wall
 time, so ``t0`` is placed through a wall anchor: a ``(wall_ns, monotonic_ns)`` pair taken together
@@ -19,6 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.context import Context
@@ -32,8 +37,10 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
 from voicelat.core.contract import ALL_SEGMENTS
+from voicelat.core.definitions import AGENT, CASCADE, S2S, kind_of
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
+from voicelat.export import genai_voice as gv
 from voicelat.export.base import ExportOptions, Warn, warn_stderr
 from voicelat.export.measures import (
     LATENCY_BUCKETS_S,
@@ -48,11 +55,12 @@ SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
 SCOPE = "voicelat"
 #: Stage span names (the GenAI operation each stage performs).
 STAGE_SPANS: dict[str, str] = {
-    "stt": "speech_to_text",
-    "llm": "chat",
-    "tts": "text_to_speech",
+    "stt": gv.OP_STT,
+    "llm": gv.OP_CHAT,
+    "tts": gv.OP_TTS,
+    "s2s": gv.OP_REALTIME,
 }
-TURN_SPAN = "invoke_agent"
+TURN_SPAN = gv.OP_INVOKE_AGENT
 DEFAULT_TIMEOUT_S = 5.0
 _FLUSH_EVERY_S = 1.0
 #: Cumulative metrics go out this often during a run (and once more at its end).
@@ -67,6 +75,12 @@ _STAGE_BOUNDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "stt": (("speech_start",), ("stt_final", "endpoint")),
     "llm": (("llm_request",), ("llm_done", "llm_first_token", "llm_first_delta")),
     "tts": (("tts_request",), ("tts_done", "tts_first_audible", "tts_first_byte")),
+    # The realtime model's generation: from the end of the user's speech (PR #394's anchor)
+    # or, before it, from when it started listening, to the response's end.
+    "s2s": (
+        ("endpoint", "response_start", "speech_start"),
+        ("response_done", "first_audible", "first_audio", "first_text", "response_start"),
+    ),
 }
 
 
@@ -292,11 +306,32 @@ def wall_ns(turn: Turn, rel_ns: int, anchor: tuple[int, int] | None) -> int:
     return base + rel_ns
 
 
+@dataclass(frozen=True)
+class SpanPlan:
+    """One span of a turn, before it meets a tracer: name, kind, bounds (ns after t0),
+    attributes and, for a failed one, its error."""
+
+    name: str
+    operation: str
+    client: bool
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    error: str | None = None
+
+
+def _end_reason(turn: Turn) -> dict[str, Any]:
+    if turn.failed:
+        return {}
+    return {gv.END_REASON: "interrupted" if turn.interrupted else "complete"}
+
+
 def turn_attributes(turn: Turn, pipeline: Mapping[str, Any]) -> dict[str, Any]:
     """The ``invoke_agent`` span's attributes: GenAI names, then voicelat's own."""
     attrs: dict[str, Any] = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": str(pipeline.get("name") or "voicelat"),
+        gv.OPERATION: gv.OP_INVOKE_AGENT,
+        gv.AGENT_NAME: str(pipeline.get("name") or "voicelat"),
+        "voicelat.turn.kind": kind_of(turn),
         "voicelat.turn.index": turn.index,
         "voicelat.turn.fixture": turn.fixture,
         "voicelat.turn.repeat": turn.repeat,
@@ -304,6 +339,7 @@ def turn_attributes(turn: Turn, pipeline: Mapping[str, Any]) -> dict[str, Any]:
         "voicelat.turn.cold": turn.cold,
         "voicelat.turn.failed": turn.failed,
         "voicelat.turn.headline": turn.headline,
+        **_end_reason(turn),
     }
     if turn.e2e_ns is not None:
         attrs["voicelat.e2e_ns"] = turn.e2e_ns
@@ -312,8 +348,7 @@ def turn_attributes(turn: Turn, pipeline: Mapping[str, Any]) -> dict[str, Any]:
     if turn.cold_stages:
         attrs["voicelat.turn.cold_stages"] = list(turn.cold_stages)
     if turn.failed:
-        attrs["voicelat.failure.stage"] = turn.failure_stage or ""
-        attrs["voicelat.failure.reason"] = turn.failure_reason or ""
+        attrs.update(_failure_attributes(turn, pipeline))
     for name in ALL_SEGMENTS:
         if name in turn.segments:
             attrs[f"voicelat.segment.{name}_ns"] = turn.segments[name]
@@ -325,58 +360,217 @@ def turn_attributes(turn: Turn, pipeline: Mapping[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def stage_attributes(turn: Turn, kind: str, pipeline: Mapping[str, Any]) -> dict[str, Any]:
-    """A stage span's attributes: its GenAI operation, provider and model, its network phases."""
+def _failure_attributes(turn: Turn, pipeline: Mapping[str, Any]) -> dict[str, Any]:
+    at, source = failure_end(turn, pipeline)
+    return {
+        gv.ERROR_TYPE: _error_type(turn),
+        "voicelat.failure.stage": turn.failure_stage or "",
+        "voicelat.failure.reason": turn.failure_reason or "",
+        "voicelat.failure.at_ns": at,
+        "voicelat.failure.at_source": source,
+    }
+
+
+def _error_type(turn: Turn) -> str:
+    """``error.type``: low-cardinality, the reason's first word (an exception's class name)."""
+    reason = (turn.failure_reason or "").strip()
+    word = reason.split(":", 1)[0].split(" ", 1)[0] if reason else ""
+    return word or "_OTHER"
+
+
+def _last_seen(turn: Turn) -> int:
+    return max([0, *turn.milestones.values(), *(s.end_ns for s in turn.spans)])
+
+
+def failure_end(turn: Turn, pipeline: Mapping[str, Any]) -> tuple[int, str]:
+    """When a failed turn's failing stage stopped (ns after t0) and how that is known:
+    ``stage_event`` (its Failed event's stamp, exact), ``turn_timeout`` (the pipeline's turn
+    timeout), ``last_event`` / ``last_seen`` (the stage's, or the turn's, last stamp: lower
+    bounds)."""
+    at = turn.extra.get("failure_at_ns")
+    if isinstance(at, int) and turn.extra.get("failure_at_exact"):
+        return at, "stage_event"
+    reason = turn.failure_reason or ""
+    timeout = (pipeline.get("turn") or {}).get("timeout_s")
+    if turn.failure_stage == "turn" and reason.startswith("timed out") and timeout:
+        return max(int(float(timeout) * 1e9), _last_seen(turn)), "turn_timeout"
+    if isinstance(at, int):
+        return at, "last_event"
+    return _last_seen(turn), "last_seen"
+
+
+def _table(pipeline: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     table = pipeline.get(kind)
-    table = table if isinstance(table, Mapping) else {}
-    attrs: dict[str, Any] = {"gen_ai.operation.name": STAGE_SPANS[kind], "voicelat.stage": kind}
-    if table.get("stage"):
-        attrs["voicelat.stage.provider"] = str(table["stage"])
-    model = table.get("model") or table.get("voice")
-    if model:
-        attrs["gen_ai.request.model"] = str(model)
+    return table if isinstance(table, Mapping) else {}
+
+
+def stage_attributes(turn: Turn, kind: str, pipeline: Mapping[str, Any]) -> dict[str, Any]:
+    """A stage span's attributes: its GenAI operation, provider, model and voice options, the
+    measured usage and first-chunk time, its network phases."""
+    table = _table(pipeline, kind)
+    attrs: dict[str, Any] = {gv.OPERATION: STAGE_SPANS[kind], "voicelat.stage": kind}
+    stage = str(table.get("stage") or "")
+    if stage:
+        attrs["voicelat.stage.provider"] = stage
+        provider = gv.provider_name(stage)
+        if provider:
+            attrs[gv.PROVIDER] = provider
+    if table.get("model"):
+        attrs[gv.REQUEST_MODEL] = str(table["model"])
+    if kind in ("tts", "s2s"):
+        attrs[gv.OUTPUT_TYPE] = "speech"
+        if table.get("voice"):
+            attrs[gv.VOICE] = str(table["voice"])
+    if kind == "stt" and table.get("language"):
+        attrs[gv.INPUT_LANGUAGE] = str(table["language"])
+    attrs.update(_usage(turn, kind))
+    first = _first_chunk_s(turn, kind)
+    if first is not None:
+        attrs[gv.TIME_TO_FIRST_CHUNK] = first
+    if kind == "s2s":
+        attrs.update(_end_reason(turn))
     for name, duration in turn.spans_of(kind).items():
         attrs[f"voicelat.phase.{name}_ns"] = duration
     return attrs
+
+
+#: figure -> usage attribute, per stage kind (the provider's own counts).
+_USAGE: dict[str, tuple[tuple[str, str], ...]] = {
+    "llm": (("llm_prompt_tokens", gv.INPUT_TOKENS), ("llm_tokens", gv.OUTPUT_TOKENS)),
+    "s2s": (
+        ("s2s_usage_input_tokens", gv.INPUT_TOKENS),
+        ("s2s_usage_output_tokens", gv.OUTPUT_TOKENS),
+        ("s2s_usage_input_audio_tokens", gv.AUDIO_INPUT_TOKENS),
+        ("s2s_usage_output_audio_tokens", gv.AUDIO_OUTPUT_TOKENS),
+    ),
+}
+
+
+def _usage(turn: Turn, kind: str) -> dict[str, int]:
+    out = {}
+    for figure, attr in _USAGE.get(kind, ()):
+        v = turn.figures.get(figure)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out[attr] = int(v)
+    return out
+
+
+#: (request, first chunks) of each kind's ``gen_ai.response.time_to_first_chunk``.
+_FIRST_CHUNK: dict[str, tuple[str, tuple[str, ...]]] = {
+    "llm": ("llm_request", ("llm_first_delta",)),
+    "s2s": ("endpoint", ("first_text", "first_audio")),
+}
+
+
+def _first_chunk_s(turn: Turn, kind: str) -> float | None:
+    if kind not in _FIRST_CHUNK:
+        return None
+    start_name, firsts = _FIRST_CHUNK[kind]
+    ms = turn.milestones
+    start = ms.get(start_name)
+    seen = [ms[n] for n in firsts if n in ms]
+    return None if start is None or not seen else (min(seen) - start) / 1e9
 
 
 def _first(milestones: Mapping[str, int], names: Sequence[str]) -> int | None:
     return next((milestones[n] for n in names if n in milestones), None)
 
 
+def _stage_plan(turn: Turn, kind: str, pipeline: Mapping[str, Any]) -> SpanPlan | None:
+    """The span of one stage, or None when the turn never reached it. A stage the turn's
+    failure cut short ends where the failure is known to have happened (never at its start:
+    a 0 ns span would say the stage took no time)."""
+    starts, ends = _STAGE_BOUNDS[kind]
+    ms = turn.milestones
+    phase_starts = [s.start_ns for s in turn.spans if s.stage == kind]
+    first = _first(ms, starts)
+    candidates = [t for t in (first, *phase_starts) if t is not None]
+    if not candidates:
+        return None
+    start = min(candidates)
+    end = _first(ms, ends)
+    error = None
+    if turn.failed and (turn.failure_stage == kind or end is None):
+        # Failing, or cut off by the failure while it ran: it ran until the failure.
+        failed_at = failure_end(turn, pipeline)[0]
+        if turn.failure_stage == kind or (turn.failure_stage in ("turn", "runner")):
+            error = turn.failure_reason or "failed"
+        end = max(end if end is not None else start, failed_at)
+    end = max(start, end if end is not None else start)
+    attrs = stage_attributes(turn, kind, pipeline)
+    if error is not None:
+        attrs[gv.ERROR_TYPE] = _error_type(turn)
+    model = attrs.get(gv.REQUEST_MODEL)
+    return SpanPlan(gv.span_name(STAGE_SPANS[kind], model), STAGE_SPANS[kind], True,
+                    start, end, attrs, error)  # fmt: skip
+
+
+def turn_span_plan(turn: Turn, pipeline: Mapping[str, Any]) -> list[SpanPlan]:
+    """The turn's spans, root first: ``invoke_agent`` and, per kind, its children (a cascade:
+    STT, LLM, TTS; a realtime turn: its model; a black-box agent: none, the agent is the
+    turn)."""
+    kind = kind_of(turn)
+    attrs = turn_attributes(turn, pipeline)
+    end = _last_seen(turn)
+    if turn.failed:
+        end = max(end, failure_end(turn, pipeline)[0])
+    error = f"{turn.failure_stage}: {turn.failure_reason}" if turn.failed else None
+    root = SpanPlan(
+        gv.span_name(gv.OP_INVOKE_AGENT, attrs[gv.AGENT_NAME]), gv.OP_INVOKE_AGENT,
+        kind == AGENT, 0, end, attrs, error,
+    )  # fmt: skip
+    stages = {CASCADE: ("stt", "llm", "tts"), S2S: ("s2s",), AGENT: ()}[kind]
+    children = [p for k in stages if (p := _stage_plan(turn, k, pipeline)) is not None]
+    return [root, *children]
+
+
+def first_response_events(turn: Turn) -> list[tuple[str, int, dict[str, Any]]]:
+    """openinference#3418's first-response moments the turn observed: ``(event name, t_ns after
+    t0, attributes)``, each attribute set naming its clock and its origin explicitly."""
+    origin = turn.milestones.get(gv.ORIGIN)
+    origin_name, origin_ns = (gv.ORIGIN, origin) if origin is not None else ("t0", 0)
+    out = []
+    for m, milestone, t in gv.first_response_moments(kind_of(turn), turn.milestones, turn.extra):
+        out.append((m.event, t, {
+            "voicelat.moment": m.moment,
+            "voicelat.milestone": milestone,
+            "voicelat.clock": gv.CLOCK,
+            "voicelat.clock.origin": origin_name,
+            "voicelat.clock.since_origin_ns": t - origin_ns,
+            "voicelat.observed_at": m.observed_at,
+        }))  # fmt: skip
+    return out
+
+
 def emit_turn_spans(
     tracer: Any, turn: Turn, pipeline: Mapping[str, Any], anchor: tuple[int, int] | None
 ) -> None:
     """Start and end the turn span and its stage spans on ``tracer`` (explicit timestamps)."""
-    ms = turn.milestones
-    end_rel = max([0, *ms.values(), *(s.end_ns for s in turn.spans)])
+    root_plan, *children = turn_span_plan(turn, pipeline)
+    # One wall base per turn: without an anchor or a wall stamp, each call of wall_ns would
+    # read the wall clock again, and span lengths would no longer be the milestones' exact
+    # differences.
+    base = wall_ns(turn, 0, anchor)
     root = tracer.start_span(
-        TURN_SPAN,
-        kind=SpanKind.INTERNAL,
-        attributes=turn_attributes(turn, pipeline),
-        start_time=wall_ns(turn, 0, anchor),
+        root_plan.name,
+        kind=SpanKind.CLIENT if root_plan.client else SpanKind.INTERNAL,
+        attributes=root_plan.attributes,
+        start_time=base,
     )
-    if turn.failed:
-        root.set_status(Status(StatusCode.ERROR, f"{turn.failure_stage}: {turn.failure_reason}"))
+    for name, t, attrs in first_response_events(turn):
+        root.add_event(name, attributes=attrs, timestamp=base + t)
+    if root_plan.error is not None:
+        root.set_status(Status(StatusCode.ERROR, root_plan.error))
     ctx: Context = set_span_in_context(root)
-    for kind, (starts, ends) in _STAGE_BOUNDS.items():
-        phase_starts = [s.start_ns for s in turn.spans if s.stage == kind]
-        start = _first(ms, starts)
-        start = (
-            min([start, *phase_starts]) if start is not None else min(phase_starts, default=None)
-        )
-        if start is None:
-            continue  # the stage never started (a turn that failed before it)
-        end = _first(ms, ends)
-        end = max(start, end if end is not None else start)
+    for plan in children:
         span = tracer.start_span(
-            STAGE_SPANS[kind],
+            plan.name,
             context=ctx,
             kind=SpanKind.CLIENT,
-            attributes=stage_attributes(turn, kind, pipeline),
-            start_time=wall_ns(turn, start, anchor),
+            attributes=plan.attributes,
+            start_time=base + plan.start_ns,
         )
-        if turn.failed and turn.failure_stage == kind:
-            span.set_status(Status(StatusCode.ERROR, turn.failure_reason or "failed"))
-        span.end(end_time=wall_ns(turn, end, anchor))
-    root.end(end_time=wall_ns(turn, end_rel, anchor))
+        if plan.error is not None:
+            span.set_status(Status(StatusCode.ERROR, plan.error))
+        span.end(end_time=base + plan.end_ns)
+    root.end(end_time=base + root_plan.end_ns)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from voicelat.core.call import CallRecord
 from voicelat.core.errors import ConfigError, InfraError, VoicelatError
 from voicelat.core.run_summary import SCHEMA_VERSION as SCHEMA_VERSION
 from voicelat.core.run_summary import RunSummary
@@ -21,6 +22,8 @@ from voicelat.core.turn import SpanRecord, Turn
 
 TURNS_FILE = "turns.jsonl"
 SUMMARY_FILE = "summary.json"
+#: A run of calls (``run --scenario``): one line a call (core/call.py ``CallRecord``).
+CALLS_FILE = "calls.jsonl"
 
 
 def turn_to_json(turn: Turn) -> dict[str, Any]:
@@ -163,6 +166,38 @@ def _write_error(path: Path, exc: OSError) -> InfraError:
         f"cannot write {path}: {exc.strerror or exc}; free some space or choose another --out "
         "(the turns written so far are kept)"
     )
+
+
+def write_calls(run_dir: Path, calls: Sequence[CallRecord]) -> Path:
+    """Write ``calls.jsonl`` (one line a call) atomically, after the run (off its loop)."""
+    path = run_dir / CALLS_FILE
+    tmp = path.with_suffix(".jsonl.tmp")
+    try:
+        tmp.write_text("".join(json.dumps(c.to_json()) + "\n" for c in calls), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _write_error(path, exc) from None
+    return path
+
+
+def read_calls(run_dir: Path) -> list[CallRecord]:
+    """The call records of a run of calls (``calls.jsonl``; none for single turns). A line
+    that is not a call record is skipped."""
+    path = run_dir / CALLS_FILE
+    if not path.is_file():
+        return []
+    out: list[CallRecord] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            with contextlib.suppress(TypeError, ValueError):
+                out.append(CallRecord.from_json(data))
+    return out
 
 
 def write_summary(run_dir: Path, summary: RunSummary | Mapping[str, Any]) -> Path:

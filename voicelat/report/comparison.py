@@ -48,7 +48,7 @@ def vs_cell(combo: Mapping[str, Any], p: int) -> str:
     if not v:
         return "-"
     verdict = str(v["verdict"])
-    if v.get("significant"):
+    if v.get("significant") and v.get("resolvable", True):
         return verdict
     # Say the estimate even when it is not significant, so "how big might it be" is visible.
     return f"{verdict} ({fmt_ms(v['diff_ns'], sign=True, unit=' ms')})"

@@ -3,7 +3,10 @@ baseline comparison and the P50/P90 waterfall, readable without opening the run 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from voicelat.core.budget import Check
+from voicelat.core.compare import NOT_RESOLVABLE, Comparison
 from voicelat.core.display import fmt_ms
 from voicelat.core.gate import GateResult
 from voicelat.core.palette import ordered_segments
@@ -120,7 +123,11 @@ def markdown_report(result: GateResult) -> str:
             mark = (
                 "❌ regression"
                 if comp.regression
-                else ("🚀 faster" if comp.verdict == "faster" else "✅")
+                else "🚀 faster"
+                if comp.verdict == "faster"
+                else "✅ not resolvable on this machine"
+                if comp.verdict == NOT_RESOLVABLE
+                else "✅"
             )
             lines.append(
                 f"| {comp.name} | {_ms(comp.baseline_ns)} | {_ms(comp.current_ns)} | "
@@ -128,10 +135,27 @@ def markdown_report(result: GateResult) -> str:
             )
         if not cmp:
             lines.append("| – | – | – | not compared (see the sample check above) | ❌ |")
+        else:
+            lines += ["", _resolution(cmp)]
     lines += _waterfall(s)
     if result.run_dir:
         lines += ["", f"Results: `{_cell(result.run_dir)}`"]
     return "\n".join(lines) + "\n"
+
+
+def _resolution(cmp: Sequence[Comparison]) -> str:
+    """What this machine resolves: the smallest difference at e2e P50 and where it comes from."""
+    first = next((c for c in cmp if c.metric == "e2e"), cmp[0])
+    source = (
+        "the sampling CI only: these runs carry no instrument error (uncalibrated)"
+        if first.instrument_ns is None
+        else f"sampling ±{_ms(first.sampling_ns)} + instrument ±{_ms(first.instrument_ns)}"
+    )
+    return (
+        f"Smallest resolvable difference on this machine, {first.name}: "
+        f"±{_ms(first.resolvable_ns)} ({source}); a smaller change is reported as "
+        "not resolvable, never as a regression."
+    )
 
 
 def markdown_error(message: str) -> str:

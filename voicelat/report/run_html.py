@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from voicelat.core.call import CallRecord
+from voicelat.core.definitions import compute_definitions
 from voicelat.core.display import fmt_ms
 from voicelat.core.palette import ordered_segments
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
+from voicelat.report.call_svg import calls_html
 from voicelat.report.chartdata import (
     accuracy,
     accuracy_text,
@@ -27,6 +30,7 @@ from voicelat.report.chartdata import (
     turn_points,
 )
 from voicelat.report.comparison_html import waterfall_svg
+from voicelat.report.definitions import definitions_html
 from voicelat.report.svg import (
     PICTURE_CSS,
     fixture_table_html,
@@ -42,6 +46,7 @@ th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowra
 th{background:#f3f3f3}td:first-child,th:first-child,td:last-child,th:last-child{text-align:left}
 .pair{display:flex;flex-wrap:wrap;gap:1.5em}.warn{color:#a00}small{color:#666}
 .waterfall .head{font-weight:600}
+table.definitions td:first-child,table.definitions td:last-child{white-space:normal}
 """
 
 
@@ -81,8 +86,13 @@ def _waterfalls(s: RunSummary) -> str:
     )
 
 
-def run_html(summary: RunSummary, turns: Sequence[Turn], run_dir: str = "") -> str:
-    """The whole page for one run."""
+def run_html(
+    summary: RunSummary,
+    turns: Sequence[Turn],
+    run_dir: str = "",
+    calls: Sequence[CallRecord] = (),
+) -> str:
+    """The whole page for one run (a run of calls: with each call's timeline)."""
     s = summary
     values = headline_e2e(turns)
     marks = percentile_marks(values)
@@ -105,12 +115,14 @@ def run_html(summary: RunSummary, turns: Sequence[Turn], run_dir: str = "") -> s
         + _head(s, run_dir)
         + legend_html(segments)
         + _waterfalls(s)
+        + calls_html(calls, turns)
         + "<h2>e2e distribution</h2><p><small>Headline turns (warm, measured, not failed); "
         "dashed: P50/P90/P99; red: the budget's e2e limits.</small></p>"
         + histogram_svg(histogram(values), marks, budget, title="e2e distribution")
         + "<h2>e2e over the run</h2><p><small>Filled: headline turns; hollow: warm-up or cold "
         "turns (not in the percentiles); red crosses: failed turns.</small></p>"
         + timeline_svg(turn_points(turns), marks, budget, title="e2e over the run")
+        + definitions_html(compute_definitions(turns), instrument=s.extra.get("instrument"))
         + "<h2>Per fixture</h2>"
         + fixtures
         + f"<h2>Transcript accuracy</h2><p>{escape(accuracy_text(accuracy(turns)))}</p>"

@@ -35,6 +35,7 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     lines.extend(_band_lines(s))
     lines.extend(provider_lines(s))
     lines.extend(_count_lines(s))
+    lines.extend(call_lines(s))
     lines.extend(cost_lines(s.extra.get("cost")))
     lines.extend(quality_lines(s.extra.get("quality")))
     lines.extend(_load_lines(s))
@@ -43,6 +44,45 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     if run_dir:
         lines.append(f"results: {run_dir}")
     return "\n".join(lines)
+
+
+def call_lines(s: RunSummary) -> list[str]:
+    """A run of calls: the calls, the greeting, e2e by the turn's index in its call, dead air."""
+    c = s.calls
+    if c is None:
+        return []
+    g = c.greeting
+    greeting = (
+        f"greeting P50 {fmt_ms(g.p50)} ms  P90 {fmt_ms(g.p90)} ms (n={g.n}, "
+        f"{c.greeting_missing} missing)"
+        if c.greeting_expected
+        else "no greeting expected"
+    )
+    lines = [
+        f"calls: {c.n} run, {c.completed} completed, {c.ended_early} ended early; turns "
+        f"{c.turns_completed}/{c.turns_planned} completed; {greeting}",
+        "e2e by turn index in the call (every ok turn, cold ones too: index 1 is the fresh call)",
+        f"  {'turn':<16}{'n':>8}{'P50 ms':>8}{'P90 ms':>8}{'max ms':>8}",
+    ]
+    for index, d in c.e2e_by_index.items():
+        cells = "".join(fmt_ms(v, width=8) for v in (d.p50, d.p90, d.max))
+        lines.append(f"  {index:<16}{d.n:>8}{cells}")
+    first, later = c.e2e_first_turn, c.e2e_later_turns
+    if first.n and later.n:
+        lines.append(
+            f"  turn 1 P50 {fmt_ms(first.p50)} ms vs later turns P50 {fmt_ms(later.p50)} ms "
+            f"(n={first.n} / {later.n})"
+        )
+    air, dur = c.dead_air_max, c.duration
+    lines.append(
+        f"dead air (longest wait a call) P50 {fmt_ms(air.p50)} ms  P90 {fmt_ms(air.p90)} ms; "
+        f"call duration P50 {fmt_ms(dur.p50)} ms"
+    )
+    lines.extend(
+        f"  failed: {f.get('call_id')} {f.get('step')}: {f.get('reason')}"
+        for f in c.failed_steps[:5]
+    )
+    return lines
 
 
 def provider_clock(turn: Turn) -> str:

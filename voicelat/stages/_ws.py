@@ -467,6 +467,13 @@ class WsStage:
     clock: Clock = MONOTONIC
     #: Whether ``api_key_env`` must be set (a provider's API); an agent's auth is optional.
     key_required: ClassVar[bool] = True
+    #: Call mode (``engine/call.py``): the connection serves every turn of one call, even for
+    #: a protocol whose connection serves one turn otherwise (a realtime session, an agent's
+    #: call); :meth:`end_call` hangs up.
+    keep_call: bool = False
+    #: The next turn hears what the agent sent since the connection opened (a greeting on
+    #: connect) instead of dropping it as not its reply (a call's ``expect_greeting``).
+    accept_from_open: bool = False
 
     table: str
     base_url: str
@@ -529,7 +536,22 @@ class WsStage:
 
     def _stale(self, conn: WsConn) -> bool:
         """A connection that must not serve another request (single-use protocols)."""
-        return not self.persistent and conn.used
+        return not (self.persistent or self.keep_call) and conn.used
+
+    async def end_call(self) -> None:
+        """The call is over: close its connection (the next turn opens a new one)."""
+        await self._drop()
+
+    @property
+    def fresh_call(self) -> bool:
+        """An open connection no turn has used yet (a call can start on it)."""
+        conn = self._conn
+        return conn is not None and conn.open and not conn.used
+
+    @property
+    def call_opened_ns(self) -> int | None:
+        """When the current connection opened (a call's "connected"), if there is one."""
+        return self._conn.t_open_ns if self._conn is not None else None
 
     async def _open(self) -> WsConn:
         conn = await ws_connect(
@@ -662,8 +684,9 @@ class WsStage:
                     return
         finally:
             await pump.stop()
-            if not proto.finished or self._stale(conn):
-                # A request that did not end cleanly leaves results in flight: start afresh.
+            if self._stale(conn) or (not proto.finished and not self.keep_call):
+                # A request that did not end cleanly leaves results in flight: start afresh
+                # (in a call, the call goes on: the next turn's protocol reads on).
                 await self._drop()
 
     def _on_item(self, item: _Item | None, proto: WsProtocol[Any], url: str) -> list[StageEvent]:

@@ -55,9 +55,11 @@ class STTStage(Stage, Protocol):
 
 
 class LLMStage(Stage, Protocol):
-    """Transcript in, streamed deltas out."""
+    """Transcript in, streamed deltas out. In a call the engine hands a
+    :class:`~voicelat.core.conversation.Conversation` instead (the call's messages so far; its
+    ``str()`` is the transcript): a stage that keeps no history may just use ``str(text)``."""
 
-    def complete(self, text: str) -> AsyncIterator[StageEvent]: ...
+    def complete(self, text: Any) -> AsyncIterator[StageEvent]: ...
 
 
 class TTSStage(Stage, Protocol):

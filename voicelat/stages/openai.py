@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
+from voicelat.core.conversation import Conversation, prompt_text
 from voicelat.core.events import (
     Delta,
     Done,
@@ -99,7 +100,7 @@ class OpenAILLM(HttpStage):
         }
 
     # -- the turn ----------------------------------------------------------------------------
-    def _body(self, text: str) -> tuple[str, dict[str, Any]]:
+    def _body(self, prompt: str | Conversation) -> tuple[str, dict[str, Any]]:
         o = self.options
         body: dict[str, Any] = {
             "model": self.model,
@@ -117,16 +118,20 @@ class OpenAILLM(HttpStage):
             messages = []
             if o.system:
                 messages.append({"role": "system", "content": o.system})
-            messages.append({"role": "user", "content": text})
+            if isinstance(prompt, Conversation):
+                messages += prompt.messages()  # a call's turn: the conversation so far
+            else:
+                messages.append({"role": "user", "content": prompt})
             body["messages"] = messages
             path = "/chat/completions"
         else:
-            body["prompt"] = o.prompt_template.replace("{text}", text)
+            body["prompt"] = prompt_text(o.prompt_template, prompt)
             path = "/completions"
         body.update(self.extra_body)
         return f"{self.base_url}{path}", body
 
-    async def complete(self, text: str) -> AsyncIterator[StageEvent]:
+    async def complete(self, text: str | Conversation) -> AsyncIterator[StageEvent]:
+        """The reply to ``text`` (a transcript, or a call's :class:`Conversation`)."""
         assert self._client is not None, "use the stage as an async context manager"
         url, body = self._body(text)
         trace = self._trace()

@@ -202,13 +202,15 @@ class PipecatWs(WsStage):
         proto = PipecatWsProtocol(
             conn.url, input_rate=o.input_rate, output_rate=o.output_rate, watch=watch
         )
-        # What the bot sent before the turn's audio (a greeting on connect) is not its reply.
-        proto.turn_start_ns = self.clock.now_ns()
+        # What the bot sent before the turn's audio (a greeting on connect) is not its reply,
+        # unless this turn is the greeting (a call's expect_greeting).
+        proto.turn_start_ns = conn.t_open_ns if self.accept_from_open else self.clock.now_ns()
         try:
             async for event in self._call(conn, proto, audio):
                 yield event
         finally:
-            await self._drop()  # the call hangs up: the next turn is a new call
+            if not self.keep_call:
+                await self._drop()  # the call hangs up: the next turn is a new call
 
     async def _call(
         self, conn: WsConn, proto: PipecatWsProtocol, audio: AsyncIterable[bytes]

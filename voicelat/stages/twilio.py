@@ -149,6 +149,10 @@ class Twilio(WsStage):
     def _protocol(self, conn: WsConn) -> TwilioProtocol:
         call = conn.extra.get("call")
         assert isinstance(call, TwilioProtocol)
+        if call.started_ns is not None:
+            call.next_turn()  # a call's next turn on the same stream (call mode)
+        if self.accept_from_open:
+            call.started_ns = conn.t_open_ns  # the greeting: media since the stream opened
         self._call = call
         self.call_id = call.call_sid
         return call

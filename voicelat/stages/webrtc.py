@@ -236,6 +236,12 @@ class _Call:
             await asyncio.wait_for(self.pc.close(), 2.0)
 
 
+def _drain(items: asyncio.Queue[Any]) -> None:
+    """Drop what is queued in ``items``."""
+    while not items.empty():
+        items.get_nowait()
+
+
 class WebRTC:
     """A bot behind SmallWebRTC's offer/answer (see the module docstring)."""
 
@@ -244,6 +250,20 @@ class WebRTC:
     endpoint_by_server: bool = True
     #: Stamps every event; the engine may replace it before ``__aenter__``.
     clock: Clock = MONOTONIC
+    #: Call mode (``engine/call.py``): one peer connection for every turn of a call.
+    keep_call: bool = False
+    #: A fresh call's first turn hears everything since the peer connected (its greeting).
+    accept_from_open: bool = False
+
+    @property
+    def fresh_call(self) -> bool:
+        """A connected call no turn has used yet (a call can start on it)."""
+        return self._call is not None and not self._call.used
+
+    @property
+    def call_opened_ns(self) -> int | None:
+        """When the current call's peer connection started (a call's "connected")."""
+        return self._call.t_open_ns if self._call is not None else None
 
     def __init__(self, options: Mapping[str, Any], *, table: str = "agent") -> None:
         o = self.options = parse_options(WebRTCOptions, table, options)
@@ -279,7 +299,7 @@ class WebRTC:
 
     async def prepare(self) -> None:
         """Open the next call (outside the turn); a failure is the turn's to report."""
-        if self._call is not None and not self._call.used:
+        if self._call is not None and (not self._call.used or self.keep_call):
             return
         await self._hang_up()
         try:
@@ -444,23 +464,32 @@ class WebRTC:
     # -- one turn -----------------------------------------------------------------------------
     async def converse(self, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
         call = self._call
-        cold = call is None or call.used
+        cold = call is None or (call.used and not self.keep_call)
+        if not cold and call is not None and call.used:
+            _drain(call.items)  # a call's next turn: what came between turns is not its reply
         if cold:
             await self.prepare()
             call = self._call
         if call is None:
             yield self.failed(self._last_error or "no call")
             return
+        first_use = not call.used
         call.used = True
         self.call_id = call.pc_id
         yield Connected(call.t_open_ns if cold else self.clock.now_ns(), cold=cold)
-        for span in call.spans:
-            yield span
+        if first_use:  # a call's later turns (call mode) reuse the peer: its spans once
+            for span in call.spans:
+                yield span
         try:
             async for event in self._turn(call, audio):
                 yield event
         finally:
-            await self._hang_up()
+            if not self.keep_call:
+                await self._hang_up()
+
+    async def end_call(self) -> None:
+        """The call is over: hang up (the next turn opens a new call)."""
+        await self._hang_up()
 
     async def _turn(self, call: _Call, audio: AsyncIterable[bytes]) -> AsyncIterator[StageEvent]:
         o = self.options

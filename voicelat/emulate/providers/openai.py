@@ -229,6 +229,8 @@ class OpenAIEmulator(Emulator):
         if not isinstance(messages, list) or not messages:
             raise BadRequest("Missing required parameter: 'messages'.")
         prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        # How much conversation the request carried (a call's turns carry the earlier ones).
+        x.truth.detail["messages"] = len(messages)
         await self._generate(x, body, model, prompt, chat=True)
 
     async def completions(self, x: HttpExchange) -> None:

@@ -228,6 +228,15 @@ class TwilioProtocol(WsProtocol[bytes]):
             self._outbox.append(self._mark_echo(self._marks.popleft()[0]))
         return [Interrupted(t_ns)] if dropped else []
 
+    def next_turn(self) -> None:
+        """The call goes on with another turn on the same stream: the reply's state starts
+        afresh (what arrives before its first frame is not its reply); marks still pending and
+        the playback timeline carry over."""
+        self.finished = False
+        self.started_ns = self.user_ended_ns = None
+        self._first_media_ns = self._last_media_ns = None
+        self._end_at = None
+
     # -- time passing -----------------------------------------------------------------------
     def user_audio_ended(self, t_ns: int) -> None:
         """The fixture and its silence tail have gone out; the line's silence follows."""

@@ -1,0 +1,404 @@
+"""A whole call: one session, a scenario's steps in order, every turn timed like any other.
+
+:class:`CallEngine` runs one :class:`~voicelat.core.call.Scenario` on one entered stage set,
+of any shape:
+
+* **cascade**: the stage connections stay open and the LLM sees the conversation so far (a
+  :class:`~voicelat.core.conversation.Conversation`: every earlier user turn and reply), as a
+  real agent's does. voicelat's cascade greets by speaking the scenario's ``greeting`` text
+  through its TTS. Between turns it waits the human gap; its STT hears each utterance from
+  its first frame (a VAD-gated agent does the same).
+* **realtime** and **agent**: the hearing stage is put in call mode (``keep_call``): one
+  realtime session (its conversation items grow) or one agent call (one Twilio stream, one
+  Pipecat websocket, one WebRTC peer) for every step. Each turn's input starts with the human
+  gap as silence, so the line carries silence in real time between the reply and the next
+  words; ``t0`` is the first sample of that input and the speech bounds are moved by the gap.
+
+Turn timing: a ``say`` step starts ``gap_ms`` (+- a seeded spread) after the previous reply
+ended (the sink played it), or at ``at_ms`` on the call's clock (connected = 0). The call's
+own figures (greeting latency, dead air, duration, the step that failed) go into a
+:class:`~voicelat.core.call.CallRecord`; each turn carries ``call_id`` and ``call_turn``.
+A turn that fails is recorded with its reason and the call goes on, or ends as the
+scenario's ``on_failure`` says. Cancelled mid-call (Ctrl-C), every finished turn has already
+been handed to ``done``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from voicelat.core.call import (
+    CALL_ID,
+    CALL_TURN,
+    CallRecord,
+    Scenario,
+    SilenceOutcome,
+    Step,
+    gap_ns,
+)
+from voicelat.core.conversation import Conversation
+from voicelat.core.plan import PlannedTurn
+from voicelat.core.recorder import TurnRecorder
+from voicelat.core.turn import Turn
+from voicelat.engine.agent_turn import AgentTurnEngine
+from voicelat.engine.cascade_turn import CascadeTurnEngine
+from voicelat.engine.phases import CascadeReply, Playback
+from voicelat.engine.s2s_turn import converse_turn
+from voicelat.engine.stageset import CascadeStageSet, StageSet
+from voicelat.engine.turn import TurnEngine
+from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, TurnInput, silence_frame
+from voicelat.files.fixtures import Fixture
+
+__all__ = ["GREETING_WAIT_MS", "CallEngine"]
+
+#: How long the line stays silent waiting for an expected greeting before it is missing.
+GREETING_WAIT_MS = 8000
+#: How long after a silence step's end a re-prompt that started may take to finish.
+_SILENCE_GRACE_S = 0.5
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One call of a run: its scenario, its id and the run index of its first turn."""
+
+    scenario: Scenario
+    call_id: str
+    first_index: int
+
+
+def plan_calls(scenarios: Sequence[Scenario], repeat: int = 1) -> list[PlannedCall]:
+    """``repeat`` rounds of ``scenarios`` (A B C A B C), each call's turns numbered on from
+    the call before it (so turn indexes are unique in the run whatever runs at once)."""
+    planned: list[PlannedCall] = []
+    index = 0
+    for scenario in [s for _ in range(repeat) for s in scenarios]:
+        planned.append(PlannedCall(scenario, f"call-{len(planned) + 1:04d}-{scenario.name}", index))
+        index += len(scenario.says)
+    return planned
+
+
+@dataclass
+class _Call:
+    """One call's running state."""
+
+    scenario: Scenario
+    call_id: str
+    session: int | None
+    connected_ns: int
+    rng: random.Random
+    next_index: int
+    conversation: Conversation = field(default_factory=lambda: Conversation((), ""))
+    reply_ended_ns: int = 0
+    turn_number: int = 0
+    completed: int = 0
+    indexes: list[int] = field(default_factory=list)
+    waits: list[int] = field(default_factory=list)
+    silences: list[SilenceOutcome] = field(default_factory=list)
+    greeting_ns: int | None = None
+    greeting_first_audible_ns: int | None = None
+    failed_step: str | None = None
+    failure_reason: str | None = None
+    ended_early: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: Agent turns whose trace is still being read (off the call's timeline).
+    traced: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+@dataclass
+class CallEngine:
+    """Runs calls on entered stage sets with ``engine`` (the pipeline's turn shape).
+    ``inputs``: each fixture a scenario speaks, prepared at the hearing stage's rate."""
+
+    engine: TurnEngine
+    inputs: Mapping[str, TurnInput]
+
+    @property
+    def _line_shape(self) -> bool:
+        """Realtime and agent calls keep one stream open and carry silence on it."""
+        return not isinstance(self.engine, CascadeTurnEngine)
+
+    async def run(
+        self,
+        scenario: Scenario,
+        stages: StageSet,
+        *,
+        call_id: str,
+        first_index: int,
+        done: Callable[[Turn], None],
+        session: int | None = None,
+    ) -> CallRecord:
+        """Run ``scenario`` as one call on ``stages``; each finished turn goes to ``done`` at
+        once (numbered from ``first_index``); returns the call's record."""
+        hearing = stages.hearing
+        keeps = self._line_shape and hasattr(hearing, "keep_call")
+        if keeps:
+            hearing.keep_call = True  # type: ignore[attr-defined]
+            # A connection of the call's own: the one an earlier call used is hung up (one the
+            # session opened and no turn used yet is this call's: what the agent sent on it
+            # since it opened, a greeting, is still unread).
+            end = getattr(hearing, "end_call", None)
+            if end is not None and not getattr(hearing, "fresh_call", False):
+                with contextlib.suppress(Exception):
+                    await end()
+        with contextlib.suppress(Exception):  # a failure shows in the first step
+            await hearing.prepare()
+        clock = self.engine.clock
+        opened = getattr(hearing, "call_opened_ns", None)
+        connected = opened if isinstance(opened, int) and keeps else clock.now_ns()
+        call = _Call(
+            scenario, call_id, session, connected, random.Random(scenario.seed), first_index
+        )
+        call.reply_ended_ns = call.connected_ns
+        try:
+            for step in scenario.steps:
+                if not await self._step(call, step, stages, done):
+                    call.ended_early = True
+                    break
+            if call.traced:
+                await asyncio.gather(*call.traced)
+        finally:
+            for task in call.traced:
+                task.cancel()  # cancelled mid-call: each turn is handed over untraced
+            if keeps:
+                hearing.keep_call = False  # type: ignore[attr-defined]
+                end = getattr(hearing, "end_call", None)
+                if end is not None:
+                    with contextlib.suppress(Exception):
+                        await end()
+        return self._record(call, clock.now_ns())
+
+    async def _step(
+        self, call: _Call, step: Step, stages: StageSet, done: Callable[[Turn], None]
+    ) -> bool:
+        """Run ``step``; False when the call must end here."""
+        if step.kind == "greeting":
+            reason = await self._greeting(call, stages)
+            if reason is not None and call.failed_step is None:
+                call.failed_step, call.failure_reason = step.line, reason
+            return True
+        if step.kind == "silence":
+            await self._silence(call, step, stages)
+            return True
+        turn = await self._say(call, step, stages, done)
+        if not turn.ok:
+            if call.failed_step is None:
+                call.failed_step, call.failure_reason = step.line, turn.failure_reason
+            return call.scenario.on_failure == "continue"
+        return True
+
+    # -- a `say` step: one measured turn ---------------------------------------------------------
+    async def _say(
+        self, call: _Call, step: Step, stages: StageSet, done: Callable[[Turn], None]
+    ) -> Turn:
+        """One measured turn; it goes to ``done`` now, or once its agent trace is read."""
+        engine, clock = self.engine, self.engine.clock
+        assert step.fixture is not None
+        call.turn_number += 1
+        planned = PlannedTurn(call.next_index, step.fixture, 0, False)
+        call.next_index += 1
+        inp = self.inputs[step.fixture]
+        lead_ns = self._lead_ns(call, step)
+        rec = engine.recorder(planned, expected=inp.fixture.text)
+        rec.extra(CALL_ID, call.call_id)
+        rec.extra(CALL_TURN, call.turn_number)
+        rec.extra("scenario", call.scenario.name)
+        if lead_ns < 0:
+            rec.flag("call:step_late")
+        lead_ns = max(0, lead_ns)
+        if self._line_shape:
+            inp = _with_lead_silence(inp, lead_ns)
+            rec.extra("lead_silence_ms", lead_ns // NS_PER_MS)
+            body = converse_turn(engine, stages.hearing, planned, inp, rec)  # type: ignore[arg-type]
+        else:
+            await asyncio.sleep(lead_ns / 1e9)
+            body = self._cascade_body(planned, inp, rec, CascadeStageSet.expect(stages), call)
+        await engine.measure(planned, stages, inp, rec=rec, body=body, session=call.session)
+        call.reply_ended_ns = clock.now_ns()
+        turn = rec.finish()
+        if isinstance(engine, AgentTurnEngine) and engine.trace_source is not None:
+            # The trace wait is after every stamp of the turn; reading it in the background
+            # keeps the next step's gap on time (the call goes on while the spans arrive).
+            call_ref = getattr(stages.hearing, "call_id", None)
+            ref = call_ref if isinstance(call_ref, str) else None
+            call.traced.append(asyncio.create_task(_traced(engine, rec, ref, done)))
+        else:
+            done(turn)
+        call.indexes.append(turn.index)
+        if turn.ok:
+            call.completed += 1
+            if turn.e2e_ns is not None:
+                call.waits.append(turn.e2e_ns)
+        if not self._line_shape:
+            transcript = turn.transcript or ""
+            call.conversation = call.conversation.with_text(transcript).then(turn.reply or "")
+        return turn
+
+    def _lead_ns(self, call: _Call, step: Step) -> int:
+        """How long before the step's first frame: the human gap after the reply, or up to the
+        fixed offset on the call's clock (negative: the offset has already passed)."""
+        now = self.engine.clock.now_ns()
+        if step.at_ms is not None:
+            return call.connected_ns + step.at_ms * NS_PER_MS - now
+        due = call.reply_ended_ns + gap_ns(step, call.rng)
+        return max(0, due - now)
+
+    async def _cascade_body(
+        self,
+        planned: PlannedTurn,
+        inp: TurnInput,
+        rec: TurnRecorder,
+        stages: CascadeStageSet,
+        call: _Call,
+    ) -> None:
+        engine = self.engine
+        assert isinstance(engine, CascadeTurnEngine)
+        transcript = await engine.hear(inp, rec, stages)
+        if transcript is not None:
+            await engine.reply(planned, rec, call.conversation.with_text(transcript), stages)
+
+    # -- the greeting ------------------------------------------------------------------------------
+    async def _greeting(self, call: _Call, stages: StageSet) -> str | None:
+        """The agent speaks first: connected -> its first audible sample at the sink. Returns
+        why it failed (a stage's error), if it did; a greeting that never came is missing."""
+        engine = self.engine
+        planned = PlannedTurn(-1, "(greeting)", 0, True)
+        rec = engine.recorder(planned)
+        hearing = stages.hearing
+        hears_open = self._line_shape and hasattr(hearing, "accept_from_open")
+        if self._line_shape:
+            inp = _silence_input(stages.input_rate, GREETING_WAIT_MS)
+            sink = engine.default_sink(planned)
+            sink.open_since_ns = call.connected_ns  # the ear is on the line from connect
+            body = converse_turn(engine, hearing, planned, inp, rec, sink=sink)  # type: ignore[arg-type]
+            if hears_open:
+                hearing.accept_from_open = True  # type: ignore[attr-defined]
+        else:
+            rec.t0_ns = call.connected_ns
+            inp = _silence_input(stages.input_rate, 0)
+            body = self._speak(planned, rec, CascadeStageSet.expect(stages), call.scenario.greeting)
+        try:
+            await engine.measure(planned, stages, inp, rec=rec, body=body, scheduled=False)
+        finally:
+            if hears_open:
+                hearing.accept_from_open = False  # type: ignore[attr-defined]
+        call.reply_ended_ns = engine.clock.now_ns()
+        heard = rec.milestones().get("output_first_audible")
+        first_audio = rec.milestones().get("first_audio", rec.milestones().get("tts_first_byte"))
+        if first_audio is not None:
+            call.extra["greeting_first_audio_ns"] = first_audio - call.connected_ns
+        played = rec.finish().figures.get("reply_audio_ns")
+        if isinstance(played, int) and played > 0:
+            call.extra["greeting_audio_ns"] = played
+        if heard is not None:
+            call.greeting_first_audible_ns = heard
+            call.greeting_ns = heard - call.connected_ns
+            call.waits.append(call.greeting_ns)
+        greeting = call.scenario.greeting if not self._line_shape else (rec.reply() or "")
+        if greeting and heard is not None:
+            call.conversation = call.conversation.then(greeting)
+        failed = rec.finish()
+        return failed.failure_reason if failed.failure_stage not in (None, "turn") else None
+
+    async def _speak(
+        self, planned: PlannedTurn, rec: TurnRecorder, stages: CascadeStageSet, text: str
+    ) -> None:
+        """voicelat's cascade says ``text`` (its greeting) through the TTS into the sink."""
+        engine = self.engine
+        playback = Playback(engine, rec, engine.default_sink(planned))
+        reply = CascadeReply(engine, rec, playback)
+        reply.text_q.put_nowait(text)
+        reply.text_q.put_nowait(None)
+        playback.start()
+        try:
+            await reply.run_tts(stages.tts)
+            await playback.played()
+        finally:
+            await playback.stop()
+        playback.record_figures("tts")
+
+    # -- a silence step ------------------------------------------------------------------------------
+    async def _silence(self, call: _Call, step: Step, stages: StageSet) -> None:
+        """The user says nothing for ``step.ms``: does the agent speak into it (re-prompt)?"""
+        engine, clock = self.engine, self.engine.clock
+        start = clock.now_ns()
+        if not self._line_shape:
+            # voicelat's own cascade never re-prompts: the silence just passes.
+            await asyncio.sleep(step.ms / 1000)
+            call.silences.append(SilenceOutcome(step.ms))
+            return
+        planned = PlannedTurn(-1, "(silence)", 0, True)
+        rec = engine.recorder(planned)
+        inp = _silence_input(stages.input_rate, step.ms)
+        body = converse_turn(engine, stages.hearing, planned, inp, rec)  # type: ignore[arg-type]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(step.ms / 1000 + _SILENCE_GRACE_S):
+                await engine.measure(planned, stages, inp, rec=rec, body=body, scheduled=False)
+        first = rec.milestones().get("output_first_audible")
+        call.silences.append(SilenceOutcome(step.ms, None if first is None else first - start))
+        call.reply_ended_ns = clock.now_ns()
+
+    # -- the record ----------------------------------------------------------------------------------
+    def _record(self, call: _Call, ended_ns: int) -> CallRecord:
+        scenario = call.scenario
+        greets = scenario.greets
+        return CallRecord(
+            call_id=call.call_id,
+            scenario=scenario.name,
+            session=call.session,
+            connected_ns=call.connected_ns,
+            ended_ns=ended_ns,
+            turns_planned=len(scenario.says),
+            turns_completed=call.completed,
+            turn_indexes=tuple(call.indexes),
+            greeting_ns=call.greeting_ns,
+            greeting_expected=greets,
+            greeting_first_audible_ns=call.greeting_first_audible_ns,
+            dead_air_max_ns=max(call.waits) if call.waits else None,
+            failed_step=call.failed_step,
+            failure_reason=call.failure_reason,
+            ended_early=call.ended_early,
+            silences=tuple(call.silences),
+            extra=_shape_extra(self.engine) | call.extra,
+        )
+
+
+async def _traced(
+    engine: AgentTurnEngine, rec: TurnRecorder, call_ref: str | None, done: Callable[[Turn], None]
+) -> None:
+    """Split ``rec`` with the agent's spans, then hand the turn over (untraced if cancelled)."""
+    try:
+        await engine.read_trace(rec, call_ref)
+    finally:
+        done(rec.finish())
+
+
+def _shape_extra(engine: TurnEngine) -> dict[str, Any]:
+    shape = "cascade" if isinstance(engine, CascadeTurnEngine) else engine.stage_key
+    return {"shape": shape}
+
+
+def _with_lead_silence(inp: TurnInput, lead_ns: int) -> TurnInput:
+    """``inp`` preceded by ``lead_ns`` of silence (whole frames), its speech bounds moved by
+    the lead (the realtime shape adds the silence tail a server VAD needs)."""
+    n = lead_ns // (FRAME_MS * NS_PER_MS)
+    lead_ms = n * FRAME_MS
+    silence = silence_frame(inp.pcm.rate)
+    return replace(
+        inp,
+        frames=[*([silence] * n), *inp.frames],
+        speech_start_ms=None if inp.speech_start_ms is None else inp.speech_start_ms + lead_ms,
+        speech_end_ms=None if inp.speech_end_ms is None else inp.speech_end_ms + lead_ms,
+    )
+
+
+def _silence_input(rate: int, ms: int) -> TurnInput:
+    """An input of ``ms`` of silence and no speech (a greeting's or a silence step's line)."""
+    live = TurnInput.live("(line)", rate)
+    fixture = Fixture("(line)", live.fixture.path, None, None, None, "", annotated=False)
+    frames = [silence_frame(rate)] * (ms // FRAME_MS)
+    return replace(live, fixture=fixture, frames=frames)

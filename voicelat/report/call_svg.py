@@ -1,0 +1,165 @@
+"""The call timeline: a picture of each call of a run (pure: records and turns in, SVG out).
+
+Two lanes on the call's clock (0 = connected): the caller's speech (each turn's ground-truth
+``speech_start`` -> ``speech_end``) and the agent's audio at the ear (the greeting, and each
+reply from its first audible sample for as long as it played). Between them, each turn's wait
+(``speech_end`` -> ``output_first_audible``, its e2e) is a dashed line with its milliseconds.
+Every mark carries ``data-*`` attributes (call, turn, start and end ns from connected), so a
+test reads the picture back with an XML parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+from voicelat.core.call import CALL_ID, CALL_TURN, CallRecord
+from voicelat.core.display import fmt_ms
+from voicelat.core.palette import FAILED_COLOUR, MARKER_COLOUR
+from voicelat.core.turn import Turn
+
+__all__ = ["CallLanes", "call_lanes", "call_timeline_svg", "calls_html"]
+
+SVG_NS = "http://www.w3.org/2000/svg"
+_USER_COLOUR = "#4c78a8"
+_AGENT_COLOUR = "#59a14f"
+_W, _H, _LEFT, _RIGHT = 760.0, 96.0, 92.0, 14.0
+_USER_Y, _AGENT_Y, _LANE_H = 18.0, 52.0, 16.0
+
+
+@dataclass(frozen=True)
+class Span:
+    """One bar of a lane: ns from the call's connection; ``turn`` 0 is the greeting."""
+
+    turn: int
+    start_ns: int
+    end_ns: int
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A turn's wait for the reply (its e2e), from ``speech_end`` to the first audible sample."""
+
+    turn: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class CallLanes:
+    """What the timeline of one call draws (ns from connected)."""
+
+    call_id: str
+    duration_ns: int
+    user: tuple[Span, ...]
+    agent: tuple[Span, ...]
+    waits: tuple[Wait, ...]
+    failed: tuple[int, ...]
+
+
+def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
+    """The lanes of ``record``'s call from its turns (those carrying its call id)."""
+    zero = record.connected_ns
+    user: list[Span] = []
+    agent: list[Span] = []
+    waits: list[Wait] = []
+    failed: list[int] = []
+    if record.greeting_first_audible_ns is not None:
+        start = record.greeting_first_audible_ns - zero
+        played = record.extra.get("greeting_audio_ns")
+        length = int(played) if isinstance(played, int | float) and played > 0 else 1
+        label = f"greeting after {fmt_ms(record.greeting_ns)} ms"
+        agent.append(Span(0, start, start + length, label))
+    mine = sorted(
+        (t for t in turns if t.extra.get(CALL_ID) == record.call_id),
+        key=lambda t: int(t.extra.get(CALL_TURN) or 0),
+    )
+    for t in mine:
+        k, m, base = int(t.extra.get(CALL_TURN) or 0), t.milestones, t.t0_ns - zero
+        if "speech_start" in m and "speech_end" in m:
+            user.append(Span(k, base + m["speech_start"], base + m["speech_end"], f"turn {k}"))
+        heard = m.get("output_first_audible")
+        if heard is not None:
+            played = t.figures.get("reply_audio_ns")
+            length = int(played) if isinstance(played, int | float) and played > 0 else 1
+            agent.append(Span(k, base + heard, base + heard + length))
+        if t.ok and t.e2e_ns is not None and "speech_end" in m and heard is not None:
+            waits.append(Wait(k, base + m["speech_end"], base + heard))
+        if not t.ok:
+            failed.append(k)
+    end = max([record.duration_ns, *(s.end_ns for s in (*user, *agent))], default=1)
+    return CallLanes(record.call_id, end, tuple(user), tuple(agent), tuple(waits), tuple(failed))
+
+
+def call_timeline_svg(lanes: CallLanes) -> str:
+    """One call's two lanes (see the module docstring)."""
+    plot = _W - _LEFT - _RIGHT
+    total = max(lanes.duration_ns, 1)
+
+    def x(ns: int) -> float:
+        return _LEFT + ns / total * plot
+
+    cid = escape(lanes.call_id)
+    parts = [
+        f'<svg xmlns="{SVG_NS}" class="call-timeline" data-call="{cid}" width="{_W:.0f}" '
+        f'height="{_H:.0f}" viewBox="0 0 {_W:.0f} {_H:.0f}" role="img" '
+        f'aria-label="call {cid}"><title>call {cid}</title>',
+        f'<text class="lane" x="4" y="{_USER_Y + 12:.0f}">caller</text>',
+        f'<text class="lane" x="4" y="{_AGENT_Y + 12:.0f}">agent at ear</text>',
+    ]
+    for lane, spans, y, colour in (
+        ("user", lanes.user, _USER_Y, _USER_COLOUR),
+        ("agent", lanes.agent, _AGENT_Y, _AGENT_COLOUR),
+    ):
+        for s in spans:
+            colour_s = FAILED_COLOUR if s.turn in lanes.failed else colour
+            tip = s.label or f"turn {s.turn}"
+            parts.append(
+                f'<rect class="{lane}" data-turn="{s.turn}" data-start-ns="{s.start_ns}" '
+                f'data-end-ns="{s.end_ns}" x="{x(s.start_ns):.2f}" y="{y:.1f}" '
+                f'width="{max(1.0, x(s.end_ns) - x(s.start_ns)):.2f}" height="{_LANE_H:.0f}" '
+                f'fill="{colour_s}"><title>{escape(tip)}</title></rect>'
+            )
+    for w in lanes.waits:
+        mid = (x(w.start_ns) + x(w.end_ns)) / 2
+        ms = fmt_ms(w.end_ns - w.start_ns)
+        parts.append(
+            f'<line class="wait" data-turn="{w.turn}" data-ns="{w.end_ns - w.start_ns}" '
+            f'x1="{x(w.start_ns):.2f}" x2="{x(w.end_ns):.2f}" y1="{_AGENT_Y - 6:.1f}" '
+            f'y2="{_AGENT_Y - 6:.1f}" stroke="{MARKER_COLOUR}" stroke-dasharray="3 2"/>'
+            f'<text class="mark" x="{mid:.1f}" y="{_AGENT_Y - 9:.1f}" text-anchor="middle" '
+            f'fill="{MARKER_COLOUR}">{ms}</text>'
+        )
+    parts.append(
+        f'<line x1="{_LEFT:.1f}" x2="{_LEFT + plot:.1f}" y1="{_H - 18:.1f}" y2="{_H - 18:.1f}" '
+        f'stroke="#888"/><text class="tick" x="{_LEFT:.1f}" y="{_H - 5:.1f}">0 s (connected)'
+        f'</text><text class="tick" x="{_LEFT + plot:.1f}" y="{_H - 5:.1f}" text-anchor="end">'
+        f"{total / 1e9:.1f} s</text></svg>"
+    )
+    return "".join(parts)
+
+
+def calls_html(records: Sequence[CallRecord], turns: Sequence[Turn], *, most: int = 12) -> str:
+    """The report's calls section: a timeline per call (the first ``most``)."""
+    if not records:
+        return ""
+    shown = records[:most]
+    more = (
+        f"<p><small>{len(records) - most} more call(s) in calls.jsonl.</small></p>"
+        if len(records) > most
+        else ""
+    )
+    body = "".join(
+        f"<h3>{escape(r.call_id)} ({escape(r.scenario)}): {r.turns_completed}/"
+        f"{r.turns_planned} turns</h3>" + call_timeline_svg(call_lanes(r, turns))
+        for r in shown
+    )
+    return (
+        "<h2>Calls</h2><p><small>Each call on its own clock (0 = connected): the caller's "
+        f'speech (<span style="color:{_USER_COLOUR}">blue</span>), the agent\'s audio at the '
+        f'ear (<span style="color:{_AGENT_COLOUR}">green</span>), each turn\'s wait (dashed, '
+        f'its e2e in ms); <span style="color:{FAILED_COLOUR}">red</span>: a failed turn.'
+        "</small></p>" + body + more
+    )
