@@ -60,7 +60,9 @@ def _run_dir(tmp_path: Path) -> Path:
     ]
     (run / "turns.jsonl").write_text("".join(json.dumps(turn_to_json(t)) + "\n" for t in turns))
     pipeline = {"name": "p", "stt": {"stage": "openai-stt"}, "llm": {"stage": "openai"}}
-    write_summary(run, {"schema_version": 1, "pipeline": pipeline | {"tts": {"stage": "x"}}})
+    counts = {"turns": 2, "headline": 2}
+    doc = {"schema_version": 1, "counts": counts, "pipeline": pipeline | {"tts": {"stage": "x"}}}
+    write_summary(run, doc)
     return run
 
 
@@ -91,3 +93,16 @@ def test_score_of_bad_prices_file_or_mode_is_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "is negative" in r.stderr and "Traceback" not in r.stderr
     r = voicelat("score", str(run), "--score", "mos")
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_ci_holds_a_priced_run_to_its_cost_per_turn(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    prices = tmp_path / "prices.toml"
+    prices.write_text('currency = "USD"\n[tts]\nper_character = 0.0001\n')  # 0.005 a turn
+    assert voicelat("score", str(run), "--score", "off", "--prices", str(prices)).returncode == 0
+    for limit, code, verdict in (("0.01", 0, "<="), ("0.004", 1, ">")):
+        budget = tmp_path / f"b{code}.toml"
+        budget.write_text(f"[budget]\nmin_turns = 1\ncost_per_turn = {limit}\n")
+        r = voicelat("ci", "--results", str(run), "--budget", str(budget))
+        assert r.returncode == code, r.stdout + r.stderr
+        assert f"cost per turn 0.005 USD {verdict} limit {limit} USD" in r.stdout, r.stdout
