@@ -104,3 +104,22 @@ def test_replies_that_cannot_be_scored_say_why(tmp_path: Path) -> None:
     assert reasons[2].startswith("reply audio too short to score (0.")
     assert out.quality is not None and out.quality["wer"]["n"] == 0
     assert out.cost is None and out.notes[0].startswith("no prices: add a [cost] table")
+
+
+def test_a_scorer_that_is_not_installed_is_one_line_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from voicelat.core.errors import ConfigError
+    from voicelat.score.mos import DnsmosScorer
+    from voicelat.score.reply import reply_wer
+
+    monkeypatch.setitem(sys.modules, "jiwer", None)  # importing it now raises ImportError
+    with pytest.raises(
+        ConfigError, match=r"reply WER needs jiwer: pip install 'voicelat\[score\]'"
+    ):
+        reply_wer("a b", "a b")
+    monkeypatch.setitem(sys.modules, "speechmos", None)
+    with pytest.raises(ConfigError, match=r"DNSMOS needs speechmos and onnxruntime: pip install"):
+        DnsmosScorer()
