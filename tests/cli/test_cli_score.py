@@ -106,3 +106,16 @@ def test_ci_holds_a_priced_run_to_its_cost_per_turn(tmp_path: Path) -> None:
         r = voicelat("ci", "--results", str(run), "--budget", str(budget))
         assert r.returncode == code, r.stdout + r.stderr
         assert f"cost per turn 0.005 USD {verdict} limit {limit} USD" in r.stdout, r.stdout
+
+
+def test_compare_refuses_combinations_priced_in_two_currencies_before_measuring(
+    tmp_path: Path,
+) -> None:
+    usd = _pipeline(tmp_path, '[cost]\ncurrency = "USD"\n[cost.tts]\nper_character = 0.1\n')
+    eur = tmp_path / "eur.toml"
+    eur.write_text(usd.read_text().replace('currency = "USD"', 'currency = "EUR"'))
+    eur.write_text(eur.read_text().replace('name = "emulated-openai"', 'name = "in-euros"'))
+    r = voicelat("compare", str(usd), str(eur), "--no-tui", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2, r.stderr
+    assert "priced in different currencies (emulated-openai in USD, in-euros in EUR)" in r.stderr
+    assert not (tmp_path / "o").exists()  # refused before anything ran

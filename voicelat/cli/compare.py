@@ -235,6 +235,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
         where = "pipelines"
     # Unknown stage names fail here, with the known ones listed, before anything starts.
     check_stages(combos, load_stage_class, where)
+    _check_currencies({c.name: c.pipeline.cost.currency for c in combos if c.pipeline.cost})
     fixtures = load_fixtures(args.fixtures or default_fixtures_dir())
     out: Path = args.out or _default_out(name)
     if out.exists() and any(out.iterdir()):
@@ -330,6 +331,23 @@ def _with_scores(summaries: dict[str, dict[str, Any]], dirs: Mapping[str, Path])
     for name, run_dir in dirs.items():
         if name in summaries and (run_dir / TURNS_FILE).is_file():
             summaries[name]["scores"] = combination_scores(run_dir)
+    _check_currencies(
+        {
+            name: str(cost.get("currency"))
+            for name, s in summaries.items()
+            if isinstance(cost := (s.get("scores") or {}).get("cost"), Mapping)
+        }
+    )
+
+
+def _check_currencies(currency: Mapping[str, str]) -> None:
+    """One currency across the priced combinations (their costs share one axis)."""
+    if len(set(currency.values())) > 1:
+        mix = ", ".join(f"{n} in {c}" for n, c in sorted(currency.items()))
+        raise ConfigError(
+            f"the combinations are priced in different currencies ({mix}): "
+            "price every combination in one currency to compare their cost"
+        )
 
 
 def _live_document(
