@@ -21,7 +21,7 @@ from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 from voicelat.engine.job import default_out_dir, execute_run, info, resolve_inputs, set_quiet
-from voicelat.files.results import check_out_dir
+from voicelat.files.results import check_out_dir, load_run
 from voicelat.report.text import summary_table, turn_line
 
 __all__ = ["PrintObserver", "add_parser", "add_run_arguments", "cmd_run"]
@@ -311,7 +311,9 @@ def cmd_run(
     if as_json:
         from voicelat.export import summary_json
 
-        sys.stdout.write(summary_json(outcome.summary))
+        # Priced or scored after the run: the summary on disk has the cost/quality sections.
+        doc = load_run(out_dir).summary if scored else None
+        sys.stdout.write(summary_json(doc or outcome.summary))
         sys.stdout.flush()
         return EXIT_OK
     if quiet:
