@@ -116,3 +116,13 @@ async def test_two_calls_with_a_greeting_keep_their_context_and_are_timed_at_the
     assert [a.get("data-turn") for a in agents] == ["0", "1", "2"]
     assert waits == {1: turns[0].e2e_ns, 2: turns[1].e2e_ns}
     assert int(agents[0].get("data-start-ns", 0)) == records[0].greeting_ns
+    # A run of calls is results schema 2: its summary and turns validate against the schemas.
+    import json
+
+    from voicelat.export.validate import SUMMARY_SCHEMA, TURN_SCHEMA, schema_errors
+
+    run_dir = tmp_path / "run"
+    doc = json.loads((run_dir / "summary.json").read_text())
+    assert doc["schema_version"] == 2 and schema_errors(doc, SUMMARY_SCHEMA) == []
+    for line in (run_dir / "turns.jsonl").read_text().splitlines():
+        assert schema_errors(json.loads(line), TURN_SCHEMA) == []

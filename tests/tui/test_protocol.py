@@ -17,6 +17,7 @@ import pytest
 from tests.tui.helpers import MS, make_turn
 from voicelat.core.clock import FakeClock
 from voicelat.core.plan import PlannedTurn
+from voicelat.core.run_summary import SCHEMA_VERSION
 from voicelat.tui.model import (
     MilestoneSeen,
     RunEvent,
@@ -134,7 +135,7 @@ def test_each_line_is_one_json_object_with_its_event_name() -> None:
         "total": 2,
         "speech_end_ns": 2000 * MS,
     }
-    assert objects[4]["turn"]["schema_version"] == 1  # the turns.jsonl form of the turn
+    assert objects[4]["turn"]["schema_version"] == SCHEMA_VERSION  # the turns.jsonl form
 
 
 def test_observer_calls_only_enqueue_and_a_stalled_reader_never_blocks_them() -> None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError, VoicelatError
+from voicelat.core.plan import PlannedTurn
 from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
@@ -55,11 +56,12 @@ from voicelat.files.results import (
     TURNS_FILE,
     TurnsWriter,
     load_run,
+    write_calls,
     write_summary,
 )
 
 if TYPE_CHECKING:
-    from voicelat.core.plan import PlannedTurn
+    from voicelat.engine.call import PlannedCall
     from voicelat.engine.runner import Runner
     from voicelat.engine.stageset import StageSet
     from voicelat.files.fixtures import Fixture
@@ -120,6 +122,13 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--out", "-o", type=Path, help="output directory (default: runs/<time>-compare-<name>)"
+    )
+    p.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE|DIR",
+        help="compare whole calls: each scenario runs as one call on every combination in "
+        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md)",
     )
     p.add_argument(
         "--rank-by",
@@ -195,16 +204,22 @@ class _Setup:
     plan: list[PlannedTurn]
     schedule: list[Slot]
     out: Path
+    #: ``--scenario``: the calls every combination runs, in order (the schedule is their turns).
+    calls: tuple[PlannedCall, ...] = ()
 
 
 def _compare_live(args: argparse.Namespace) -> int:
     setup = _setup(args)
     lives = _lives(setup)
     measured = sum(not p.warmup for p in setup.plan)
+    what = (
+        f"{len(setup.calls)} call(s) ({measured} turns) each, interleaved call by call"
+        if setup.calls
+        else f"{args.warmup} warm-up + {measured} measured turn(s) each, interleaved"
+    )
     _info(
         f"compare {setup.name}: {len(setup.combos)} combinations x {len(setup.fixtures)} "
-        f"fixtures; {args.warmup} warm-up + {measured} measured turn(s) each, interleaved "
-        f"({len(setup.schedule)} turns); results -> {setup.out}"
+        f"fixtures; {what} ({len(setup.schedule)} turns); results -> {setup.out}"
     )
     _measure(setup, lives)
     summaries = {
@@ -236,10 +251,17 @@ def _setup(args: argparse.Namespace) -> _Setup:
     # Unknown stage names fail here, with the known ones listed, before anything starts.
     check_stages(combos, load_stage_class, where)
     _check_currencies({c.name: c.pipeline.cost.currency for c in combos if c.pipeline.cost})
-    fixtures = load_fixtures(args.fixtures or default_fixtures_dir())
     out: Path = args.out or _default_out(name)
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"output directory {out} is not empty: choose another --out")
+    if getattr(args, "scenario", None) is not None:
+        fixtures, calls, plan = _plan_compare_calls(args)
+        schedule = _call_schedule(len(combos), calls)
+        return _Setup(
+            list(combos), name, description, excluded, source, fixtures, plan, schedule, out,
+            tuple(calls),
+        )  # fmt: skip
+    fixtures = load_fixtures(args.fixtures or default_fixtures_dir())
     ids = [f.id for f in fixtures]
     plan = plan_turns(ids, repeat=args.repeat, turns=args.turns, warmup=args.warmup)
     schedule = make_schedule(
@@ -250,6 +272,36 @@ def _setup(args: argparse.Namespace) -> _Setup:
     )
 
 
+def _call_schedule(n_combinations: int, calls: Sequence[PlannedCall]) -> list[Slot]:
+    """Each call on every combination in turn, in the same combination order every time: one
+    slot per turn, so progress counts turns as for single turns."""
+    out: list[Slot] = []
+    for call in calls:
+        for c in range(n_combinations):
+            for i, fid in enumerate(call.scenario.fixture_ids()):
+                out.append(Slot(len(out), c, PlannedTurn(call.first_index + i, fid, 0, False)))
+    return out
+
+
+def _plan_compare_calls(
+    args: argparse.Namespace,
+) -> tuple[list[Fixture], list[PlannedCall], list[PlannedTurn]]:
+    """``--scenario``: the calls, their fixtures and their turns (the same for every one)."""
+    from voicelat.engine.call import plan_calls
+    from voicelat.engine.job import load_scenarios_for, scenario_fixtures
+
+    if args.turns is not None:
+        raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
+    loaded = load_scenarios_for(args, args.scenario)
+    calls = plan_calls([item.scenario for item in loaded], args.repeat)
+    plan = [
+        PlannedTurn(c.first_index + i, fid, 0, False)
+        for c in calls
+        for i, fid in enumerate(c.scenario.fixture_ids())
+    ]
+    return scenario_fixtures(loaded), calls, plan
+
+
 def _lives(setup: _Setup) -> list[_Live]:
     """One runner per combination, validated (stage options, fixture audio) up front."""
     from voicelat.engine.job import with_stack_urls
@@ -258,7 +310,13 @@ def _lives(setup: _Setup) -> list[_Live]:
     lives: list[_Live] = []
     for c in setup.combos:
         run_dir = setup.out / c.slug
-        runner = Runner(with_stack_urls(c.pipeline), setup.fixtures, run_dir, argv=list(sys.argv))
+        runner = Runner(
+            with_stack_urls(c.pipeline),
+            setup.fixtures,
+            run_dir,
+            argv=list(sys.argv),
+            calls=setup.calls,
+        )
         try:
             runner.validate()
         except ConfigError as exc:
@@ -303,6 +361,8 @@ def _measure(setup: _Setup, lives: Sequence[_Live]) -> None:
 def _write_summary(lv: _Live, setup: _Setup, status: str, started_wall: float) -> None:
     if lv.writer is not None:
         lv.writer.close()
+    if setup.calls:
+        write_calls(lv.run_dir, lv.runner.call_records)
     summary = lv.runner.summary(setup.plan, "failed" if lv.setup_error else status, started_wall)
     if lv.setup_error:
         summary["setup_error"] = lv.setup_error
@@ -362,7 +422,7 @@ def _live_document(
         _sample(lv.combo.name, lv.runner.turns, lv.setup_error, summaries.get(lv.combo.name))
         for lv in lives
     ]
-    return _document(
+    doc = _document(
         args,
         name=setup.name,
         description=setup.description,
@@ -378,7 +438,11 @@ def _live_document(
             "set_sha256": fixture_set_hash(list(setup.fixtures)),
         },
         schedule={
-            "order": "interleaved per fixture: each planned turn on every combination in turn",
+            "order": (
+                "interleaved per call: each planned call on every combination in turn"
+                if setup.calls
+                else "interleaved per fixture: each planned turn on every combination in turn"
+            ),
             "warmup": args.warmup,
             "measured_per_combination": sum(not p.warmup for p in setup.plan),
             "repeat": args.repeat,
@@ -387,6 +451,10 @@ def _live_document(
         },
         interleaved=True,
     )
+    calls = {k: v["calls"] for k, v in summaries.items() if isinstance(v.get("calls"), dict)}
+    if calls:
+        doc["calls"] = calls  # a comparison of whole calls: each combination's call figures
+    return doc
 
 
 class _Progress:
@@ -473,6 +541,9 @@ async def _drive(lives: Sequence[_Live], schedule: Sequence[Slot], show: _Progre
         probe = asyncio.create_task(lives[0].runner.probe_loop_lag())
         show.start()
         try:
+            if any(lv.runner.calls for lv in lives):
+                await _drive_calls(lives, schedule, show)
+                return
             for slot in schedule:
                 lv = lives[slot.combination]
                 if lv.stages is None:
@@ -496,6 +567,41 @@ async def _drive(lives: Sequence[_Live], schedule: Sequence[Slot], show: _Progre
             probe.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await probe
+
+
+async def _drive_calls(lives: Sequence[_Live], schedule: Sequence[Slot], show: _Progress) -> None:
+    """``--scenario``: each planned call on every combination in turn (the combination's session
+    stays open across its calls); every finished turn is written and shown as it comes."""
+    from voicelat.engine.call import CallEngine
+
+    slots = {(s.combination, s.planned.index): s for s in schedule}
+    for planned in lives[0].runner.calls:
+        for k, lv in enumerate(lives):
+            if lv.stages is None:
+                for i in range(len(planned.scenario.says)):
+                    show.skip(slots[k, planned.first_index + i])
+                continue
+            if not lv.runner.inputs:
+                lv.runner.load_inputs(lv.stages.input_rate)
+
+            def done(turn: Turn, k: int = k, lv: _Live = lv) -> None:
+                turn = replace(turn, extra={**turn.extra, "combination": lv.combo.name})
+                lv.runner.turns.append(turn)
+                lv.runner.call_turns.append(turn)
+                assert lv.writer is not None
+                lv.writer.write(turn)
+                show(slots[k, turn.index], lv.combo.name, turn)
+
+            engine = CallEngine(lv.runner.turn_engine(), lv.runner.inputs)
+            record = await engine.run(
+                planned.scenario,
+                lv.stages,
+                call_id=planned.call_id,
+                first_index=planned.first_index,
+                done=done,
+                session=0,
+            )
+            lv.runner.call_records.append(record)
 
 
 def _sample(

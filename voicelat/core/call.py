@@ -27,6 +27,8 @@ from voicelat.core.stats import Distribution
 from voicelat.core.turn import Turn
 
 __all__ = [
+    "CALL_CONNECTED",
+    "CALL_GREETING",
     "CALL_ID",
     "CALL_TURN",
     "CallRecord",
@@ -38,9 +40,13 @@ __all__ = [
     "index_label",
 ]
 
-#: The ``extra`` keys a call's turns carry.
+#: The ``extra`` keys a call's turns carry: its call, its index in the call (1-based), when the
+#: call connected (ns on the run's clock, like ``t0_ns``), and on a call's first turn the
+#: greeting's latency before it (ns).
 CALL_ID = "call_id"
 CALL_TURN = "call_turn"
+CALL_CONNECTED = "call_connected_ns"
+CALL_GREETING = "call_greeting_ns"
 #: Turn indexes from this one on share a row in the per-index table ("5+").
 MAX_INDEX_ROWS = 10
 NS_PER_MS = 1_000_000

@@ -20,7 +20,8 @@ from typing import Any
 from voicelat.core.contract import E2E, display_segments
 
 #: Version of the results schema (turns.jsonl lines and summary.json). Bump on breaking change.
-SCHEMA_VERSION = 1
+#: 2: runs of whole calls (a ``calls`` section, calls.jsonl, call ids on turns); 1 still reads.
+SCHEMA_VERSION = 2
 
 JSONDict = dict[str, Any]
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from voicelat.core.call import (
+    CALL_CONNECTED,
+    CALL_GREETING,
     CALL_ID,
     CALL_TURN,
     CallRecord,
@@ -105,6 +107,8 @@ class _Call:
     failure_reason: str | None = None
     ended_early: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Steps run so far (the first one may open the connection itself).
+    steps_run: int = 0
     #: Agent turns whose trace is still being read (off the call's timeline).
     traced: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -176,6 +180,12 @@ class CallEngine:
         self, call: _Call, step: Step, stages: StageSet, done: Callable[[Turn], None]
     ) -> bool:
         """Run ``step``; False when the call must end here."""
+        if self._hung_up(call, stages):
+            # A new connection would be another call, with none of this one's context: the
+            # rest of the call fails here, named.
+            call.failed_step = call.failed_step or step.line
+            call.failure_reason = call.failure_reason or "the agent closed the call"
+            return False
         if step.kind == "greeting":
             reason = await self._greeting(call, stages)
             if reason is not None and call.failed_step is None:
@@ -190,6 +200,14 @@ class CallEngine:
                 call.failed_step, call.failure_reason = step.line, turn.failure_reason
             return call.scenario.on_failure == "continue"
         return True
+
+    def _hung_up(self, call: _Call, stages: StageSet) -> bool:
+        """Whether the call's connection closed since it started (realtime and agents)."""
+        first = call.steps_run == 0
+        call.steps_run += 1
+        if not self._line_shape or first:
+            return False
+        return getattr(stages.hearing, "call_open", None) is False
 
     # -- a `say` step: one measured turn ---------------------------------------------------------
     async def _say(
@@ -207,6 +225,13 @@ class CallEngine:
         rec.extra(CALL_ID, call.call_id)
         rec.extra(CALL_TURN, call.turn_number)
         rec.extra("scenario", call.scenario.name)
+        # Where the call began on the turn's clock (the exporters hang the turn under the call),
+        # and on its first turn the greeting before it (Prometheus' greeting histogram).
+        rec.extra(CALL_CONNECTED, call.connected_ns)
+        if call.turn_number == 1 and call.greeting_ns is not None:
+            rec.extra(CALL_GREETING, call.greeting_ns)
+            if "greeting_audio_ns" in call.extra:
+                rec.extra("call_greeting_audio_ns", call.extra["greeting_audio_ns"])
         if lead_ns < 0:
             rec.flag("call:step_late")
         lead_ns = max(0, lead_ns)

@@ -78,7 +78,7 @@ def resolve_inputs(args: argparse.Namespace) -> tuple[Pipeline, list[Fixture]]:
     scenario = getattr(args, "scenario", None)
     if scenario is not None:
         # A run of calls speaks its scenarios' fixtures (checked here, before anything starts).
-        fixtures = _scenario_fixtures(_load_scenarios(args, Path(scenario)))
+        fixtures = scenario_fixtures(load_scenarios_for(args, Path(scenario)))
     else:
         fixtures = load_fixtures(getattr(args, "fixtures", None) or default_fixtures_dir())
     if getattr(args, "save_audio", False):
@@ -278,23 +278,25 @@ def _plan_calls(
         )
     if getattr(args, "turns", None) is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
-    loaded = _load_scenarios(args, scenario)
+    loaded = load_scenarios_for(args, scenario)
     calls = plan_calls([item.scenario for item in loaded], getattr(args, "repeat", 1) or 1)
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)
         for c in calls
         for i, fid in enumerate(c.scenario.fixture_ids())
     ]
-    return _scenario_fixtures(loaded), calls, plan
+    return scenario_fixtures(loaded), calls, plan
 
 
-def _load_scenarios(args: argparse.Namespace, scenario: Path) -> list[Any]:
+def load_scenarios_for(args: argparse.Namespace, scenario: Path) -> list[Any]:
+    """The scenarios ``--scenario`` names (their fixtures from ``--fixtures`` if they name
+    no folder of their own)."""
     from voicelat.files.scenario import load_scenarios
 
     return load_scenarios(scenario, getattr(args, "fixtures", None))
 
 
-def _scenario_fixtures(loaded: Sequence[Any]) -> list[Fixture]:
+def scenario_fixtures(loaded: Sequence[Any]) -> list[Fixture]:
     """Every fixture the scenarios speak, once; one id naming two files is refused."""
     fixtures: dict[str, Fixture] = {}
     for item in loaded:

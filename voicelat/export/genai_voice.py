@@ -155,6 +155,9 @@ FIRST_RESPONSE: tuple[FirstResponse, ...] = (
 
 #: The origin every first-response event's offset is measured from.
 ORIGIN = "speech_end"
+#: The span above a call's turn spans (a run of whole calls): voicelat's own name, no
+#: proposal has one; its ``gen_ai.conversation.id`` is the call id.
+CALL_SPAN = "voicelat.call"
 
 
 def first_response_moments(

@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
+from voicelat.core.call import CALL_CONNECTED, CALL_GREETING, CALL_ID
 from voicelat.core.contract import ALL_SEGMENTS
 from voicelat.core.definitions import AGENT, CASCADE, S2S, kind_of
 from voicelat.core.turn import Turn
@@ -164,6 +165,7 @@ class OtelExporter:
         self.wall_anchor_ns = wall_anchor_ns
         self._warn = warn
         self._disabled = False
+        self._calls = CallSpans()
         self._log = _LastError()
         self._silence_sdk_logs()
         self._span_exporter = OTLPSpanExporter(endpoint=traces, timeout=timeout_s)
@@ -228,7 +230,8 @@ class OtelExporter:
         if self._disabled:
             return
         self._record_metrics(turn)
-        emit_turn_spans(self._tracer, turn, self.pipeline, self.wall_anchor_ns)
+        parent = self._calls.parent_of(self._tracer, turn, self.wall_anchor_ns)
+        emit_turn_spans(self._tracer, turn, self.pipeline, self.wall_anchor_ns, parent=parent)
         now = time.monotonic()
         if len(self._collect.spans) >= _BATCH_SPANS or now - self._last_flush >= _FLUSH_EVERY_S:
             self._flush_spans()
@@ -238,6 +241,7 @@ class OtelExporter:
             self._last_metrics = now
 
     def close(self, summary: Mapping[str, Any] | None) -> None:
+        self._calls.end_all()
         self._flush_spans()
         self._export_metrics()
         _shutdown(self._span_exporter)
@@ -542,10 +546,57 @@ def first_response_events(turn: Turn) -> list[tuple[str, int, dict[str, Any]]]:
     return out
 
 
+class CallSpans:
+    """A run of whole calls: one span per call above its turns' spans (``voicelat.call``,
+    ``gen_ai.conversation.id`` = the call id), started at the call's connection when its first
+    turn arrives and ended at the last turn's end seen when the exporter closes."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[Any, int]] = {}
+
+    def parent_of(self, tracer: Any, turn: Turn, anchor: tuple[int, int] | None) -> Context | None:
+        """The context of ``turn``'s call span (None for a turn outside any call)."""
+        call_id = turn.extra.get(CALL_ID)
+        if not isinstance(call_id, str):
+            return None
+        connected = turn.extra.get(CALL_CONNECTED)
+        rel = connected - turn.t0_ns if isinstance(connected, int) and turn.t0_ns else 0
+        end = wall_ns(turn, max(turn.milestones.values(), default=0), anchor)
+        if call_id not in self._open:
+            span = tracer.start_span(
+                f"{gv.CALL_SPAN} {turn.extra.get('scenario') or call_id}",
+                kind=SpanKind.INTERNAL,
+                attributes={
+                    "gen_ai.conversation.id": call_id,
+                    "voicelat.call.scenario": str(turn.extra.get("scenario") or ""),
+                },
+                start_time=wall_ns(turn, rel, anchor),
+            )
+            self._open[call_id] = (span, end)
+        span, last = self._open[call_id]
+        self._open[call_id] = (span, max(last, end))
+        greeting = turn.extra.get(CALL_GREETING)
+        if isinstance(greeting, int):
+            span.set_attribute("voicelat.call.greeting_ns", greeting)
+        return set_span_in_context(span)
+
+    def end_all(self) -> None:
+        """End every call span at the latest turn end seen."""
+        for span, end in self._open.values():
+            span.end(end_time=end)
+        self._open.clear()
+
+
 def emit_turn_spans(
-    tracer: Any, turn: Turn, pipeline: Mapping[str, Any], anchor: tuple[int, int] | None
+    tracer: Any,
+    turn: Turn,
+    pipeline: Mapping[str, Any],
+    anchor: tuple[int, int] | None,
+    *,
+    parent: Context | None = None,
 ) -> None:
-    """Start and end the turn span and its stage spans on ``tracer`` (explicit timestamps)."""
+    """Start and end the turn span and its stage spans on ``tracer`` (explicit timestamps);
+    ``parent``: the call span's context for a turn of a call."""
     root_plan, *children = turn_span_plan(turn, pipeline)
     # One wall base per turn: without an anchor or a wall stamp, each call of wall_ns would
     # read the wall clock again, and span lengths would no longer be the milestones' exact
@@ -553,6 +604,7 @@ def emit_turn_spans(
     base = wall_ns(turn, 0, anchor)
     root = tracer.start_span(
         root_plan.name,
+        context=parent,
         kind=SpanKind.CLIENT if root_plan.client else SpanKind.INTERNAL,
         attributes=root_plan.attributes,
         start_time=base,

@@ -22,6 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
+from voicelat.core.call import CALL_GREETING, CALL_TURN, index_label
 from voicelat.core.contract import SEGMENTS
 from voicelat.core.turn import Turn
 from voicelat.export.base import ExportOptions, MetricsPortInUse
@@ -121,6 +122,22 @@ class PrometheusExporter:
         self.failures = Counter(
             f"{PREFIX}_turn_failures", "Turns failed, by stage", ["pipeline", "stage"], registry=reg
         )
+        # Runs of whole calls (run --scenario): every ok turn's e2e by its index in its call
+        # ("1".."9", "10+"), and each call's greeting (connected -> first audible at the ear).
+        self.call_turn_e2e = Histogram(
+            f"{PREFIX}_call_turn_e2e_seconds",
+            "Speech end to first audible reply, by the turn's index in its call",
+            ["pipeline", "call_turn"],
+            buckets=lat,
+            registry=reg,
+        )
+        self.greeting = Histogram(
+            f"{PREFIX}_call_greeting_seconds",
+            "A call connected to its greeting's first audible sample at the ear",
+            ["pipeline"],
+            buckets=lat,
+            registry=reg,
+        )
         self.loop_lag = Histogram(
             f"{PREFIX}_loop_lag_seconds",
             "Lag of the measuring event loop",
@@ -153,6 +170,16 @@ class PrometheusExporter:
             self.ttfa.labels(p).observe(m.ttfa_s)
         if m.loop_lag_max_s is not None and not self._probe_samples:
             self.loop_lag.labels(p).observe(m.loop_lag_max_s)
+        self._on_call_turn(turn)
+
+    def _on_call_turn(self, turn: Turn) -> None:
+        index, greeting = turn.extra.get(CALL_TURN), turn.extra.get(CALL_GREETING)
+        if isinstance(index, int) and turn.ok and turn.e2e_ns is not None:
+            self.call_turn_e2e.labels(self.pipeline, index_label(index)).observe(
+                seconds(turn.e2e_ns)
+            )
+        if isinstance(greeting, int):
+            self.greeting.labels(self.pipeline).observe(seconds(greeting))
 
     def on_loop_lag(self, lag_ns: int) -> None:
         """A probe sample; once these arrive, the per-turn maxima are no longer counted."""

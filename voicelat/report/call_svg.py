@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from voicelat.core.call import CALL_ID, CALL_TURN, CallRecord
+from voicelat.core.call import CALL_CONNECTED, CALL_GREETING, CALL_ID, CALL_TURN, CallRecord
 from voicelat.core.display import fmt_ms
 from voicelat.core.palette import FAILED_COLOUR, MARKER_COLOUR
 from voicelat.core.turn import Turn
 
-__all__ = ["CallLanes", "call_lanes", "call_timeline_svg", "calls_html"]
+__all__ = ["CallLanes", "call_lanes", "call_timeline_svg", "calls_from_turns", "calls_html"]
 
 SVG_NS = "http://www.w3.org/2000/svg"
 _USER_COLOUR = "#4c78a8"
@@ -91,6 +91,40 @@ def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
             failed.append(k)
     end = max([record.duration_ns, *(s.end_ns for s in (*user, *agent))], default=1)
     return CallLanes(record.call_id, end, tuple(user), tuple(agent), tuple(waits), tuple(failed))
+
+
+def calls_from_turns(turns: Sequence[Turn]) -> list[CallRecord]:
+    """The calls a run's turns belong to, rebuilt from what each turn carries (its call's
+    connection, the greeting on its first turn): enough to draw them where ``calls.jsonl`` is
+    not at hand (the TUI reads turns). Counts and ends are the turns' own."""
+    by_call: dict[str, list[Turn]] = {}
+    for t in turns:
+        if isinstance(t.extra.get(CALL_ID), str) and isinstance(t.extra.get(CALL_CONNECTED), int):
+            by_call.setdefault(str(t.extra[CALL_ID]), []).append(t)
+    out = []
+    for call_id, mine in by_call.items():
+        connected = int(mine[0].extra[CALL_CONNECTED])
+        first = next((t for t in mine if CALL_GREETING in t.extra), None)
+        greeting = first.extra[CALL_GREETING] if first is not None else None
+        played = first.extra.get("call_greeting_audio_ns") if first is not None else None
+        end = max(t.t0_ns + max(t.milestones.values(), default=0) for t in mine)
+        out.append(
+            CallRecord(
+                call_id=call_id,
+                scenario=str(mine[0].extra.get("scenario") or ""),
+                connected_ns=connected,
+                ended_ns=end,
+                turns_planned=len(mine),
+                turns_completed=sum(t.ok for t in mine),
+                greeting_ns=greeting if isinstance(greeting, int) else None,
+                greeting_expected=isinstance(greeting, int),
+                greeting_first_audible_ns=connected + greeting
+                if isinstance(greeting, int)
+                else None,
+                extra={"greeting_audio_ns": played} if isinstance(played, int) else {},
+            )
+        )
+    return out
 
 
 def call_timeline_svg(lanes: CallLanes) -> str:

@@ -141,6 +141,14 @@ def _stats_line(doc: Mapping[str, Any]) -> str:
 def _schedule_line(doc: Mapping[str, Any]) -> str:
     sc = doc.get("schedule") or {}
     fx = doc.get("fixtures") or {}
+    calls = doc.get("calls") or {}
+    if calls:
+        n = max((int(c.get("n") or 0) for c in calls.values()), default=0)
+        return (
+            f"{len(doc.get('combinations', []))} combinations x {n} call(s) "
+            f"({fx.get('count', '?')} fixtures), interleaved per call; "
+            f"{sc.get('measured_per_combination', '?')} turn(s) per combination"
+        )
     return (
         f"{len(doc.get('combinations', []))} combinations x {fx.get('count', '?')} fixtures, "
         f"interleaved per fixture; {sc.get('warmup', 0)} warm-up turn(s) per combination "
@@ -183,10 +191,45 @@ def comparison_text(doc: Mapping[str, Any]) -> str:
         lines.append("")
         lines.append("Per-segment P50 / P90 ms (each on its own: percentiles do not add up to e2e)")
         lines.extend(_table_text(seg))
+    calls = call_rows(doc)
+    if calls:
+        lines.append("")
+        lines.append(
+            "Calls: the greeting, turn 1 and the later turns (e2e P50 / P90 ms, n), dead air P90"
+        )
+        lines.extend(_table_text(calls))
     if doc.get("excluded"):
         lines.append("")
         lines.append(f"excluded by the matrix: {', '.join(doc['excluded'])}")
     return "\n".join(lines)
+
+
+def call_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    """A comparison of calls: each combination's greeting, turn 1, later turns and dead air
+    (empty for single turns)."""
+    calls = doc.get("calls") or {}
+    if not calls:
+        return []
+
+    def cell(d: Mapping[str, Any] | None) -> str:
+        if not d or not d.get("n"):
+            return "-"
+        return f"{fmt_ms(d.get('p50'))} / {fmt_ms(d.get('p90'))} (n={d['n']})"
+
+    rows = [["combination", "calls", "greeting", "turn 1", "later turns", "dead air P90"]]
+    for name, c in calls.items():
+        air = (c.get("dead_air_max") or {}).get("p90")
+        rows.append(
+            [
+                str(name),
+                f"{c.get('completed', 0)}/{c.get('n', 0)}",
+                cell(c.get("greeting")),
+                cell(c.get("e2e_first_turn")),
+                cell(c.get("e2e_later_turns")),
+                fmt_ms(air),
+            ]
+        )
+    return rows
 
 
 def _md_escape(cell: str) -> str:

@@ -543,6 +543,11 @@ class WsStage:
         await self._drop()
 
     @property
+    def call_open(self) -> bool:
+        """The call's connection is still open (an agent that hung up closed it)."""
+        return self._conn is not None and self._conn.open
+
+    @property
     def fresh_call(self) -> bool:
         """An open connection no turn has used yet (a call can start on it)."""
         conn = self._conn

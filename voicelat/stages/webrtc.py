@@ -256,6 +256,11 @@ class WebRTC:
     accept_from_open: bool = False
 
     @property
+    def call_open(self) -> bool:
+        """The call's peer connection is still connected (a bot that hung up closed it)."""
+        return self._call is not None and self._call.pc.connectionState == "connected"
+
+    @property
     def fresh_call(self) -> bool:
         """A connected call no turn has used yet (a call can start on it)."""
         return self._call is not None and not self._call.used

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.columns import Columns
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -43,6 +43,7 @@ from voicelat.report.chartdata import (
     percentile_marks,
     turn_points,
 )
+from voicelat.tui.calls import calls_view
 
 DIM = "grey50"
 MARK_STYLE = "bold"
@@ -263,7 +264,18 @@ def run_charts(turns: Sequence[Turn], budget: Mapping[str, object]) -> Group:
     lines = budget_lines(budget)
     rows = fixture_rows(turns)
     title = "bold"
+    calls = calls_view(turns)
+    call_parts: list[RenderableType] = (
+        [
+            Text("Calls (caller / agent at the ear; dots: each wait, its ms)", style=title),
+            calls,
+            Text(),
+        ]
+        if calls is not None
+        else []
+    )
     return Group(
+        *call_parts,
         Text(f"e2e distribution (n={len(values)} headline turns)", style=title),
         HistogramView(histogram(values, target_bins=10), marks, lines),
         Text(),

@@ -1,0 +1,77 @@
+"""A call's timeline in the terminal (pure renderables; the run view's pictures show them).
+
+The same lanes as report.html's picture (``report/call_svg.py``): the caller's speech and the
+agent's audio at the ear on the call's clock, one character per step of time, each turn's
+wait (its e2e) as a dotted run with its milliseconds under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group
+from rich.text import Text
+
+from voicelat.core.display import fmt_ms
+from voicelat.core.turn import Turn
+from voicelat.report.call_svg import CallLanes, call_lanes, calls_from_turns
+
+__all__ = ["call_timeline_text", "calls_view"]
+
+USER_STYLE = "bold blue"
+AGENT_STYLE = "bold green"
+FAILED_STYLE = "bold red"
+_LABEL = 8
+
+
+def _row(width: int) -> list[tuple[str, str]]:
+    return [(" ", "")] * width
+
+
+def call_timeline_text(lanes: CallLanes, width: int = 72) -> Text:
+    """Three lines: the caller's lane, the agent's lane, each wait's milliseconds."""
+    cols = max(10, width - _LABEL)
+    total = max(lanes.duration_ns, 1)
+
+    def col(ns: int) -> int:
+        return min(cols - 1, max(0, ns * cols // total))
+
+    user, agent = _row(cols), _row(cols)
+    for spans, row, style in ((lanes.user, user, USER_STYLE), (lanes.agent, agent, AGENT_STYLE)):
+        for s in spans:
+            mark = FAILED_STYLE if s.turn in lanes.failed else style
+            for c in range(col(s.start_ns), col(s.end_ns) + 1):
+                row[c] = ("█", mark)
+    labels = [" "] * cols
+    for w in lanes.waits:
+        a, b = col(w.start_ns), col(w.end_ns)
+        for c in range(a, b + 1):
+            if agent[c][0] == " ":
+                agent[c] = ("·", "yellow")
+        text = fmt_ms(w.end_ns - w.start_ns)
+        for i, ch in enumerate(text[: max(1, cols - a)]):
+            labels[a + i] = ch
+    out = Text()
+    for name, row in (("caller", user), ("agent", agent)):
+        out.append(f"{name:<{_LABEL}}", style="dim")
+        for ch, style in row:
+            out.append(ch, style=style or None)
+        out.append("\n")
+    out.append(" " * _LABEL + "".join(labels), style="yellow")
+    return out
+
+
+def calls_view(turns: Sequence[Turn], width: int = 72, most: int = 6) -> Group | None:
+    """Each call's timeline (the first ``most``), or None for a run of single turns."""
+    records = calls_from_turns(turns)
+    if not records:
+        return None
+    parts: list[Text] = []
+    for r in records[:most]:
+        head = f"{r.call_id} ({r.scenario}): {r.turns_completed}/{r.turns_planned} turns ok"
+        if r.greeting_ns is not None:
+            head += f", greeting after {fmt_ms(r.greeting_ns)} ms"
+        parts += [Text(head, style="bold"), call_timeline_text(call_lanes(r, turns), width)]
+    if len(records) > most:
+        parts.append(Text(f"{len(records) - most} more call(s): voicelat view --html", style="dim"))
+    return Group(*parts)
