@@ -21,8 +21,9 @@ import contextlib
 import json
 import os
 import sys
+import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -188,6 +189,12 @@ def _budget(args: argparse.Namespace, table: Mapping[str, Any] | None, source: s
     return Budget(source="defaults (no [budget] given)")
 
 
+def _budget_table(path: Path) -> dict[str, Any]:
+    """The raw ``[budget]`` table of a budget file :func:`load_budget_file` has validated."""
+    table = tomllib.loads(path.read_text(encoding="utf-8")).get("budget")
+    return dict(table) if isinstance(table, dict) else {}
+
+
 @dataclass
 class _Baseline:
     label: str
@@ -235,6 +242,10 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
     pipeline, fixtures = resolve_inputs(args)
     budget = _budget(args, pipeline.budget, str(pipeline.path))
+    if args.budget is not None:
+        # The run records the gate's budget, not the pipeline's: summary.json, report.html and
+        # `voicelat view` then draw the limits the gate held the run to.
+        pipeline = replace(pipeline, budget=_budget_table(args.budget))
     current = {
         "pipeline": {"name": pipeline.name, "sha256": pipeline.sha256},
         "fixture_set_sha256": fixture_set_hash(fixtures),
@@ -256,9 +267,6 @@ def cmd_ci(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _write_interrupted_reports(args, out_dir)
         raise
-    from voicelat.cli.run import write_run_report
-
-    write_run_report(out_dir)  # the run's pictures beside the gate's reports (a CI artifact)
     summary = _priced(out_dir, outcome.summary)
     print()
     print(summary_table(summary, str(out_dir)))
@@ -321,6 +329,7 @@ def _finish(
         reason = f"{measured[0].failure_stage}: {measured[0].failure_reason}"
         msg = f"every measured turn failed ({len(measured)}); first reason: {reason}"
         _write_error_reports(args, run_dir, msg, summary)
+        _write_page(args, run_dir)
         raise InfraError(msg)
     notes = [] if baseline is None else list(baseline.notes)
     status = summary.run.status
@@ -340,6 +349,7 @@ def _finish(
         untrusted=args.untrusted,
     )
     written = _write_reports(args, run_dir, result)
+    _write_page(args, run_dir)
     if getattr(args, "benchmark_json", None) is not None:
         from voicelat.export import benchmark_json
 
@@ -357,6 +367,16 @@ def _finish(
 
 
 # -- output ----------------------------------------------------------------------------------
+def _write_page(args: argparse.Namespace, run_dir: Path) -> None:
+    """The run's pictures (report.html) beside the gate's reports, a CI artifact; written after
+    gate.json so the page opens with the gate's verdict. ``--results`` leaves a finished run's
+    files as they are (``voicelat view RUN --html`` redraws the page with the verdict)."""
+    if args.results is None:
+        from voicelat.cli.run import write_run_report
+
+        write_run_report(run_dir)
+
+
 def _write(path: Path, text: str, *, append: bool = False) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,7 @@ from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError, VoicelatError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
+from voicelat.core.run_summary import Trust
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
 from voicelat.engine.job import info as _info
@@ -661,6 +662,7 @@ def _document(
                 "stages": s.get("stages") or {},
                 "waterfall": {k: v for k, v in wf.items() if k in ("p50", "p90")},
             }
+            | _trust_of(s)
             | ({"scores": s["scores"]} if "scores" in s else {})
         )
     return {
@@ -685,6 +687,23 @@ def _document(
         },
         "combinations": combos,
         "excluded": list(excluded),
+        # The combinations whose runs distrusted their machine (their "trust" says why).
+        "untrusted": [c["name"] for c in combos if not c.get("trust", {}).get("trustworthy", 1)],
+    }
+
+
+def _trust_of(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A combination's ``trust`` for comparison.json: whether its run trusted its figures and
+    why not (the run's own assessment); nothing when its summary has no trust section."""
+    if not isinstance(summary.get("trust"), Mapping):
+        return {}
+    trust = Trust.from_json(summary["trust"])
+    return {
+        "trust": {
+            "trustworthy": trust.trustworthy,
+            "reasons": [r.message for r in trust.reasons],
+            "codes": [r.code for r in trust.reasons],
+        }
     }
 
 

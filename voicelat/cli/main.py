@@ -20,6 +20,7 @@ from typing import Any
 
 from voicelat.cli import run as _run
 from voicelat.cli import signals as _signals
+from voicelat.cli.helptext import polish
 from voicelat.cli.version import VersionAction
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, VoicelatError, only_interrupts
 
@@ -46,6 +47,8 @@ _SUBCOMMANDS = (
     "voicelat.cli.ci",
     "voicelat.cli.compare",
     "voicelat.cli.view",
+    "voicelat.cli.import_",
+    "voicelat.cli.watch",
     "voicelat.cli.serve",
     "voicelat.cli.endpointing",
     "voicelat.cli.whatif",
@@ -56,13 +59,18 @@ _SUBCOMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="voicelat", description="Latency profiler for realtime voice pipelines.")
+    parser = _Parser(
+        prog="voicelat",
+        description="Latency profiler for realtime voice pipelines. Without a command: "
+        "`voicelat run`. `voicelat COMMAND --help` shows a command's options and examples.",
+    )
     parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _run.add_parser(sub).set_defaults(func=_run.cmd_run)
     for module in _SUBCOMMANDS:
         # Imported on demand: `voicelat run` should not pay for textual or the emulators.
         importlib.import_module(module).add_parser(sub)
+    polish(parser)  # descriptions, examples and metavars, from one table (cli/helptext.py)
     return parser
 
 

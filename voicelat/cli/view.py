@@ -17,12 +17,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.signals import STOP_SIGNALS
 from voicelat.core.errors import EXIT_OK, VoicelatError
 from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun, load_run
+
+if TYPE_CHECKING:
+    from voicelat.report.run_html import GateHeadline
 
 COMPARISON_JSON = "comparison.json"
 REPORT_HTML = "report.html"
@@ -151,7 +154,21 @@ def run_page(run: LoadedRun) -> str:
     from voicelat.report.run_html import run_html
 
     summary = run.run_summary or summarize(run.turns, run={}, pipeline={}, fixtures=[], stages={})
-    return run_html(summary, run.turns, str(run.path), calls=read_calls(run.path))
+    return run_html(
+        summary, run.turns, str(run.path), calls=read_calls(run.path), gate=_gate_headline(run.path)
+    )
+
+
+def _gate_headline(run_dir: Path) -> GateHeadline | None:
+    """The verdict of ``voicelat ci`` on this run (its gate.json), None when it was not gated
+    or the file cannot be read (the page is drawn without it)."""
+    from voicelat.report.run_html import GateHeadline
+
+    try:
+        doc = json.loads((run_dir / "gate.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return GateHeadline.from_json(doc) if isinstance(doc, dict) else None
 
 
 def write_report(path: Path, page: str) -> Path:

@@ -54,6 +54,37 @@ def vs_cell(combo: Mapping[str, Any], p: int) -> str:
     return f"{verdict} ({fmt_ms(v['diff_ns'], sign=True, unit=' ms')})"
 
 
+#: After a combination's name when its run was measured on a machine it distrusts (in words
+#: too, below the table: a mark that is not only a colour survives NO_COLOR and a pipe).
+UNTRUSTED_MARK = " (!)"
+
+
+def untrusted(doc: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """``(name, reasons)`` of each combination whose run said its figures may not be trusted
+    (its summary's ``trust`` section, kept per combination in ``comparison.json``)."""
+    out: list[tuple[str, list[str]]] = []
+    for c in doc.get("combinations", []):
+        trust = c.get("trust")
+        if isinstance(trust, Mapping) and trust.get("trustworthy") is False:
+            out.append((str(c["name"]), [str(r) for r in trust.get("reasons") or []]))
+    return out
+
+
+def trust_lines(doc: Mapping[str, Any]) -> list[str]:
+    """One line per distrusted combination, naming why (empty when every run trusts itself)."""
+    return [
+        f"{UNTRUSTED_MARK.strip()} {name}: NOT trustworthy, ran on a distrusted machine: "
+        + ("; ".join(reasons) if reasons else "see its summary.json")
+        for name, reasons in untrusted(doc)
+    ]
+
+
+def _named(combo: Mapping[str, Any]) -> str:
+    trust = combo.get("trust")
+    bad = isinstance(trust, Mapping) and trust.get("trustworthy") is False
+    return str(combo["name"]) + (UNTRUSTED_MARK if bad else "")
+
+
 def _fail(combo: Mapping[str, Any]) -> str:
     rate = combo.get("failure_rate")
     return "-" if rate is None else f"{rate:.0%}"
@@ -83,7 +114,7 @@ def ranking_rows(doc: Mapping[str, Any]) -> list[list[str]]:
             rows.append(
                 [
                     _rank(c),
-                    str(c["name"]),
+                    _named(c),
                     str(c.get("n", 0)),
                     _fail(c),
                     f"{str(c.get('status')).upper()}: {reason}",
@@ -96,7 +127,7 @@ def ranking_rows(doc: Mapping[str, Any]) -> list[list[str]]:
         rows.append(
             [
                 _rank(c),
-                str(c["name"]),
+                _named(c),
                 str(c["n"]),
                 _fail(c),
                 e2e_cell(c, 50),
@@ -185,6 +216,7 @@ def comparison_text(doc: Mapping[str, Any]) -> str:
     lines.append(_stats_line(doc))
     lines.append("")
     lines.extend(_table_text(ranking_rows(doc)))
+    lines.extend(trust_lines(doc))
     lines.extend(_scores_text(doc, _table_text))
     seg = segment_rows(doc)
     if len(seg) > 1:
@@ -251,6 +283,8 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
         lines += [str(doc["description"]), ""]
     lines += [_schedule_line(doc) + ".", "", _stats_line(doc) + ".", ""]
     lines += ["## Ranking", "", *_table_md(ranking_rows(doc)), ""]
+    if untrusted(doc):
+        lines += ["## Trust", "", *(f"- {line}" for line in trust_lines(doc)), ""]
     scored = _scores_text(doc, _table_md)
     if scored:
         lines += ["## Price, quality and goodput", *scored, ""]
@@ -283,10 +317,13 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
 
 
 __all__ = [
+    "UNTRUSTED_MARK",
     "comparison_markdown",
     "comparison_text",
     "e2e_cell",
     "ranking_rows",
     "segment_rows",
+    "trust_lines",
+    "untrusted",
     "vs_cell",
 ]

@@ -35,6 +35,7 @@ from voicelat.report.comparison import (
     comparison_text,
     ranking_rows,
     segment_rows,
+    trust_lines,
 )
 from voicelat.report.fronts import fronts_html
 from voicelat.report.svg import (
@@ -298,6 +299,7 @@ def comparison_html(
         f"<p><small>{escape(text[1])}</small></p>"
         "<h2>Ranking</h2>"
         + _table_html(ranking_rows(doc), classes)
+        + "".join(f'<p class="warn">{escape(line)}</p>' for line in trust_lines(doc))
         + fronts_html(doc, _table_html)
         + legend_html(_segments_of(combos))
         + "<h2>Every combination at P50</h2><p><small>The P50 band's mean composition per "
