@@ -42,7 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--prices",
         type=Path,
-        metavar="FILE",
+        metavar="FILE.toml",
         help="a prices file (the keys of a [cost] table) instead of the run's own prices",
     )
     p.set_defaults(func=cmd_score)
