@@ -297,13 +297,11 @@ def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
         if value is not None:
             raise ConfigError(f"{flag} does not apply with --results (it gates a finished run)")
     run = load_run(args.results)
-    summary = run.run_summary
-    if summary is None:
-        raise ConfigError(
-            f"{run.path} has no {SUMMARY_FILE}: was the run killed before it finished?"
-        )
+    _warn_damaged_lines(run)
     if not run.turns:
-        raise ConfigError(f"{run.path} holds no readable turns")
+        neither = f" and no {SUMMARY_FILE}" if run.summary is None else ""
+        raise ConfigError(f"{run.path} holds no readable turns{neither}")
+    summary = _gated_summary(run)
     if args.pipeline is not None and args.budget is None:
         from voicelat.files.pipeline import load_pipeline
 
@@ -311,7 +309,57 @@ def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
     else:
         budget = _budget(args, summary.budget, f"[budget] recorded in {run.path / SUMMARY_FILE}")
     baseline = _load_baseline(args, summary)
-    return _finish(args, summary, list(run.turns), budget, baseline, tolerance, run.path)
+    skipped = (
+        [f"{len(run.problems)} damaged line(s) of {TURNS_FILE} skipped"] if run.problems else []
+    )
+    return _finish(
+        args, summary, list(run.turns), budget, baseline, tolerance, run.path, notes=skipped
+    )
+
+
+def _warn_damaged_lines(run: LoadedRun) -> None:
+    """One warning per turns.jsonl line skipped (what is wrong with it), then their count."""
+    for problem in run.problems:
+        _info(f"warning: {run.path / TURNS_FILE} {problem}; skipped")
+    if run.problems:
+        _info(f"warning: {len(run.problems)} damaged line(s) skipped; the gate judges the rest")
+
+
+def _gated_summary(run: LoadedRun) -> RunSummary:
+    """The summary ``ci --results`` gates: ``summary.json`` when it matches the turns read,
+    else one rebuilt from them (with one warning saying why). A run killed before its end
+    (SIGKILL) wrote no summary; a damaged or hand-edited one (negative counts, a count the
+    turns do not bear out) would gate numbers no turn measured."""
+    from voicelat.core.summary import counts, summarize
+
+    recorded = run.run_summary
+    if recorded is None:
+        why = f"no {SUMMARY_FILE} (the run was killed before its end?)"
+        doc: Mapping[str, Any] = {"run": {"status": "interrupted"}}
+    else:
+        have = recorded.counts.to_json()
+        want = counts(run.turns)
+        wrong = next((k for k, v in have.items() if v < 0 or want.get(k, 0) != v), None)
+        if wrong is None:
+            return recorded
+        why = (
+            f"{SUMMARY_FILE} counts.{wrong} is {have[wrong]} but {TURNS_FILE} holds "
+            f"{want.get(wrong, 0)}"
+        )
+        doc = run.summary or {}
+    _info(f"warning: {why}: gating a summary rebuilt from the {len(run.turns)} turn(s) read")
+    return summarize(
+        run.turns,
+        run=_mapping(doc.get("run")),
+        pipeline=_mapping(doc.get("pipeline")),
+        fixtures=[f for f in doc.get("fixtures") or () if isinstance(f, Mapping)],
+        stages=_mapping(doc.get("stages")),
+        budget=_mapping(doc.get("budget")),
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _finish(
@@ -322,6 +370,8 @@ def _finish(
     baseline: _Baseline | None,
     tolerance: Tolerance,
     run_dir: Path,
+    *,
+    notes: Sequence[str] = (),
 ) -> int:
     summary = RunSummary.coerce(summary)
     measured = [t for t in turns if not t.warmup]
@@ -331,10 +381,10 @@ def _finish(
         _write_error_reports(args, run_dir, msg, summary)
         _write_page(args, run_dir)
         raise InfraError(msg)
-    notes = [] if baseline is None else list(baseline.notes)
+    gate_notes = [*notes, *([] if baseline is None else baseline.notes)]
     status = summary.run.status
     if status not in (None, "complete"):
-        notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
+        gate_notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
     result = evaluate_gate(
         summary,
         turns,
@@ -344,7 +394,7 @@ def _finish(
         baseline_summary=None if baseline is None else baseline.summary,
         tolerance=tolerance,
         level=args.confidence,
-        notes=notes,
+        notes=gate_notes,
         run_dir=str(run_dir),
         untrusted=args.untrusted,
     )

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_int, positive_int
+from voicelat.core import jsontext
 from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError, VoicelatError
 from voicelat.core.plan import PlannedTurn
@@ -124,13 +125,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--out", "-o", type=Path, help="output directory (default: runs/<time>-compare-<name>)"
     )
-    p.add_argument(
-        "--scenario",
-        type=Path,
-        metavar="FILE|DIR",
-        help="compare whole calls: each scenario runs as one call on every combination in "
-        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md)",
-    )
+    _add_scenario_argument(p)
     p.add_argument(
         "--rank-by",
         choices=("p50", "p90"),
@@ -149,6 +144,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=non_negative_int, default=0, help="bootstrap seed: same input, same verdicts"
     )
+    _add_network_argument(p)
     p.add_argument(
         "--tui",
         action=argparse.BooleanOptionalAction,
@@ -157,6 +153,26 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_compare)
     return p
+
+
+def _add_scenario_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE|DIR",
+        help="compare whole calls: each scenario runs as one call on every combination in "
+        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md)",
+    )
+
+
+def _add_network_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--network",
+        metavar="P1,P2,...",
+        default=None,
+        help="a network axis: every combination under each profile (built-ins or [network] "
+        "files, comma-separated), interleaved, each through its own relay (docs/NETWORK.md)",
+    )
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -174,6 +190,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "mix of run directories and pipeline files: rank existing runs, or measure "
             "pipelines, not both at once"
         )
+    if len(dirs) == 1:
+        # One run ranked against itself "wins" with exit 0: a comparison needs two.
+        raise ConfigError(
+            f"compare ranks two or more runs, got one ({dirs[0]}): give another run directory"
+            f" (voicelat view {dirs[0]} shows one run)"
+        )
     if dirs:
         return _compare_saved(args, dirs)
     return _compare_live(args)
@@ -190,6 +212,8 @@ class _Live:
     stages: StageSet | None = None
     setup_error: str | None = None
     turns: list[Turn] = field(default_factory=list)
+    #: Its network profile's relay (``--network``; engine/network.py ``NetworkRun``), or None.
+    network: Any = None
 
 
 @dataclass(frozen=True)
@@ -222,9 +246,12 @@ def _compare_live(args: argparse.Namespace) -> int:
         f"compare {setup.name}: {len(setup.combos)} combinations x {len(setup.fixtures)} "
         f"fixtures; {what} ({len(setup.schedule)} turns); results -> {setup.out}"
     )
-    _measure(setup, lives)
+    try:
+        _measure(setup, lives)
+    finally:
+        _stop_networks(lives)  # idempotent: each relay stopped once its summary is written
     summaries = {
-        lv.combo.name: json.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        lv.combo.name: jsontext.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
         for lv in lives
     }
     check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
@@ -251,6 +278,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
         where = "pipelines"
     # Unknown stage names fail here, with the known ones listed, before anything starts.
     check_stages(combos, load_stage_class, where)
+    combos = _network_axis(combos, getattr(args, "network", None))
     _check_currencies({c.name: c.pipeline.cost.currency for c in combos if c.pipeline.cost})
     out: Path = args.out or _default_out(name)
     if out.exists() and any(out.iterdir()):
@@ -303,27 +331,67 @@ def _plan_compare_calls(
     return scenario_fixtures(loaded), calls, plan
 
 
+def _network_axis(combos: Sequence[Combination], spec: str | None) -> list[Combination]:
+    """``--network lan,4g``: each combination once per profile, labelled with it."""
+    if not spec:
+        return list(combos)
+    from voicelat.files.network import load_network
+
+    profiles = [load_network(name.strip()) for name in spec.split(",") if name.strip()]
+    if len({p.name for p in profiles}) != len(profiles):
+        raise ConfigError(f"--network {spec}: a profile is named twice")
+    return [
+        Combination(
+            f"{c.name} @ {p.name}" if len(combos) > 1 else p.name,
+            {**c.labels, "network": p.name},
+            replace(c.pipeline, network=p),
+        )
+        for c in combos
+        for p in profiles
+    ]
+
+
 def _lives(setup: _Setup) -> list[_Live]:
-    """One runner per combination, validated (stage options, fixture audio) up front."""
+    """One runner per combination, validated (stage options, fixture audio) up front; a
+    combination under a network profile gets its own relay (stopped if a later one fails)."""
     from voicelat.engine.job import with_stack_urls
+    from voicelat.engine.network import open_network
     from voicelat.engine.runner import Runner
 
     lives: list[_Live] = []
-    for c in setup.combos:
-        run_dir = setup.out / c.slug
-        runner = Runner(
-            with_stack_urls(c.pipeline),
-            setup.fixtures,
-            run_dir,
-            argv=list(sys.argv),
-            calls=setup.calls,
-        )
-        try:
-            runner.validate()
-        except ConfigError as exc:
-            raise ConfigError(f"combination {c.name}: {exc}") from None
-        lives.append(_Live(c, runner, run_dir))
+    try:
+        for c in setup.combos:
+            run_dir = setup.out / c.slug
+            try:
+                net = open_network(argparse.Namespace(), with_stack_urls(c.pipeline), _info)
+                pipeline = net.pipeline if net else with_stack_urls(c.pipeline)
+                lives.append(
+                    _Live(
+                        c,
+                        Runner(
+                            pipeline,
+                            setup.fixtures,
+                            run_dir,
+                            argv=list(sys.argv),
+                            calls=setup.calls,
+                        ),
+                        run_dir,
+                        network=net,
+                    )
+                )
+                lives[-1].runner.validate()
+            except ConfigError as exc:
+                raise ConfigError(f"combination {c.name}: {exc}") from None
+    except BaseException:
+        _stop_networks(lives)
+        raise
     return lives
+
+
+def _stop_networks(lives: Sequence[_Live]) -> None:
+    for lv in lives:
+        if lv.network is not None:
+            lv.network.close()
 
 
 def _measure(setup: _Setup, lives: Sequence[_Live]) -> None:
@@ -369,6 +437,9 @@ def _write_summary(lv: _Live, setup: _Setup, status: str, started_wall: float) -
         summary["setup_error"] = lv.setup_error
     summary["comparison"] = {"name": setup.name, "combination": lv.combo.name}
     write_summary(lv.run_dir, summary)
+    if lv.network is not None:
+        # Stops its relay; the requested and realised impairment (and a miss) into the summary.
+        lv.network.record(argparse.Namespace(run_dir=lv.run_dir, summary=summary))
     _price(lv.run_dir)
 
 

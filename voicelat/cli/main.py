@@ -75,7 +75,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``voicelat`` command; returns its exit status."""
     _signals.install()
+    # A reader that leaves (`voicelat run | head -1`) ends the printing, never the command.
+    with _signals.output_readers_may_leave():
+        try:
+            return _dispatch(argv)
+        except BaseException as exc:
+            # A Ctrl-C (or a stop signal taking its path) may come wrapped in an exception
+            # group when it lands inside a library's task group: the same interruption either
+            # way. Caught around the parser too: a stop signal while its modules load (a
+            # second or two on a loaded machine) used to escape (exit 130 for a SIGTERM).
+            if not only_interrupts(exc):
+                raise
+            return _interrupted()
+
+
+def _interrupted() -> int:
+    """The one line and the exit status (128 + the signal) of an interrupted command."""
+    sig = _signals.received()
+    _err("interrupted" if sig is None else f"interrupted by {signal.Signals(sig).name}")
+    return _signals.exit_status(EXIT_INTERRUPTED)
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
@@ -89,13 +112,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VoicelatError as exc:
         _err(str(exc))
         code = exc.exit_code
-    except BaseException as exc:
-        # A Ctrl-C (or a stop signal taking its path) may come wrapped in an exception group
-        # when it lands inside a library's task group: the same interruption either way.
-        if not only_interrupts(exc):
-            raise
-        sig = _signals.received()
-        _err("interrupted" if sig is None else f"interrupted by {signal.Signals(sig).name}")
-        code = EXIT_INTERRUPTED
     # One signal policy (cli/signals.py): a command stopped by SIGTERM exits 143, not 130.
     return _signals.exit_status(code) if code == EXIT_INTERRUPTED else code

@@ -86,6 +86,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="serve https/wss with a throwaway self-signed certificate (its path is printed): "
         "for SDKs that only speak TLS (google-genai's live client)",
     )
+    p.add_argument(
+        "--network",
+        metavar="PROFILE|FILE",
+        help="serve inside a network namespace with the kernel's netem applying this profile "
+        "(root or CAP_NET_ADMIN, iproute2; docs/NETWORK.md); the emulators listen on the "
+        "namespace's address",
+    )
     p.add_argument("--list", action="store_true", help="list the emulators and exit")
     p.set_defaults(func=cmd_serve)
     return p
@@ -108,6 +115,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"name the emulators to serve, e.g. `voicelat serve openai` "
             f"(known: {', '.join(sorted(known_emulators()))})"
         )
+    if getattr(args, "network", None):
+        return _serve_under_netem(args)
     with contextlib.ExitStack() as stack:
         ssl_context = _tls(args, stack) if args.tls else None
         try:
@@ -132,6 +141,20 @@ def _tls(args: argparse.Namespace, stack: contextlib.ExitStack) -> SSLContext:
         flush=True,
     )
     return server_context(cert, key)
+
+
+def _serve_under_netem(args: argparse.Namespace) -> int:
+    """The same ``voicelat serve`` in a netem namespace (engine/netem.py)."""
+    from voicelat.engine.netem import serve_in_namespace
+    from voicelat.files.network import load_network
+
+    profile = load_network(args.network)
+    command = [sys.executable, "-m", "voicelat", "serve", *args.names]
+    for flag, value in (("--profile", args.profile), ("--port", args.port), ("--seed", args.seed),
+                        ("--truth", args.truth)):  # fmt: skip
+        if value is not None:
+            command += [flag, str(value)]
+    return serve_in_namespace(profile, command, "--host")
 
 
 async def _serve(args: argparse.Namespace, ssl_context: SSLContext | None = None) -> int:

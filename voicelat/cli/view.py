@@ -20,7 +20,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.signals import STOP_SIGNALS
-from voicelat.core.errors import EXIT_OK, VoicelatError
+from voicelat.core import jsontext
+from voicelat.core.errors import EXIT_INFRA, EXIT_OK, VoicelatError
 from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun, load_run
 
@@ -114,7 +115,7 @@ def load_comparison(path: Path) -> LoadedComparison:
     base = path.parent if path.name == COMPARISON_JSON else path
     doc_path = base / COMPARISON_JSON
     try:
-        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        doc = jsontext.loads(doc_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise VoicelatError(f"{doc_path} is not readable JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("kind") != "voicelat-comparison":
@@ -165,7 +166,7 @@ def _gate_headline(run_dir: Path) -> GateHeadline | None:
     from voicelat.report.run_html import GateHeadline
 
     try:
-        doc = json.loads((run_dir / "gate.json").read_text(encoding="utf-8"))
+        doc = jsontext.loads((run_dir / "gate.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return GateHeadline.from_json(doc) if isinstance(doc, dict) else None
@@ -174,9 +175,18 @@ def _gate_headline(run_dir: Path) -> GateHeadline | None:
 def write_report(path: Path, page: str) -> Path:
     """Write ``path/report.html`` whole (a reader never sees half a page)."""
     out = path / REPORT_HTML
+    if out.is_dir():
+        raise VoicelatError(f"{out} is a directory: remove it to write the report there")
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise VoicelatError(
+            f"cannot write {out}: {exc.strerror or exc}", exit_code=EXIT_INFRA
+        ) from None
     return out
 
 

@@ -226,21 +226,29 @@ def execute_run(
             turns=getattr(args, "turns", None),
             warmup=getattr(args, "warmup", 1),
         )
+    from voicelat.engine.network import open_network
     from voicelat.export import ExportObserver, open_exports
 
+    # --network / [network]: the stages pointed at the impairment relay (docs/NETWORK.md).
+    network = open_network(args, with_stack_urls(pipeline), info)
     runner = Runner(
-        with_stack_urls(pipeline),
+        network.pipeline if network else with_stack_urls(pipeline),
         fixtures,
         out_dir,
         observer=observer,
         argv=list(argv),
         calls=calls,
     )
-    runner.validate()
-    # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
-    # The exporters work on a thread of their own; the measuring loop only queues each turn.
-    out_dir.mkdir(parents=True, exist_ok=True)
-    exports = open_exports(export_options(args, pipeline, out_dir), warn=info)
+    try:
+        runner.validate()
+        # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
+        # The exporters work on a thread of their own; the measuring loop only queues each turn.
+        out_dir.mkdir(parents=True, exist_ok=True)
+        exports = open_exports(export_options(args, pipeline, out_dir), warn=info)
+    except BaseException:
+        if network is not None:
+            network.close()
+        raise
     runner.observer = ExportObserver(observer, exports)
     workers = getattr(args, "workers", None) or 1
     ray = getattr(args, "ray", None)
@@ -259,6 +267,8 @@ def execute_run(
             return runner.outcome
     finally:
         outcome = getattr(runner, "outcome", None)
+        if network is not None:
+            network.record(outcome)  # stops the relay; its realised impairment in the summary
         exports.close(outcome.summary if outcome is not None else None)
 
 
@@ -330,7 +340,8 @@ def _execute_on_workers(
 
         info(f"ray: cluster at {preflight(ray)} answers")  # before any server starts
     else:
-        workers, warning = effective_workers(load, workers)
+        measured = sum(1 for p in plan if not p.warmup)
+        workers, warning = effective_workers(load, workers, measured)
         if warning:
             info(f"warning: {warning}")
     with stack_for(runner.pipeline) as stack_info:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicelat.core import jsontext
 from voicelat.core.errors import ConfigError
 from voicelat.files.fixtures import MANIFEST
 
@@ -81,7 +82,7 @@ def existing_texts(directory: Path) -> dict[str, str]:
     """Transcripts of an existing manifest by file name (kept when it is re-annotated);
     empty when there is none or it cannot be read."""
     try:
-        data = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        data = jsontext.loads((directory / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     entries = data.get("fixtures") if isinstance(data, dict) else None
@@ -98,7 +99,7 @@ def existing_guesses(directory: Path) -> set[str]:
     """File names whose transcript in the existing manifest is still marked as a guess
     (``text_by`` present): re-annotating keeps the mark."""
     try:
-        data = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        data = jsontext.loads((directory / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return set()
     entries = data.get("fixtures") if isinstance(data, dict) else None

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from voicelat.core import jsontext
 from voicelat.stack.config import SERVER_NAMES, StackError
 
 #: The state file's format (``voicelat stack status`` reads what ``up`` wrote).
@@ -302,7 +303,7 @@ def port_holder(port: int) -> str | None:
 
 def read_state(path: Path) -> dict[str, dict[str, Any]]:
     try:
-        data: Any = json.loads(path.read_text())
+        data: Any = jsontext.loads(path.read_text())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):

@@ -24,7 +24,26 @@ from voicelat.core.clock import now_ns
 from voicelat.emulate.content import Transcriber
 from voicelat.emulate.exchange import WsExchange
 
-__all__ = ["Listener", "Outbox", "fixture_speech_ms", "flag", "match_speech", "number"]
+__all__ = [
+    "Listener",
+    "Outbox",
+    "fixture_speech_ms",
+    "flag",
+    "match_speech",
+    "number",
+    "record_stop",
+]
+
+
+def record_stop(x: WsExchange, t_ns: int) -> None:
+    """A TTS generation was cancelled at ``t_ns`` (Deepgram ``Clear``, Cartesia ``cancel``):
+    the truth gets ``cancel_received`` and, in ``detail["stops"]``, the cancel and the last
+    audio written before it (what was scheduled after it is dropped: nothing follows)."""
+    x.truth.mark("cancel_received", t_ns)
+    audio = x.truth.all("audio_written")
+    x.truth.detail.setdefault("stops", []).append(
+        {"cancel_ns": t_ns, "last_audio_ns": audio[-1] if audio else None}
+    )
 
 # With timer = "spin", wake this early and let sleep_until() spin to the exact deadline.
 _SPIN_EARLY_NS = 2_000_000

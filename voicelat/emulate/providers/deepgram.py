@@ -67,6 +67,7 @@ from voicelat.emulate.providers._wsutil import (
     flag,
     match_speech,
     number,
+    record_stop,
 )
 
 __all__ = ["DeepgramEmulator"]
@@ -265,6 +266,7 @@ class DeepgramEmulator(Emulator):
                 buffer = ""
             elif kind == "Clear":
                 out.drop("gen")
+                record_stop(x, t)
                 buffer = ""
                 out.at(t, {"type": "Cleared", "sequence_id": flushes}, tag="ctl")
             elif kind == "Close":
