@@ -38,6 +38,11 @@ METAVARS: dict[str, str] = {
     "max_seconds": "SEC",
     "prices": "FILE.toml",
     "min_trailing_ms": "MS",
+    "window": "SEC",
+    "every": "SEC",
+    "settle": "SEC",
+    "max_spans": "N",
+    "metrics_port": "PORT",
 }
 
 #: Commands whose module gives no description: the one-line help, said in full.
@@ -96,6 +101,14 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "voicelat endpointing                       # every installed endpointer, pause set",
         "voicelat endpointing --endpointers energy --hangovers 300,500,800",
         "voicelat endpointing --endpointers none --runs runs/<deepgram-run>",
+    ),
+    "import": (
+        "voicelat import traces.json --out runs/prod-week-48     # Pipecat OTLP JSON dump",
+        "voicelat import spans.pb --check                          # the tracing's findings only",
+    ),
+    "watch": (
+        "voicelat watch --out runs/watch --port 4318 --metrics-port 9464",
+        "voicelat watch --out runs/watch --window 600 --every 60",
     ),
     "score": (
         "voicelat score runs/<dir>                  # cost, reply WER and DNSMOS",
