@@ -237,6 +237,9 @@ def execute_run(
         calls=calls,
     )
     runner.validate()
+    from voicelat.engine.calibrate import calibration_for
+
+    runner.calibration = calibration_for(args, runner.clock, info)
     # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
     # The exporters work on a thread of their own; the measuring loop only queues each turn.
     out_dir.mkdir(parents=True, exist_ok=True)

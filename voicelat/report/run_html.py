@@ -31,6 +31,7 @@ from voicelat.report.chartdata import (
 )
 from voicelat.report.comparison_html import waterfall_svg
 from voicelat.report.definitions import definitions_html
+from voicelat.report.text import instrument_summary_line
 from voicelat.report.svg import (
     PICTURE_CSS,
     fixture_table_html,
@@ -63,6 +64,9 @@ def _head(s: RunSummary, run_dir: str) -> str:
         + escape("; ".join(r.message for r in trust.reasons))
         + "</p>"
     )
+    line = instrument_summary_line(s.extra.get("instrument"))
+    if line is not None:
+        verdict += f"<p>{escape(line)}</p>"
     return (
         f"<h1>voicelat run: {escape(name)}</h1><p><small>{escape(str(s.run.started or ''))}; "
         f"status {escape(str(s.run.status or '?'))}; {c.turns} turn(s): {c.headline} in the "
