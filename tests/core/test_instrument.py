@@ -28,7 +28,7 @@ def test_each_turn_is_matched_to_the_first_exchange_after_its_request() -> None:
         TruthExchange("speech", 1051 * MS, 1080 * MS),
         TruthExchange("transcriptions", 990 * MS, None),
         TruthExchange("speech", 3046 * MS, 3075 * MS),
-        TruthExchange("chat", 3001 * MS, 3040 * MS),  # listed out of order: sorted by arrival
+        TruthExchange("chat", 3001 * MS, 3040 * MS),  # listed out of order
     ]
     errors = reference_errors(turns, truth, onset_ns=15 * MS)
     assert errors["ttft"] == [1 * MS, 500_000]
@@ -38,8 +38,10 @@ def test_each_turn_is_matched_to_the_first_exchange_after_its_request() -> None:
 
 
 def test_a_turn_without_its_exchange_gives_no_error() -> None:
-    turns = [ReferenceTurn(1000, 1040, None, None, None, None)]
-    assert reference_errors(turns, [TruthExchange("chat", 999, 1030)], 0) == {
+    turns = [ReferenceTurn(1000, 1040, 1050, 1090, None, None)]
+    # no chat exchange at all; the speech one never wrote audio (it failed)
+    truth = [TruthExchange("transcriptions", 990, 995), TruthExchange("speech", 1051, None)]
+    assert reference_errors(turns, truth, 0) == {
         "ttft": [],
         "ttfa": [],
         "e2e": [],

@@ -12,8 +12,8 @@ error of a reference turn is voicelat's stamp minus the emulator's (the method o
 - ``e2e``: the turn's e2e minus the true one (``first_audio_written`` plus the onset of the
   emulator's audio, from voicelat's ``speech_end``).
 
-Each exchange is tied to its turn as the first one of its endpoint received after the turn's
-request was sent (the reference runs one session, so its requests are sequential). The error
+Each exchange is tied to its turn as the one of its endpoint received nearest to the turn's
+request (the reference runs one session, so its requests are sequential, ~1 s apart). The error
 bar is the P50/P99 of the errors' magnitude; the summary's ``instrument`` section carries it
 (``core/compare.py`` and ``core/gate.py`` read ``error_p99_ns``).
 
@@ -77,12 +77,12 @@ class TruthExchange:
     first_written_ns: int | None
 
 
-def _after(exchanges: Sequence[TruthExchange], endpoint: str, t_ns: int) -> TruthExchange | None:
-    """The first ``endpoint`` exchange received at or after ``t_ns`` (the request's send)."""
-    for ex in exchanges:
-        if ex.endpoint == endpoint and ex.received_ns >= t_ns:
-            return ex
-    return None
+def _nearest(exchanges: Sequence[TruthExchange], endpoint: str, t_ns: int) -> TruthExchange | None:
+    """The ``endpoint`` exchange received nearest to ``t_ns`` (the request's send, on
+    voicelat's clock). Nearest, not "first after": a stamp late by X (the very error being
+    measured) must still find its own exchange; the reference's turns are ~1 s apart."""
+    found = [ex for ex in exchanges if ex.endpoint == endpoint]
+    return min(found, key=lambda ex: abs(ex.received_ns - t_ns)) if found else None
 
 
 def reference_errors(
@@ -93,16 +93,16 @@ def reference_errors(
     ``onset_ns``: how long after its first audio byte the emulator's reply becomes audible
     (leading silence and fade-in), which the true e2e includes.
     """
-    ordered = sorted(truth, key=lambda e: e.received_ns)
+    ordered = list(truth)
     out: dict[str, list[int]] = {k: [] for k in KINDS}
     for t in turns:
         if t.llm_request_ns is not None and t.llm_first_token_ns is not None:
-            chat = _after(ordered, "chat", t.llm_request_ns)
+            chat = _nearest(ordered, "chat", t.llm_request_ns)
             if chat is not None and chat.first_written_ns is not None:
                 out["ttft"].append(t.llm_first_token_ns - chat.first_written_ns)
         if t.tts_request_ns is None or t.tts_first_byte_ns is None:
             continue
-        speech = _after(ordered, "speech", t.tts_request_ns)
+        speech = _nearest(ordered, "speech", t.tts_request_ns)
         if speech is None or speech.first_written_ns is None:
             continue
         out["ttfa"].append(t.tts_first_byte_ns - speech.first_written_ns)

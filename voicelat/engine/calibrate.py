@@ -118,7 +118,7 @@ class Calibration:
             raise
         except TimeoutError:
             self._failed(f"the reference pass {label} the turns took over {TIMEOUT_S:.0f} s")
-        except Exception as exc:  # noqa: BLE001 - a calibration never stops a run
+        except Exception as exc:
             self._failed(f"the reference {label} the turns failed: {_one_line(exc)}")
         else:
             for k, v in errors.items():
@@ -178,7 +178,9 @@ async def run_reference(clock: Clock, turns: int) -> dict[str, list[int]]:
     return reference_errors_of(outcome.turns, [_exchange(e) for e in truth])
 
 
-def reference_errors_of(turns: Sequence[Turn], truth: Sequence[TruthExchange]) -> dict[str, list[int]]:
+def reference_errors_of(
+    turns: Sequence[Turn], truth: Sequence[TruthExchange]
+) -> dict[str, list[int]]:
     """The errors of a pass's finished measured turns against the emulator's exchanges."""
     refs = [_reference(t) for t in turns if not t.warmup and t.ok]
     return reference_errors(refs, truth, _onset_ns())

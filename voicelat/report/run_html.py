@@ -31,7 +31,6 @@ from voicelat.report.chartdata import (
 )
 from voicelat.report.comparison_html import waterfall_svg
 from voicelat.report.definitions import definitions_html
-from voicelat.report.text import instrument_summary_line
 from voicelat.report.svg import (
     PICTURE_CSS,
     fixture_table_html,
@@ -39,6 +38,7 @@ from voicelat.report.svg import (
     legend_html,
     timeline_svg,
 )
+from voicelat.report.text import instrument_summary_line
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;max-width:80em}
