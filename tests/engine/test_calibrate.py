@@ -20,6 +20,7 @@ from voicelat.emulate import Emulators
 from voicelat.engine import calibrate
 from voicelat.engine.calibrate import Calibration, calibration_for
 from voicelat.engine.job import execute_run
+from voicelat.export import SUMMARY_SCHEMA, load_schema, validate
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
 from voicelat.report.run_html import run_html
 from voicelat.report.text import summary_table
@@ -37,6 +38,13 @@ PROFILE = {
 class _Seen:
     def __getattr__(self, name: str) -> Any:
         return lambda *a, **k: None
+
+
+def _valid(section: dict[str, Any]) -> None:
+    """``section`` against the shipped schema's ``instrument`` property."""
+    import jsonschema
+
+    jsonschema.validate(section, load_schema(SUMMARY_SCHEMA)["properties"]["instrument"])
 
 
 @dataclass
@@ -76,6 +84,7 @@ async def test_a_calibrated_run_carries_its_error_bar_in_the_summary(
     assert inst["error_p50_ns"] <= inst["error_p99_ns"] < 15 * MS, inst
     assert isinstance(inst["clock_ppm"], float) and abs(inst["clock_ppm"]) < 100
     assert 0 < inst["cost_s"] < 30
+    validate(summary, SUMMARY_SCHEMA)  # the section as the shipped schema states it
     s = RunSummary.from_json(summary)
     assert "± instrument error: P50 " in summary_table(s)
     assert "± instrument error: P50 " in run_html(s, [])
@@ -88,6 +97,7 @@ async def test_a_delayed_stamp_widens_the_error_bar_to_cover_it() -> None:
     await c.before()
     inst = c.section()
     assert inst["status"] == "calibrated", inst
+    _valid(inst)
     assert inst["error_p50_ns"] >= delay
     for kind, bar in inst["by_kind"].items():
         # covers the 30 ms, and is the 30 ms plus the loopback's own (small) error
@@ -99,6 +109,7 @@ async def test_an_absurd_error_leaves_the_run_uncalibrated() -> None:
     await c.before()
     inst = c.section()
     assert inst["status"] == "uncalibrated" and "absurd" in inst["reason"]
+    _valid(inst)
     assert inst["error_p99_ns"] is None
 
 
@@ -116,6 +127,7 @@ async def test_a_reference_that_cannot_start_is_uncalibrated_and_says_why(
     await c.after()
     assert time.monotonic() - t0 < 5
     inst = c.section()
+    _valid(inst)
     assert inst["status"] == "uncalibrated" and inst["error_p99_ns"] is None
     assert "the reference before the turns failed" in inst["reason"]
     assert "no_such_delay" in inst["reason"]
