@@ -165,3 +165,18 @@ def test_the_mode_comes_from_the_option_else_the_variable_else_quick(
     monkeypatch.setenv(calibrate.ENV, "sometimes")
     with pytest.raises(ConfigError, match="VOICELAT_CALIBRATE='sometimes': use one of off"):
         calibration_for(argparse.Namespace())
+
+
+def test_a_bad_mode_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    from tests.helpers import voicelat
+
+    bad = voicelat("run", "--calibrate", "sometimes")
+    assert bad.returncode == 2 and "invalid choice: 'sometimes'" in bad.stderr
+    env = {"VOICELAT_EMULATOR_KEY": "k", calibrate.ENV: "sometimes"}
+    out = tmp_path / "run"
+    bad = voicelat("run", "-p", "pipelines/emulated-openai.toml", "-o", str(out), env=env)
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.strip().splitlines()[-1] == (
+        "voicelat: error: VOICELAT_CALIBRATE='sometimes': use one of off, quick, full"
+    )
+    assert "Traceback" not in bad.stderr and not out.exists()
