@@ -90,6 +90,27 @@ async def test_a_calibrated_run_carries_its_error_bar_in_the_summary(
     assert "± instrument error: P50 " in run_html(s, [])
 
 
+async def test_a_run_on_worker_processes_is_calibrated_in_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--workers 2``: the reference runs in the parent (the workers' host) before they start,
+    and the pool's one summary carries the section."""
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
+    fixtures = [f for f in load_fixtures(default_fixtures_dir()) if f.id == "call_mom"]
+    async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
+        args = argparse.Namespace(turns=2, warmup=0, workers=2, concurrency=2, calibrate="quick")
+        out = tmp_path / "run"
+        await asyncio.to_thread(
+            execute_run, args, emulated_openai_pipeline(em), fixtures, out, _Seen(), ["voicelat"]
+        )
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["run"]["workers"]) == 2
+    inst = summary["instrument"]
+    assert (inst["status"], inst["turns"]) == ("calibrated", calibrate.TURNS), inst
+    assert 0 < inst["error_p50_ns"] < 2 * MS
+    validate(summary, SUMMARY_SCHEMA)
+
+
 async def test_a_delayed_stamp_widens_the_error_bar_to_cover_it() -> None:
     """A known extra error: every stamp 30 ms late. The bar grows by it, in every kind."""
     delay = 30 * MS

@@ -127,6 +127,10 @@ class Calibration:
         finally:
             self.cost_s += time.monotonic() - t0
 
+    def skip(self, reason: str) -> None:
+        """No reference for this run (the section says "uncalibrated" and ``reason``)."""
+        self.failure = self.failure or reason
+
     def _failed(self, reason: str) -> None:
         self.failure = self.failure or reason
         self.log(f"warning: uncalibrated: {reason}")

@@ -278,6 +278,8 @@ class ShardedRun:
         #: section says about the transport (Ray: its address and nodes).
         self.event_loop = loop_kind()
         self.run_info: dict[str, Any] = {}
+        #: The run's instrument error bar (``engine/calibrate.py``), timed in the parent.
+        self.calibration: Any = None
 
     def jobs(self, plan: Sequence[PlannedTurn], load: Load) -> list[WorkerJob]:
         """Each worker's share of ``plan`` and ``load``."""
@@ -394,6 +396,7 @@ class ShardedRun:
             runner.loop_lag.lags.extend(r.loop_lag_ns)
         runner.sessions_opened = sum(r.sessions_opened for r in self.reports)
         runner.load = load  # the summary's load section
+        runner.calibration = self.calibration
         with contextlib.suppress(Exception):  # describing stages builds them; never fatal here
             runner.stages = StageSet.of(runner.build_stages())
         summary = runner.summary(plan, status, started_wall)
