@@ -6,6 +6,8 @@ on it, the line carrying the human gap as silence between the reply and the next
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from tests.stages.agent_helpers import MS, pipecat_agent
 from voicelat.core.call import CALL_TURN
+from voicelat.core.errors import InfraError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.turn import Turn
 from voicelat.engine.call import plan_calls
@@ -138,3 +141,22 @@ def test_a_bots_greeting_is_timed_from_the_connection_to_the_ear(tmp_path: Path)
     assert abs(record.greeting_first_audible_ns - arrived - 30 * MS) < 2 * MS
     assert record.greeting_ns == record.greeting_first_audible_ns - record.connected_ns
     assert turn.t0_ns >= record.greeting_first_audible_ns + 400 * MS  # the clip played first
+
+
+def test_an_agent_that_hangs_up_ends_the_call_with_the_step_named(tmp_path: Path) -> None:
+    from tests.agents.pipecat_agent import running_agent
+    from voicelat.files.results import read_calls
+    from voicelat.stages.twilio import Twilio
+
+    with running_agent(9285) as url:
+        table = {"stage": "twilio", "url": f"{url}/hangup", "reply_idle_ms": 800}
+        with contextlib.suppress(InfraError):  # every turn of the run failed: it says so
+            _call(tmp_path, Twilio, table)
+    (record,) = read_calls(tmp_path / "out")
+    turns = [
+        json.loads(line) for line in (tmp_path / "out" / "turns.jsonl").read_text().splitlines()
+    ]
+    # The first turn failed on the closed call; the call then ended: no new call for step 2.
+    assert len(turns) == 1 and turns[0]["failed"]
+    assert record.ended_early and record.turns_completed == 0
+    assert record.failed_step is not None and record.failed_step.endswith("step 1")

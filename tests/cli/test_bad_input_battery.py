@@ -197,7 +197,7 @@ CASES = [
          "--tolerance-ms"),
     Case("ci-results-missing", lambda d: ["ci", "--results", str(d / "none")], 2, "no results at"),
     Case("ci-results-no-summary", lambda d: ["ci", "--results", _run_dir(d, None, "")], 2,
-         "has no summary.json"),
+         "holds no readable turns and no summary.json"),
     Case("ci-budget-nan",
          lambda d: ["ci", "-p", _pipeline(d, "[turn]", "[budget.e2e]\np50_ms = nan\n\n[turn]")],
          2, "p50_ms"),

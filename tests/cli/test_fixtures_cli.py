@@ -168,3 +168,38 @@ def test_annotate_transcribes_with_the_stacks_whisper(
     for entry in _manifest(mine)["fixtures"]:
         assert entry["text"], entry
         assert wer(truth[entry["file"]]["text"], entry["text"]) <= 0.2, entry["text"]
+        # Issue #29: Whisper's text is a guess, marked as one, not an unmarked reference.
+        assert entry["text_by"].startswith("whisper (a guess"), entry
+    assert "transcript(s) are Whisper's guesses" in result.stdout
+
+
+def test_annotate_reads_flac_and_ogg_and_skips_a_bad_file(tmp_path: Path) -> None:
+    # Issue #29: .flac/.ogg were skipped silently and one unreadable file aborted the lot.
+    import numpy as np
+    import soundfile
+
+    mine = _wavs(tmp_path, ["call_mom"])
+    for name, fmt in (("weather_paris", "FLAC"), ("book_table", "OGG")):
+        pcm = read_wav(BUNDLED / f"{name}.wav")
+        soundfile.write(str(mine / f"{name}.{fmt.lower()}"), pcm.to_array(), pcm.rate, format=fmt)
+    (mine / "broken.wav").write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk")
+    result = voicelat("fixtures", "annotate", str(mine), "--no-transcribe")
+    assert result.returncode == 0, result.stderr
+    assert "converted weather_paris.flac -> weather_paris.wav" in result.stdout
+    assert "converted book_table.ogg -> book_table.wav" in result.stdout
+    assert "skipped broken.wav: " in result.stdout
+    assert "3 fixture(s)" in result.stdout and "1 unreadable file(s) skipped" in result.stdout
+    fixtures = {f.id: f for f in load_fixtures(mine)}  # what a run reads
+    assert sorted(fixtures) == ["book_table", "call_mom", "weather_paris"]
+    truth = _bundled()
+    # FLAC is lossless: the same samples, the same bounds as the bundled WAV's.
+    flac = fixtures["weather_paris"]
+    assert flac.speech_start_ms is not None and flac.speech_end_ms is not None
+    assert abs(flac.speech_start_ms - truth["weather_paris.wav"]["speech_start_ms"]) <= 25
+    assert np.array_equal(
+        read_wav(mine / "weather_paris.wav").to_array(),
+        read_wav(BUNDLED / "weather_paris.wav").to_array(),
+    )
+    ogg = fixtures["book_table"]  # lossy, but the speech is still where it was
+    assert ogg.speech_end_ms is not None
+    assert abs(ogg.speech_end_ms - truth["book_table.wav"]["speech_end_ms"]) <= 60

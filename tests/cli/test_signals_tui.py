@@ -35,7 +35,7 @@ class PtyCommand:
     """``python -m voicelat ARGS`` on a 120x40 pseudo-terminal of its own (its own session,
     as a terminal emulator starts a shell); what it wrote is kept in :attr:`screen`."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
@@ -48,6 +48,10 @@ class PtyCommand:
             start_new_session=True,
             cwd=ROOT,
             env=env,
+            # As a shell starts a background job (`voicelat run --tui &` in a script).
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if sigint_ignored
+            else None,
         )
         os.close(slave)
         self._master = master

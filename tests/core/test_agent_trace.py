@@ -9,10 +9,12 @@ import pytest
 
 from voicelat.core.agent_trace import (
     FLAG_INTERRUPTED,
+    FLAG_LLM_EMPTY,
     FLAG_MULTIPLE_TURNS,
     FLAG_NO_TTFB,
     FLAG_PARTIAL,
     FLAG_STT_INCOMPLETE,
+    LLM_EMPTY_REASON,
     AgentSpan,
     AttrValue,
     split_from_spans,
@@ -316,3 +318,30 @@ def test_a_turn_is_complete_once_its_container_and_tts_are_there() -> None:
     assert not turn_complete(turn, "genai")
     with pytest.raises(ConfigError):
         turn_complete([], "zipkin")
+
+
+def test_an_llm_span_without_output_and_no_tts_is_diagnosed_as_an_empty_reply() -> None:
+    # Issue #29: the example Pipecat bot's LLM answered "" and the caller heard nothing; the
+    # trace says why. Pipecat sets "output" on the llm span only when text was streamed.
+    spans = [s for s in pipecat_turn() if s.name != "tts"]
+    split = split_from_spans(spans, WINDOW)
+    assert split is not None
+    assert split.diagnosis == LLM_EMPTY_REASON == "the LLM answered with no text"
+    assert FLAG_LLM_EMPTY in split.flags
+    spoke = [
+        replace(s, attributes={**s.attributes, "output": "Sure."}) if s.name == "llm" else s
+        for s in spans
+    ]
+    said = split_from_spans(spoke, WINDOW)
+    assert said is not None and said.diagnosis is None  # text, just no TTS span in the window
+    full = split_from_spans(pipecat_turn(), WINDOW)
+    assert full is not None and full.diagnosis is None and FLAG_LLM_EMPTY not in full.flags
+
+
+def test_the_genai_mapping_does_not_guess_an_empty_reply() -> None:
+    spans = [
+        span("invoke_agent", 0, 5000, "root", None, {"gen_ai.operation.name": "invoke_agent"}),
+        span("chat", 100, 900, "llm", "root", {"gen_ai.operation.name": "chat"}),
+    ]
+    split = split_from_spans(spans, WINDOW, "genai")
+    assert split is None or split.diagnosis is None

@@ -222,3 +222,50 @@ def test_an_agent_endpoint_is_never_not_detected() -> None:
     rec = agent_turn()
     rec.flag("endpoint:not_detected")
     assert "endpoint:not_detected" not in rec.finish().flags
+
+
+# -- issue #29: the example Pipecat bot's empty LLM reply -----------------------------------
+def _silent_agent_turn(*events: object) -> AgentRecorder:
+    """speech 300..1500 ms, then the agent answers nothing audible."""
+    rec = AgentRecorder(index=0, fixture="hello", t0_ns=T0)
+    rec.mark("speech_start", at(300))
+    rec.mark("speech_end", at(1500))
+    for ev in events:
+        rec.on_event("agent", ev)  # type: ignore[arg-type]
+    return rec
+
+
+def _empty_llm_split() -> TraceSplit:
+    from tests.core.test_agent_trace import pipecat_turn
+    from voicelat.core.agent_trace import split_from_spans
+
+    spans = [s for s in pipecat_turn() if s.name != "tts"]  # the LLM said nothing to speak
+    split = split_from_spans(spans, (0, 20_000 * MS))
+    assert split is not None
+    return split
+
+
+def test_an_empty_llm_reply_fails_the_turn_with_the_traces_reason() -> None:
+    rec = _silent_agent_turn(Done(at(2500)))
+    rec.add_trace(_empty_llm_split())
+    turn = rec.finish()
+    assert turn.failed and turn.failure_stage == "agent"
+    assert turn.failure_reason == (
+        "the LLM answered with no text: the agent sent no reply audio"
+    )
+    assert "trace_llm_empty" in turn.flags
+
+
+def test_the_traces_reason_leads_an_earlier_failure() -> None:
+    rec = _silent_agent_turn()
+    rec.fail("turn", "timed out after 30 s (last milestone: speech_end)")
+    rec.add_trace(_empty_llm_split())
+    turn = rec.finish()
+    assert turn.failure_reason == (
+        "the LLM answered with no text (turn: timed out after 30 s (last milestone: speech_end))"
+    )
+
+
+def test_a_turn_with_audio_is_not_blamed_on_the_llm() -> None:
+    rec = agent_turn(_empty_llm_split())
+    assert not rec.finish().failed

@@ -325,6 +325,34 @@ def test_up_with_other_settings_is_refused(
     assert LocalStack(config).status().healthy
 
 
+def _another_name_for_this_python(tmp_path: Path) -> str:
+    """``sys.executable`` under another name: a sibling in its venv (``python`` vs
+    ``python3``), else a symlink to it."""
+    exe = Path(sys.executable)
+    for sibling in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+        if (exe.parent / sibling).exists() and sibling != exe.name:
+            return str(exe.parent / sibling)
+    alias = tmp_path / "python-alias"
+    alias.symlink_to(exe)
+    return str(alias)
+
+
+def test_up_under_another_name_of_the_same_python_reuses_the_stack(
+    detached: tuple[StackConfig, subprocess.CompletedProcess[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    # Issue #29: `stack up` from the `voicelat` script, then `python -m pytest` (another name
+    # of the same venv's interpreter) was refused "already running with other settings".
+    config, _ = detached
+    before = {s.name: s.pid for s in LocalStack(config).status()}
+    monkeypatch.setattr(sys, "executable", _another_name_for_this_python(tmp_path))
+    stack = LocalStack(config)
+    status = stack.up()
+    assert stack.started == ()
+    assert {s.name: s.pid for s in status} == before
+
+
 def test_up_replaces_a_recorded_server_that_hangs(
     detached: tuple[StackConfig, subprocess.CompletedProcess[str]],
 ) -> None:

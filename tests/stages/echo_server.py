@@ -14,6 +14,12 @@ WARM_PATHS = ("/v1/models", "/models", "/tts/v1/voices")
 
 
 class _Echo(BaseHTTPRequestHandler):
+    #: The request's ``Authorization``, sent back in the ``Server`` header of the answer too.
+    _auth = ""
+
+    def version_string(self) -> str:
+        return f"echo/1.0 ({self._auth})" if self._auth else "echo/1.0"
+
     def log_message(self, format: str, *args: object) -> None:  # quiet in tests
         return None
 
@@ -21,7 +27,7 @@ class _Echo(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
-        auth = self.headers.get("Authorization", "")
+        auth = self._auth = self.headers.get("Authorization", "")
         if self.path.split("?")[0] in WARM_PATHS and self.command == "GET":
             status, body = 200, json.dumps({"data": [], "voices": []}).encode()
         else:

@@ -12,7 +12,9 @@ from pathlib import Path
 from tests.tui.helpers import saved_model
 from voicelat.tui.app import VoicelatApp
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS_DEFAULT = Path(__file__).resolve().parents[2] / "docs"
+#: Where the picture is written (a test points it elsewhere to compare with the shipped one).
+DOCS = DOCS_DEFAULT
 
 
 async def main() -> None:

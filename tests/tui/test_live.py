@@ -74,11 +74,12 @@ def test_want_tui_follows_the_flags_then_the_terminal() -> None:
 def test_every_run_option_reaches_the_child_unchanged() -> None:
     parser = build_parser()
     argv = ["run", "--tui", "-p", "my pipe.toml", "-f", "fx", "-n", "3", "-r", "2", "-w", "0"]
-    argv += ["--save-audio", "-o", "somewhere"]
+    argv += ["--save-audio", "-o", "somewhere", "--scenario", "scenarios/short.toml"]
     argv += ["--rate", "2.5", "--arrival", "constant", "--arrival-seed", "7"]
     argv += ["--otlp-endpoint", "http://127.0.0.1:4318", "--metrics-port", "9464"]
     argv += ["--metrics-linger", "2.5", "--workers", "2", "--ray", "127.0.0.1:6390"]
     argv += ["--calibrate", "full"]
+    argv += ["--network", "4g", "--scenario", "scenarios/short.toml"]
     args = parser.parse_args(argv)
     # Every run option is set to a non-default value above: an option added to
     # add_run_arguments fails this until it is added here (and so checked to be forwarded).

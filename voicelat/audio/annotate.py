@@ -12,24 +12,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from voicelat.audio.onset import first_audible_sample
-from voicelat.audio.wav import PCM, read_wav
-from voicelat.core.errors import VoicelatError
+from voicelat.audio.wav import PCM, read_wav, write_wav
+from voicelat.core.errors import AudioError, VoicelatError
 from voicelat.files.annotate import ManifestEntry
 from voicelat.files.fixtures import MANIFEST, Fixture, load_fixtures
 
 __all__ = [
     "DETECTOR",
     "MIN_TRAILING_MS",
+    "OTHER_FORMATS",
+    "Annotated",
     "Clip",
     "Finding",
     "annotate_dir",
     "check_dir",
     "clip_warnings",
+    "convert_to_wav",
     "measure",
     "wav_files",
 ]
@@ -72,9 +75,55 @@ class Finding:
     message: str
 
 
+#: Recordings ``annotate`` reads besides WAV (through soundfile's libsndfile) and converts to
+#: a WAV beside them: a run plays WAV.
+OTHER_FORMATS = (".flac", ".ogg")
+
+
 def wav_files(directory: Path) -> list[Path]:
     """The directory's WAV files, sorted by name."""
     return sorted(p for p in directory.iterdir() if p.suffix.lower() == ".wav" and p.is_file())
+
+
+def _other_files(directory: Path) -> list[Path]:
+    return sorted(
+        p for p in directory.iterdir() if p.suffix.lower() in OTHER_FORMATS and p.is_file()
+    )
+
+
+def convert_to_wav(path: Path) -> Path:
+    """Write ``path`` (FLAC or Ogg Vorbis/Opus) as a 16-bit mono WAV beside it, the format a
+    run plays; AudioError for a file soundfile cannot decode or when soundfile is missing."""
+    try:
+        import soundfile
+    except ImportError:
+        raise AudioError(
+            f"reading {path.name} needs the soundfile package (pip install soundfile), or "
+            "convert it to WAV first"
+        ) from None
+    try:
+        data, rate = soundfile.read(str(path), dtype="int16", always_2d=True)
+    except (RuntimeError, OSError, ValueError) as exc:  # soundfile.LibsndfileError is one
+        raise AudioError(f"cannot decode {path.name}: {exc}") from None
+    if len(data) == 0:
+        raise AudioError(f"{path.name} has no audio (0 frames)")
+    mono = data.mean(axis=1).round().astype("int16")  # averaging cannot clip
+    out = path.with_suffix(".wav")
+    write_wav(out, PCM.from_array(mono, int(rate)))
+    return out
+
+
+@dataclass(frozen=True)
+class Annotated:
+    """What :func:`annotate_dir` made of a directory."""
+
+    entries: list[ManifestEntry]
+    #: The sample rate every entry shares; None when they differ.
+    rate: int | None
+    #: ``(file, why)`` for each recording that could not be read (skipped, not fatal).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: ``(source, wav)`` for each FLAC/Ogg recording converted to a WAV beside it.
+    converted: list[tuple[str, str]] = field(default_factory=list)
 
 
 def measure(path: Path) -> Clip:
@@ -114,13 +163,28 @@ def clip_warnings(clip: Clip, min_trailing_ms: int = MIN_TRAILING_MS) -> list[st
 
 def annotate_dir(
     directory: Path, texts: Mapping[str, str], min_trailing_ms: int = MIN_TRAILING_MS
-) -> tuple[list[ManifestEntry], int | None]:
-    """A manifest entry per WAV of ``directory`` (transcripts from ``texts`` by file name),
-    and the sample rate they share (None when they differ)."""
+) -> Annotated:
+    """A manifest entry per recording of ``directory`` (transcripts from ``texts`` by file
+    name). FLAC and Ogg files without a WAV of the same name are converted to one first; a
+    file that cannot be read is skipped with its reason, the others are still annotated."""
+    skipped: list[tuple[str, str]] = []
+    converted: list[tuple[str, str]] = []
+    wavs = {p.name for p in wav_files(directory)}
+    for other in _other_files(directory):
+        if other.with_suffix(".wav").name in wavs:
+            continue  # the WAV beside it is what a run plays (an earlier conversion)
+        try:
+            converted.append((other.name, convert_to_wav(other).name))
+        except (VoicelatError, OSError) as exc:
+            skipped.append((other.name, str(exc)))
     entries: list[ManifestEntry] = []
     rates: set[int] = set()
     for path in wav_files(directory):
-        clip = measure(path)
+        try:
+            clip = measure(path)
+        except (VoicelatError, OSError) as exc:
+            skipped.append((path.name, str(exc)))
+            continue
         rates.add(clip.rate)
         entries.append(
             ManifestEntry(
@@ -135,7 +199,8 @@ def annotate_dir(
                 warnings=tuple(clip_warnings(clip, min_trailing_ms)),
             )
         )
-    return entries, (next(iter(rates)) if len(rates) == 1 else None)
+    rate = next(iter(rates)) if len(rates) == 1 else None
+    return Annotated(entries, rate, skipped, converted)
 
 
 def check_dir(

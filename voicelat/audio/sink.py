@@ -20,6 +20,12 @@ arrives later. Playback restarts at that arrival plus the output latency (as a d
 buffer ran dry would). ``underruns`` counts such gaps; ``underrun_total_ns`` sums the audible
 silence, from when the buffer ran dry to the restart.
 
+Continuity at the ear, per reply: ``longest_gap_ns`` (the longest underrun's silence),
+``late_chunks`` (chunks that arrived after their first sample was due on the reply's first
+schedule: the timeline playback started on, had it never paused; a stream slower than real
+time makes every later chunk late, a jittery one some) and :attr:`realtime_factor` (the
+stream's arrival span over the audio it had to cover: above 1 the stream cannot keep up).
+
 The onset comes from the sink's own :class:`~voicelat.audio.onset.OnsetDetector`, run on the
 audio as it is fed (the same samples it then plays), unless :meth:`SimulatedSink.set_onset`
 gives one.
@@ -85,7 +91,11 @@ class SimulatedSink:
         self.first_audible_ns: int | None = None
         self.underruns = 0
         self.underrun_total_ns = 0
+        self.longest_gap_ns = 0
+        self.late_chunks = 0
         self.fed_samples = 0
+        self._last_arrival_ns: int | None = None
+        self._samples_before_last = 0  # samples fed before the last chunk
         self.audible = asyncio.Event()
         """Set once ``first_audible_ns`` has played (never, if the audio stays silent)."""
 
@@ -151,7 +161,10 @@ class SimulatedSink:
         if self.first_arrival_ns is None:
             self.first_arrival_ns = arrival_ns
         if self._segments:
+            self._count_late(arrival_ns)
             self._resume_if_dry(arrival_ns)
+        self._last_arrival_ns = arrival_ns
+        self._samples_before_last = self.fed_samples
         self.fed_samples += cut // 2
         if self.record_path is not None:
             self._recorded.append(data)
@@ -242,6 +255,23 @@ class SimulatedSink:
         first, anchor = self._segments[-1]
         return anchor + (self.fed_samples - first) * NS_PER_S // self.rate
 
+    @property
+    def realtime_factor(self) -> float | None:
+        """The reply stream's arrival span over the audio it had to cover before its last
+        chunk (``(last arrival - first arrival) / duration fed before the last chunk``): below
+        1 it streams faster than real time, above 1 it cannot keep up. None for one chunk."""
+        first, last = self.first_arrival_ns, self._last_arrival_ns
+        if first is None or last is None or not self.rate or not self._samples_before_last:
+            return None
+        return (last - first) * self.rate / (self._samples_before_last * NS_PER_S)
+
+    def _count_late(self, arrival_ns: int) -> None:
+        """A chunk is late when it arrives after its first sample was due on the first schedule."""
+        assert self.rate is not None
+        due = self._segments[0][1] + self.fed_samples * NS_PER_S // self.rate
+        if arrival_ns > due:
+            self.late_chunks += 1
+
     def _resume_if_dry(self, arrival_ns: int) -> None:
         """Audio arrives: if the buffer has run dry (counted by play() or seen only now), the
         device restarts at its arrival plus the output latency."""
@@ -255,6 +285,7 @@ class SimulatedSink:
         restart = max(arrival_ns, due) + self.output_latency_ns
         self._segments.append((self.fed_samples, restart))
         self.underrun_total_ns += restart - due
+        self.longest_gap_ns = max(self.longest_gap_ns, restart - due)
         self._dry_since_ns = None
         if self.record_path is not None and self.rate is not None:
             # Silence up to the restart's place on the recording's sample grid (sample i at

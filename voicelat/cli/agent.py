@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from voicelat.cli.args import positive_seconds
 from voicelat.cli.stack import add_stack_options, config_from_args, print_error, print_progress
 from voicelat.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.stack.agent import (
@@ -75,7 +76,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=None,
         metavar="SEC",
         help="seconds the bot (and each stack server) may take to become ready (default 120)",
@@ -181,4 +182,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         return status
     for line in status.lines():
         print(line, flush=True)
+    if not status.running:
+        # The lines above say "stopped"; this says so to a person (and to a script that only
+        # keeps stderr): nothing is running, and how to start it.
+        why = f" ({status.detail})" if status.detail else ""
+        print(
+            f"voicelat: the example bot is not running{why}: start it with `voicelat agent up`",
+            file=sys.stderr,
+            flush=True,
+        )
     return EXIT_OK if status.healthy else EXIT_INFRA

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 def _number(value: str, kind: type[int] | type[float]) -> float:
@@ -42,4 +43,52 @@ def confidence(value: str) -> float:
     x = _number(value, float)
     if not 0.5 <= x < 1:
         raise argparse.ArgumentTypeError(f"{value} must be within 0.5..1 (e.g. 0.95)")
+    return x
+
+
+#: ``--workers``: far more worker processes than any machine (or Ray cluster) runs usefully is a
+#: typo, refused before the plan is sharded (1e9 workers was a MemoryError, nothing written).
+MAX_WORKERS = 1024
+
+
+def worker_count(value: str) -> int:
+    """``--workers``: an integer within 1..:data:`MAX_WORKERS`."""
+    n = positive_int(value)
+    if n > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than {MAX_WORKERS} worker processes: give at most one or two per "
+            "core (the run caps them at its number of turns anyway)"
+        )
+    return n
+
+
+def ray_address(value: str) -> str:
+    """``--ray``: a non-empty address (``HOST:PORT`` or ``auto``; checked when it is used). An
+    empty one (``--ray ""``, an unset variable in a script) used to run locally, silently."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty address: give HOST:PORT of the Ray head, or auto (RAY_ADDRESS, else "
+            "this machine's `ray start`)"
+        )
+    return value.strip()
+
+
+def bounded_seconds(limit_s: float) -> Callable[[str], float]:
+    """An argparse type: seconds within 0..``limit_s`` (``inf``, ``1e308`` and nan refused: a
+    wait that long overflows the threading timeout it becomes, after the run)."""
+
+    def seconds(value: str) -> float:
+        x = non_negative_float(value)
+        if not x <= limit_s:
+            raise argparse.ArgumentTypeError(f"{value} is more than {limit_s:g} seconds")
+        return x
+
+    return seconds
+
+
+def positive_seconds(value: str) -> float:
+    """A number of seconds above 0 (finite): a timeout."""
+    x = _number(value, float)
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value} must be a positive number of seconds")
     return x

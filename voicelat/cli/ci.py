@@ -21,8 +21,9 @@ import contextlib
 import json
 import os
 import sys
+import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -188,6 +189,12 @@ def _budget(args: argparse.Namespace, table: Mapping[str, Any] | None, source: s
     return Budget(source="defaults (no [budget] given)")
 
 
+def _budget_table(path: Path) -> dict[str, Any]:
+    """The raw ``[budget]`` table of a budget file :func:`load_budget_file` has validated."""
+    table = tomllib.loads(path.read_text(encoding="utf-8")).get("budget")
+    return dict(table) if isinstance(table, dict) else {}
+
+
 @dataclass
 class _Baseline:
     label: str
@@ -235,6 +242,10 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
     pipeline, fixtures = resolve_inputs(args)
     budget = _budget(args, pipeline.budget, str(pipeline.path))
+    if args.budget is not None:
+        # The run records the gate's budget, not the pipeline's: summary.json, report.html and
+        # `voicelat view` then draw the limits the gate held the run to.
+        pipeline = replace(pipeline, budget=_budget_table(args.budget))
     current = {
         "pipeline": {"name": pipeline.name, "sha256": pipeline.sha256},
         "fixture_set_sha256": fixture_set_hash(fixtures),
@@ -256,9 +267,6 @@ def cmd_ci(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _write_interrupted_reports(args, out_dir)
         raise
-    from voicelat.cli.run import write_run_report
-
-    write_run_report(out_dir)  # the run's pictures beside the gate's reports (a CI artifact)
     print()
     print(summary_table(outcome.summary, str(out_dir)))
     print()
@@ -275,13 +283,11 @@ def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
         if value is not None:
             raise ConfigError(f"{flag} does not apply with --results (it gates a finished run)")
     run = load_run(args.results)
-    summary = run.run_summary
-    if summary is None:
-        raise ConfigError(
-            f"{run.path} has no {SUMMARY_FILE}: was the run killed before it finished?"
-        )
+    _warn_damaged_lines(run)
     if not run.turns:
-        raise ConfigError(f"{run.path} holds no readable turns")
+        neither = f" and no {SUMMARY_FILE}" if run.summary is None else ""
+        raise ConfigError(f"{run.path} holds no readable turns{neither}")
+    summary = _gated_summary(run)
     if args.pipeline is not None and args.budget is None:
         from voicelat.files.pipeline import load_pipeline
 
@@ -289,7 +295,57 @@ def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:
     else:
         budget = _budget(args, summary.budget, f"[budget] recorded in {run.path / SUMMARY_FILE}")
     baseline = _load_baseline(args, summary)
-    return _finish(args, summary, list(run.turns), budget, baseline, tolerance, run.path)
+    skipped = (
+        [f"{len(run.problems)} damaged line(s) of {TURNS_FILE} skipped"] if run.problems else []
+    )
+    return _finish(
+        args, summary, list(run.turns), budget, baseline, tolerance, run.path, notes=skipped
+    )
+
+
+def _warn_damaged_lines(run: LoadedRun) -> None:
+    """One warning per turns.jsonl line skipped (what is wrong with it), then their count."""
+    for problem in run.problems:
+        _info(f"warning: {run.path / TURNS_FILE} {problem}; skipped")
+    if run.problems:
+        _info(f"warning: {len(run.problems)} damaged line(s) skipped; the gate judges the rest")
+
+
+def _gated_summary(run: LoadedRun) -> RunSummary:
+    """The summary ``ci --results`` gates: ``summary.json`` when it matches the turns read,
+    else one rebuilt from them (with one warning saying why). A run killed before its end
+    (SIGKILL) wrote no summary; a damaged or hand-edited one (negative counts, a count the
+    turns do not bear out) would gate numbers no turn measured."""
+    from voicelat.core.summary import counts, summarize
+
+    recorded = run.run_summary
+    if recorded is None:
+        why = f"no {SUMMARY_FILE} (the run was killed before its end?)"
+        doc: Mapping[str, Any] = {"run": {"status": "interrupted"}}
+    else:
+        have = recorded.counts.to_json()
+        want = counts(run.turns)
+        wrong = next((k for k, v in have.items() if v < 0 or want.get(k, 0) != v), None)
+        if wrong is None:
+            return recorded
+        why = (
+            f"{SUMMARY_FILE} counts.{wrong} is {have[wrong]} but {TURNS_FILE} holds "
+            f"{want.get(wrong, 0)}"
+        )
+        doc = run.summary or {}
+    _info(f"warning: {why}: gating a summary rebuilt from the {len(run.turns)} turn(s) read")
+    return summarize(
+        run.turns,
+        run=_mapping(doc.get("run")),
+        pipeline=_mapping(doc.get("pipeline")),
+        fixtures=[f for f in doc.get("fixtures") or () if isinstance(f, Mapping)],
+        stages=_mapping(doc.get("stages")),
+        budget=_mapping(doc.get("budget")),
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _finish(
@@ -300,6 +356,8 @@ def _finish(
     baseline: _Baseline | None,
     tolerance: Tolerance,
     run_dir: Path,
+    *,
+    notes: Sequence[str] = (),
 ) -> int:
     summary = RunSummary.coerce(summary)
     measured = [t for t in turns if not t.warmup]
@@ -307,11 +365,12 @@ def _finish(
         reason = f"{measured[0].failure_stage}: {measured[0].failure_reason}"
         msg = f"every measured turn failed ({len(measured)}); first reason: {reason}"
         _write_error_reports(args, run_dir, msg, summary)
+        _write_page(args, run_dir)
         raise InfraError(msg)
-    notes = [] if baseline is None else list(baseline.notes)
+    gate_notes = [*notes, *([] if baseline is None else baseline.notes)]
     status = summary.run.status
     if status not in (None, "complete"):
-        notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
+        gate_notes.insert(0, f"run status: {status} (the gate judges the turns that finished)")
     result = evaluate_gate(
         summary,
         turns,
@@ -321,11 +380,12 @@ def _finish(
         baseline_summary=None if baseline is None else baseline.summary,
         tolerance=tolerance,
         level=args.confidence,
-        notes=notes,
+        notes=gate_notes,
         run_dir=str(run_dir),
         untrusted=args.untrusted,
     )
     written = _write_reports(args, run_dir, result)
+    _write_page(args, run_dir)
     if getattr(args, "benchmark_json", None) is not None:
         from voicelat.export import benchmark_json
 
@@ -343,6 +403,16 @@ def _finish(
 
 
 # -- output ----------------------------------------------------------------------------------
+def _write_page(args: argparse.Namespace, run_dir: Path) -> None:
+    """The run's pictures (report.html) beside the gate's reports, a CI artifact; written after
+    gate.json so the page opens with the gate's verdict. ``--results`` leaves a finished run's
+    files as they are (``voicelat view RUN --html`` redraws the page with the verdict)."""
+    if args.results is None:
+        from voicelat.cli.run import write_run_report
+
+        write_run_report(run_dir)
+
+
 def _write(path: Path, text: str, *, append: bool = False) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

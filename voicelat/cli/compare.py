@@ -28,16 +28,19 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_int, positive_int
+from voicelat.core import jsontext
 from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
+from voicelat.core.plan import PlannedTurn
 from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
+from voicelat.core.run_summary import Trust
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
 from voicelat.engine.job import info as _info
@@ -54,11 +57,12 @@ from voicelat.files.results import (
     SUMMARY_FILE,
     TurnsWriter,
     load_run,
+    write_calls,
     write_summary,
 )
 
 if TYPE_CHECKING:
-    from voicelat.core.plan import PlannedTurn
+    from voicelat.engine.call import PlannedCall
     from voicelat.engine.runner import Runner
     from voicelat.engine.stageset import StageSet
     from voicelat.files.fixtures import Fixture
@@ -120,6 +124,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--out", "-o", type=Path, help="output directory (default: runs/<time>-compare-<name>)"
     )
+    _add_scenario_argument(p)
     p.add_argument(
         "--rank-by",
         choices=("p50", "p90"),
@@ -138,6 +143,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=non_negative_int, default=0, help="bootstrap seed: same input, same verdicts"
     )
+    _add_network_argument(p)
     p.add_argument(
         "--tui",
         action=argparse.BooleanOptionalAction,
@@ -146,6 +152,26 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_compare)
     return p
+
+
+def _add_scenario_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE|DIR",
+        help="compare whole calls: each scenario runs as one call on every combination in "
+        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md)",
+    )
+
+
+def _add_network_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--network",
+        metavar="P1,P2,...",
+        default=None,
+        help="a network axis: every combination under each profile (built-ins or [network] "
+        "files, comma-separated), interleaved, each through its own relay (docs/NETWORK.md)",
+    )
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -163,6 +189,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "mix of run directories and pipeline files: rank existing runs, or measure "
             "pipelines, not both at once"
         )
+    if len(dirs) == 1:
+        # One run ranked against itself "wins" with exit 0: a comparison needs two.
+        raise ConfigError(
+            f"compare ranks two or more runs, got one ({dirs[0]}): give another run directory"
+            f" (voicelat view {dirs[0]} shows one run)"
+        )
     if dirs:
         return _compare_saved(args, dirs)
     return _compare_live(args)
@@ -179,6 +211,8 @@ class _Live:
     stages: StageSet | None = None
     setup_error: str | None = None
     turns: list[Turn] = field(default_factory=list)
+    #: Its network profile's relay (``--network``; engine/network.py ``NetworkRun``), or None.
+    network: Any = None
 
 
 @dataclass(frozen=True)
@@ -194,20 +228,29 @@ class _Setup:
     plan: list[PlannedTurn]
     schedule: list[Slot]
     out: Path
+    #: ``--scenario``: the calls every combination runs, in order (the schedule is their turns).
+    calls: tuple[PlannedCall, ...] = ()
 
 
 def _compare_live(args: argparse.Namespace) -> int:
     setup = _setup(args)
     lives = _lives(setup)
     measured = sum(not p.warmup for p in setup.plan)
+    what = (
+        f"{len(setup.calls)} call(s) ({measured} turns) each, interleaved call by call"
+        if setup.calls
+        else f"{args.warmup} warm-up + {measured} measured turn(s) each, interleaved"
+    )
     _info(
         f"compare {setup.name}: {len(setup.combos)} combinations x {len(setup.fixtures)} "
-        f"fixtures; {args.warmup} warm-up + {measured} measured turn(s) each, interleaved "
-        f"({len(setup.schedule)} turns); results -> {setup.out}"
+        f"fixtures; {what} ({len(setup.schedule)} turns); results -> {setup.out}"
     )
-    _measure(setup, lives)
+    try:
+        _measure(setup, lives)
+    finally:
+        _stop_networks(lives)  # idempotent: each relay stopped once its summary is written
     summaries = {
-        lv.combo.name: json.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        lv.combo.name: jsontext.loads((lv.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
         for lv in lives
     }
     check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
@@ -233,10 +276,18 @@ def _setup(args: argparse.Namespace) -> _Setup:
         where = "pipelines"
     # Unknown stage names fail here, with the known ones listed, before anything starts.
     check_stages(combos, load_stage_class, where)
-    fixtures = load_fixtures(args.fixtures or default_fixtures_dir())
+    combos = _network_axis(combos, getattr(args, "network", None))
     out: Path = args.out or _default_out(name)
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"output directory {out} is not empty: choose another --out")
+    if getattr(args, "scenario", None) is not None:
+        fixtures, calls, plan = _plan_compare_calls(args)
+        schedule = _call_schedule(len(combos), calls)
+        return _Setup(
+            list(combos), name, description, excluded, source, fixtures, plan, schedule, out,
+            tuple(calls),
+        )  # fmt: skip
+    fixtures = load_fixtures(args.fixtures or default_fixtures_dir())
     ids = [f.id for f in fixtures]
     plan = plan_turns(ids, repeat=args.repeat, turns=args.turns, warmup=args.warmup)
     schedule = make_schedule(
@@ -247,21 +298,97 @@ def _setup(args: argparse.Namespace) -> _Setup:
     )
 
 
+def _call_schedule(n_combinations: int, calls: Sequence[PlannedCall]) -> list[Slot]:
+    """Each call on every combination in turn, in the same combination order every time: one
+    slot per turn, so progress counts turns as for single turns."""
+    out: list[Slot] = []
+    for call in calls:
+        for c in range(n_combinations):
+            for i, fid in enumerate(call.scenario.fixture_ids()):
+                out.append(Slot(len(out), c, PlannedTurn(call.first_index + i, fid, 0, False)))
+    return out
+
+
+def _plan_compare_calls(
+    args: argparse.Namespace,
+) -> tuple[list[Fixture], list[PlannedCall], list[PlannedTurn]]:
+    """``--scenario``: the calls, their fixtures and their turns (the same for every one)."""
+    from voicelat.engine.call import plan_calls
+    from voicelat.engine.job import load_scenarios_for, scenario_fixtures
+
+    if args.turns is not None:
+        raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
+    loaded = load_scenarios_for(args, args.scenario)
+    calls = plan_calls([item.scenario for item in loaded], args.repeat)
+    plan = [
+        PlannedTurn(c.first_index + i, fid, 0, False)
+        for c in calls
+        for i, fid in enumerate(c.scenario.fixture_ids())
+    ]
+    return scenario_fixtures(loaded), calls, plan
+
+
+def _network_axis(combos: Sequence[Combination], spec: str | None) -> list[Combination]:
+    """``--network lan,4g``: each combination once per profile, labelled with it."""
+    if not spec:
+        return list(combos)
+    from voicelat.files.network import load_network
+
+    profiles = [load_network(name.strip()) for name in spec.split(",") if name.strip()]
+    if len({p.name for p in profiles}) != len(profiles):
+        raise ConfigError(f"--network {spec}: a profile is named twice")
+    return [
+        Combination(
+            f"{c.name} @ {p.name}" if len(combos) > 1 else p.name,
+            {**c.labels, "network": p.name},
+            replace(c.pipeline, network=p),
+        )
+        for c in combos
+        for p in profiles
+    ]
+
+
 def _lives(setup: _Setup) -> list[_Live]:
-    """One runner per combination, validated (stage options, fixture audio) up front."""
+    """One runner per combination, validated (stage options, fixture audio) up front; a
+    combination under a network profile gets its own relay (stopped if a later one fails)."""
     from voicelat.engine.job import with_stack_urls
+    from voicelat.engine.network import open_network
     from voicelat.engine.runner import Runner
 
     lives: list[_Live] = []
-    for c in setup.combos:
-        run_dir = setup.out / c.slug
-        runner = Runner(with_stack_urls(c.pipeline), setup.fixtures, run_dir, argv=list(sys.argv))
-        try:
-            runner.validate()
-        except ConfigError as exc:
-            raise ConfigError(f"combination {c.name}: {exc}") from None
-        lives.append(_Live(c, runner, run_dir))
+    try:
+        for c in setup.combos:
+            run_dir = setup.out / c.slug
+            try:
+                net = open_network(argparse.Namespace(), with_stack_urls(c.pipeline), _info)
+                pipeline = net.pipeline if net else with_stack_urls(c.pipeline)
+                lives.append(
+                    _Live(
+                        c,
+                        Runner(
+                            pipeline,
+                            setup.fixtures,
+                            run_dir,
+                            argv=list(sys.argv),
+                            calls=setup.calls,
+                        ),
+                        run_dir,
+                        network=net,
+                    )
+                )
+                lives[-1].runner.validate()
+            except ConfigError as exc:
+                raise ConfigError(f"combination {c.name}: {exc}") from None
+    except BaseException:
+        _stop_networks(lives)
+        raise
     return lives
+
+
+def _stop_networks(lives: Sequence[_Live]) -> None:
+    for lv in lives:
+        if lv.network is not None:
+            lv.network.close()
 
 
 def _measure(setup: _Setup, lives: Sequence[_Live]) -> None:
@@ -300,11 +427,16 @@ def _measure(setup: _Setup, lives: Sequence[_Live]) -> None:
 def _write_summary(lv: _Live, setup: _Setup, status: str, started_wall: float) -> None:
     if lv.writer is not None:
         lv.writer.close()
+    if setup.calls:
+        write_calls(lv.run_dir, lv.runner.call_records)
     summary = lv.runner.summary(setup.plan, "failed" if lv.setup_error else status, started_wall)
     if lv.setup_error:
         summary["setup_error"] = lv.setup_error
     summary["comparison"] = {"name": setup.name, "combination": lv.combo.name}
     write_summary(lv.run_dir, summary)
+    if lv.network is not None:
+        # Stops its relay; the requested and realised impairment (and a miss) into the summary.
+        lv.network.record(argparse.Namespace(run_dir=lv.run_dir, summary=summary))
 
 
 def _live_document(
@@ -319,7 +451,7 @@ def _live_document(
         _sample(lv.combo.name, lv.runner.turns, lv.setup_error, summaries.get(lv.combo.name))
         for lv in lives
     ]
-    return _document(
+    doc = _document(
         args,
         name=setup.name,
         description=setup.description,
@@ -335,7 +467,11 @@ def _live_document(
             "set_sha256": fixture_set_hash(list(setup.fixtures)),
         },
         schedule={
-            "order": "interleaved per fixture: each planned turn on every combination in turn",
+            "order": (
+                "interleaved per call: each planned call on every combination in turn"
+                if setup.calls
+                else "interleaved per fixture: each planned turn on every combination in turn"
+            ),
             "warmup": args.warmup,
             "measured_per_combination": sum(not p.warmup for p in setup.plan),
             "repeat": args.repeat,
@@ -344,6 +480,10 @@ def _live_document(
         },
         interleaved=True,
     )
+    calls = {k: v["calls"] for k, v in summaries.items() if isinstance(v.get("calls"), dict)}
+    if calls:
+        doc["calls"] = calls  # a comparison of whole calls: each combination's call figures
+    return doc
 
 
 class _Progress:
@@ -430,6 +570,9 @@ async def _drive(lives: Sequence[_Live], schedule: Sequence[Slot], show: _Progre
         probe = asyncio.create_task(lives[0].runner.probe_loop_lag())
         show.start()
         try:
+            if any(lv.runner.calls for lv in lives):
+                await _drive_calls(lives, schedule, show)
+                return
             for slot in schedule:
                 lv = lives[slot.combination]
                 if lv.stages is None:
@@ -453,6 +596,41 @@ async def _drive(lives: Sequence[_Live], schedule: Sequence[Slot], show: _Progre
             probe.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await probe
+
+
+async def _drive_calls(lives: Sequence[_Live], schedule: Sequence[Slot], show: _Progress) -> None:
+    """``--scenario``: each planned call on every combination in turn (the combination's session
+    stays open across its calls); every finished turn is written and shown as it comes."""
+    from voicelat.engine.call import CallEngine
+
+    slots = {(s.combination, s.planned.index): s for s in schedule}
+    for planned in lives[0].runner.calls:
+        for k, lv in enumerate(lives):
+            if lv.stages is None:
+                for i in range(len(planned.scenario.says)):
+                    show.skip(slots[k, planned.first_index + i])
+                continue
+            if not lv.runner.inputs:
+                lv.runner.load_inputs(lv.stages.input_rate)
+
+            def done(turn: Turn, k: int = k, lv: _Live = lv) -> None:
+                turn = replace(turn, extra={**turn.extra, "combination": lv.combo.name})
+                lv.runner.turns.append(turn)
+                lv.runner.call_turns.append(turn)
+                assert lv.writer is not None
+                lv.writer.write(turn)
+                show(slots[k, turn.index], lv.combo.name, turn)
+
+            engine = CallEngine(lv.runner.turn_engine(), lv.runner.inputs)
+            record = await engine.run(
+                planned.scenario,
+                lv.stages,
+                call_id=planned.call_id,
+                first_index=planned.first_index,
+                done=done,
+                session=0,
+            )
+            lv.runner.call_records.append(record)
 
 
 def _sample(
@@ -512,6 +690,7 @@ def _document(
                 "stages": s.get("stages") or {},
                 "waterfall": {k: v for k, v in wf.items() if k in ("p50", "p90")},
             }
+            | _trust_of(s)
         )
     return {
         "schema_version": SCHEMA_VERSION,
@@ -535,6 +714,23 @@ def _document(
         },
         "combinations": combos,
         "excluded": list(excluded),
+        # The combinations whose runs distrusted their machine (their "trust" says why).
+        "untrusted": [c["name"] for c in combos if not c.get("trust", {}).get("trustworthy", 1)],
+    }
+
+
+def _trust_of(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A combination's ``trust`` for comparison.json: whether its run trusted its figures and
+    why not (the run's own assessment); nothing when its summary has no trust section."""
+    if not isinstance(summary.get("trust"), Mapping):
+        return {}
+    trust = Trust.from_json(summary["trust"])
+    return {
+        "trust": {
+            "trustworthy": trust.trustworthy,
+            "reasons": [r.message for r in trust.reasons],
+            "codes": [r.code for r in trust.reasons],
+        }
     }
 
 

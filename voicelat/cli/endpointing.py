@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from voicelat.audio.endpointers import SPECS
+from voicelat.audio.endpointers import INSTALL_HINT, SPECS, installed
 from voicelat.audio.endpointers_replay import (
     Grid,
     audio_seconds,
@@ -57,8 +57,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--fixtures", type=Path, help="annotated fixtures (default: the pause set)")
     p.add_argument(
         "--endpointers",
-        default=",".join(SPECS),
-        help=f"comma-separated, from {', '.join(SPECS)} (default: all; {NONE}: only --runs)",
+        default=None,
+        metavar="NAME[,NAME...]",
+        help=f"comma-separated, from {', '.join(SPECS)} (default: every one installed; silero "
+        f"and webrtc come with the endpointing extra; {NONE}: only --runs)",
     )
     p.add_argument(
         "--runs",
@@ -113,6 +115,19 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
     if not values or any(v < 0 or v > 5000 for v in values):
         raise ConfigError(f"{what} must be 0..5000 ms each, e.g. 200,300,500")
     return values
+
+
+def default_endpointers() -> str:
+    """Every endpointer installed here, comma-separated; a note on stderr names the skipped
+    ones and what installs them (the README install has only the energy VAD)."""
+    names = [n for n in SPECS if installed(n)]
+    skipped = [n for n in SPECS if n not in names]
+    if skipped:
+        _note(
+            f"skipping the {' and '.join(skipped)} endpointer(s): not installed "
+            f"({INSTALL_HINT}); running {', '.join(names)}"
+        )
+    return ",".join(names)
 
 
 def grid_from(args: argparse.Namespace) -> Grid:
@@ -246,6 +261,8 @@ def _offline(args: argparse.Namespace, fixtures: list[Fixture], directory: Path)
 
 def _trade_off(args: argparse.Namespace) -> TradeOff:
     """The offline grid (unless ``--endpointers none``) and the runs' points, on one curve."""
+    if args.endpointers is None:
+        args.endpointers = default_endpointers()
     offline = str(args.endpointers).strip() != NONE
     if not offline and not args.runs:
         raise ConfigError(f"--endpointers {NONE} leaves nothing to score: give --runs RUN_DIR")

@@ -2,8 +2,10 @@
 
 ``annotate`` writes ``DIR/manifest.json``: each WAV's detected speech bounds, its duration and
 sha256, a transcript from the embedded stack's Whisper when it is running (``--transcribe``
-insists on it, ``--no-transcribe`` skips it), and a warning for a clip that would make a poor
-fixture (no silence after the speech, speech at the very start, nothing audible).
+insists on it, ``--no-transcribe`` skips it) marked as Whisper's guess (``text_by``) until
+someone checks it, and a warning for a clip that would make a poor fixture (no silence after
+the speech, speech at the very start, nothing audible). FLAC and Ogg recordings are converted
+to a WAV beside them first; a file that cannot be read is skipped and named, not fatal.
 
 ``check`` reads the directory as ``voicelat run`` will and reports, per file, what is wrong
 (errors: unreadable audio or manifest, bounds past the end, a changed file) or doubtful
@@ -22,7 +24,13 @@ from typing import Any
 
 from voicelat.cli.args import non_negative_int
 from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, InfraError, StageError
-from voicelat.files.annotate import ManifestEntry, existing_texts, write_manifest
+from voicelat.files.annotate import (
+    WHISPER_GUESS,
+    ManifestEntry,
+    existing_guesses,
+    existing_texts,
+    write_manifest,
+)
 from voicelat.files.fixtures import MANIFEST
 
 __all__ = ["add_parser"]
@@ -53,7 +61,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Detect each WAV's speech bounds, transcribe it with the embedded "
         "stack's Whisper when it runs, and write DIR/manifest.json.",
     )
-    annotate.add_argument("dir", type=Path, metavar="DIR", help="directory of .wav files")
+    annotate.add_argument(
+        "dir", type=Path, metavar="DIR", help="directory of .wav (or .flac, .ogg) recordings"
+    )
     annotate.add_argument(
         "--transcribe",
         action=argparse.BooleanOptionalAction,
@@ -112,26 +122,47 @@ def cmd_annotate(args: argparse.Namespace) -> int:
             f"{directory / MANIFEST} exists: check it with `voicelat fixtures check {directory}`"
             ", or replace it with --force (its transcripts are kept)"
         )
-    texts = existing_texts(directory)
-    entries, rate = annotate_dir(directory, texts, args.min_trailing_ms)
-    if not entries:
-        raise ConfigError(f"{directory} holds no .wav files")
+    texts, guesses = existing_texts(directory), existing_guesses(directory)
+    found = annotate_dir(directory, texts, args.min_trailing_ms)
+    for source, wav in found.converted:
+        print(f"  converted {source} -> {wav} (16-bit mono WAV: what a run plays)")
+    for file, why in found.skipped:
+        print(f"  skipped {file}: {why}")
+    if not found.entries:
+        what = "no readable recording" if found.skipped else "no .wav, .flac or .ogg files"
+        raise ConfigError(f"{directory} holds {what}")
+    entries = [
+        dataclasses.replace(e, text_by=WHISPER_GUESS) if e.file in guesses else e
+        for e in found.entries
+    ]
     if args.transcribe is not False:
         entries = _with_transcripts(entries, directory, required=bool(args.transcribe))
     for e in entries:
-        bounds = (
-            f"speech {e.speech_start_ms}-{e.speech_end_ms} ms of {e.duration_ms} ms"
-            if e.speech_start_ms is not None
-            else f"no speech in {e.duration_ms} ms"
-        )
-        text = f"  {e.text!r}" if e.text else ""
-        print(f"  {e.file:<28} {bounds}{text}")
-        for warning in e.warnings:
-            print(f"    warning: {warning}")
-    path = write_manifest(directory, entries, rate=rate)
+        _print_entry(e)
+    path = write_manifest(directory, entries, rate=found.rate)
     warned = sum(1 for e in entries if e.warnings)
-    print(f"wrote {path}: {len(entries)} fixture(s), {warned} with warnings")
+    guessed = sum(1 for e in entries if e.text_by is not None and e.text)
+    skipped = f", {len(found.skipped)} unreadable file(s) skipped" if found.skipped else ""
+    print(f"wrote {path}: {len(entries)} fixture(s), {warned} with warnings{skipped}")
+    if guessed:
+        print(
+            f"{guessed} transcript(s) are Whisper's guesses (text_by in the manifest): check "
+            "each text and delete its text_by; accuracy is scored against them"
+        )
     return EXIT_OK
+
+
+def _print_entry(e: ManifestEntry) -> None:
+    bounds = (
+        f"speech {e.speech_start_ms}-{e.speech_end_ms} ms of {e.duration_ms} ms"
+        if e.speech_start_ms is not None
+        else f"no speech in {e.duration_ms} ms"
+    )
+    guess = " (Whisper's guess)" if e.text_by is not None else ""
+    text = f"  {e.text!r}{guess}" if e.text else ""
+    print(f"  {e.file:<28} {bounds}{text}")
+    for warning in e.warnings:
+        print(f"    warning: {warning}")
 
 
 def _with_transcripts(
@@ -153,7 +184,13 @@ def _with_transcripts(
             "`voicelat stack up` starts it)"
         )
         return entries
-    return [dataclasses.replace(e, text=texts.get(e.file) or e.text) for e in entries]
+    # A text Whisper wrote is marked as its guess; a kept (checked) text stays unmarked.
+    return [
+        dataclasses.replace(e, text=texts[e.file], text_by=WHISPER_GUESS)
+        if texts.get(e.file) and not e.text
+        else e
+        for e in entries
+    ]
 
 
 async def _transcribe_all(

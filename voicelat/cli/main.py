@@ -20,6 +20,7 @@ from typing import Any
 
 from voicelat.cli import run as _run
 from voicelat.cli import signals as _signals
+from voicelat.cli.helptext import polish
 from voicelat.cli.version import VersionAction
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, VoicelatError, only_interrupts
 
@@ -46,6 +47,8 @@ _SUBCOMMANDS = (
     "voicelat.cli.ci",
     "voicelat.cli.compare",
     "voicelat.cli.view",
+    "voicelat.cli.import_",
+    "voicelat.cli.watch",
     "voicelat.cli.serve",
     "voicelat.cli.endpointing",
     "voicelat.cli.whatif",
@@ -55,18 +58,46 @@ _SUBCOMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="voicelat", description="Latency profiler for realtime voice pipelines.")
+    parser = _Parser(
+        prog="voicelat",
+        description="Latency profiler for realtime voice pipelines. Without a command: "
+        "`voicelat run`. `voicelat COMMAND --help` shows a command's options and examples.",
+    )
     parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _run.add_parser(sub).set_defaults(func=_run.cmd_run)
     for module in _SUBCOMMANDS:
         # Imported on demand: `voicelat run` should not pay for textual or the emulators.
         importlib.import_module(module).add_parser(sub)
+    polish(parser)  # descriptions, examples and metavars, from one table (cli/helptext.py)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``voicelat`` command; returns its exit status."""
     _signals.install()
+    # A reader that leaves (`voicelat run | head -1`) ends the printing, never the command.
+    with _signals.output_readers_may_leave():
+        try:
+            return _dispatch(argv)
+        except BaseException as exc:
+            # A Ctrl-C (or a stop signal taking its path) may come wrapped in an exception
+            # group when it lands inside a library's task group: the same interruption either
+            # way. Caught around the parser too: a stop signal while its modules load (a
+            # second or two on a loaded machine) used to escape (exit 130 for a SIGTERM).
+            if not only_interrupts(exc):
+                raise
+            return _interrupted()
+
+
+def _interrupted() -> int:
+    """The one line and the exit status (128 + the signal) of an interrupted command."""
+    sig = _signals.received()
+    _err("interrupted" if sig is None else f"interrupted by {signal.Signals(sig).name}")
+    return _signals.exit_status(EXIT_INTERRUPTED)
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
@@ -80,13 +111,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VoicelatError as exc:
         _err(str(exc))
         code = exc.exit_code
-    except BaseException as exc:
-        # A Ctrl-C (or a stop signal taking its path) may come wrapped in an exception group
-        # when it lands inside a library's task group: the same interruption either way.
-        if not only_interrupts(exc):
-            raise
-        sig = _signals.received()
-        _err("interrupted" if sig is None else f"interrupted by {signal.Signals(sig).name}")
-        code = EXIT_INTERRUPTED
     # One signal policy (cli/signals.py): a command stopped by SIGTERM exits 143, not 130.
     return _signals.exit_status(code) if code == EXIT_INTERRUPTED else code

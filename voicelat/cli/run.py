@@ -13,9 +13,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
-from voicelat.cli.args import non_negative_float, non_negative_int, positive_int
+from voicelat.cli.args import (
+    bounded_seconds,
+    non_negative_int,
+    positive_int,
+    ray_address,
+    worker_count,
+)
 from voicelat.core.errors import EXIT_OK
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
@@ -97,6 +103,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "docs/BENCHMARKS.md",
     )
     p.add_argument(
+        "--network",
+        default=None,
+        metavar="PROFILE|FILE",
+        help="run under a network impairment: a built-in (lan, broadband, 4g, 3g-bad, "
+        "transatlantic, phone) or a TOML file with a [network] table; overrides the "
+        "pipeline's [network] (docs/NETWORK.md)",
+    )
+    p.add_argument(
         "--save-audio",
         action="store_true",
         help="write each reply's audio into the results directory",
@@ -134,7 +148,7 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--workers",
-        type=positive_int,
+        type=worker_count,
         default=1,
         metavar="N",
         help="shard the sessions over N worker processes, one event loop each (default 1); "
@@ -142,6 +156,7 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--ray",
+        type=ray_address,
         default=None,
         metavar="ADDRESS",
         help="run the workers as Ray actors across the nodes of the Ray cluster at ADDRESS "
@@ -162,6 +177,10 @@ def _add_load_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: ``--metrics-linger`` at most: a day is longer than any scrape interval.
+MAX_LINGER_S = 86_400.0
+
+
 def _add_export_arguments(p: argparse.ArgumentParser) -> None:
     # Exports besides turns.jsonl/summary.json/turns.csv (docs/EXPORT.md); both off the loop.
     p.add_argument(
@@ -180,7 +199,7 @@ def _add_export_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--metrics-linger",
-        type=non_negative_float,
+        type=bounded_seconds(MAX_LINGER_S),
         default=None,
         metavar="S",
         help="after the run, keep /metrics up until it is scraped once more, at most S seconds "
@@ -221,9 +240,11 @@ class PrintObserver:
     """Prints one line per finished turn (runs on the measuring loop: printing a line is cheap)
     to ``stream`` (stdout; stderr under ``--json``), or nothing when ``stream`` is None."""
 
-    def __init__(self, stream: TextIO | None = sys.stdout) -> None:
+    def __init__(self, stream: TextIO | Literal["stdout"] | None = "stdout") -> None:
         self.t_start = time.monotonic()
-        self.stream = stream
+        # sys.stdout when the observer is made, not when this module was imported: the
+        # command's stdout is guarded against a reader that leaves (cli/signals.py) by then.
+        self.stream: TextIO | None = sys.stdout if isinstance(stream, str) else stream
 
     def turn_started(self, planned: PlannedTurn, total: int) -> None:
         return None

@@ -18,6 +18,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
+from ssl import SSLContext
 from typing import Any, TextIO
 
 from voicelat.core.errors import EXIT_OK
@@ -79,6 +80,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="append the ground truth of every finished request to FILE as JSON lines",
     )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve https/wss with a throwaway self-signed certificate (its path is printed): "
+        "for SDKs that only speak TLS (google-genai's live client)",
+    )
+    p.add_argument(
+        "--network",
+        metavar="PROFILE|FILE",
+        help="serve inside a network namespace with the kernel's netem applying this profile "
+        "(root or CAP_NET_ADMIN, iproute2; docs/NETWORK.md); the emulators listen on the "
+        "namespace's address",
+    )
     p.add_argument("--list", action="store_true", help="list the emulators and exit")
     p.set_defaults(func=cmd_serve)
     return p
@@ -101,14 +115,49 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"name the emulators to serve, e.g. `voicelat serve openai` "
             f"(known: {', '.join(sorted(known_emulators()))})"
         )
-    try:
-        return asyncio.run(_serve(args))
-    except KeyboardInterrupt:
-        # A second Ctrl-C during shutdown: still no traceback.
-        return EXIT_OK
+    if getattr(args, "network", None):
+        return _serve_under_netem(args)
+    with contextlib.ExitStack() as stack:
+        ssl_context = _tls(args, stack) if args.tls else None
+        try:
+            return asyncio.run(_serve(args, ssl_context))
+        except KeyboardInterrupt:
+            # A second Ctrl-C during shutdown: still no traceback.
+            return EXIT_OK
 
 
-async def _serve(args: argparse.Namespace) -> int:
+def _tls(args: argparse.Namespace, stack: contextlib.ExitStack) -> SSLContext:
+    """Make the throwaway certificate (removed when serve stops) and say where it is."""
+    import tempfile
+
+    from voicelat.emulate.tls import self_signed, server_context
+
+    directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="voicelat-tls-")))
+    cert, key = self_signed(directory, args.host)
+    print(
+        f"tls certificate {cert} (self-signed for {args.host}, removed when serve stops; "
+        f"trust it with SSL_CERT_FILE={cert} or ssl.create_default_context(cafile=...))",
+        file=sys.stderr,
+        flush=True,
+    )
+    return server_context(cert, key)
+
+
+def _serve_under_netem(args: argparse.Namespace) -> int:
+    """The same ``voicelat serve`` in a netem namespace (engine/netem.py)."""
+    from voicelat.engine.netem import serve_in_namespace
+    from voicelat.files.network import load_network
+
+    profile = load_network(args.network)
+    command = [sys.executable, "-m", "voicelat", "serve", *args.names]
+    for flag, value in (("--profile", args.profile), ("--port", args.port), ("--seed", args.seed),
+                        ("--truth", args.truth)):  # fmt: skip
+        if value is not None:
+            command += [flag, str(value)]
+    return serve_in_namespace(profile, command, "--host")
+
+
+async def _serve(args: argparse.Namespace, ssl_context: SSLContext | None = None) -> int:
     from voicelat.emulate.running import Emulators
     from voicelat.emulate.truth import JsonlTruthWriter
 
@@ -119,6 +168,7 @@ async def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         truth_limit=SERVE_TRUTH_LIMIT,
+        ssl=ssl_context,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

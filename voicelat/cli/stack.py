@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from voicelat.cli.args import positive_seconds
 from voicelat.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.stack.config import ENV_CACHE, ENV_STATE_DIR, PORT_ENV, StackConfig, StackProgress
 from voicelat.stack.manager import LocalStack
@@ -93,7 +94,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     add_stack_options(up)
     up.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=None,
         metavar="SEC",
         help="seconds each server may take to become ready (default 120)",

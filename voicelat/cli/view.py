@@ -17,12 +17,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.signals import STOP_SIGNALS
-from voicelat.core.errors import EXIT_OK, VoicelatError
+from voicelat.core import jsontext
+from voicelat.core.errors import EXIT_INFRA, EXIT_OK, VoicelatError
 from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun, load_run
+
+if TYPE_CHECKING:
+    from voicelat.report.run_html import GateHeadline
 
 COMPARISON_JSON = "comparison.json"
 REPORT_HTML = "report.html"
@@ -111,7 +115,7 @@ def load_comparison(path: Path) -> LoadedComparison:
     base = path.parent if path.name == COMPARISON_JSON else path
     doc_path = base / COMPARISON_JSON
     try:
-        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        doc = jsontext.loads(doc_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise VoicelatError(f"{doc_path} is not readable JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("kind") != "voicelat-comparison":
@@ -151,15 +155,38 @@ def run_page(run: LoadedRun) -> str:
     from voicelat.report.run_html import run_html
 
     summary = run.run_summary or summarize(run.turns, run={}, pipeline={}, fixtures=[], stages={})
-    return run_html(summary, run.turns, str(run.path), calls=read_calls(run.path))
+    return run_html(
+        summary, run.turns, str(run.path), calls=read_calls(run.path), gate=_gate_headline(run.path)
+    )
+
+
+def _gate_headline(run_dir: Path) -> GateHeadline | None:
+    """The verdict of ``voicelat ci`` on this run (its gate.json), None when it was not gated
+    or the file cannot be read (the page is drawn without it)."""
+    from voicelat.report.run_html import GateHeadline
+
+    try:
+        doc = jsontext.loads((run_dir / "gate.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return GateHeadline.from_json(doc) if isinstance(doc, dict) else None
 
 
 def write_report(path: Path, page: str) -> Path:
     """Write ``path/report.html`` whole (a reader never sees half a page)."""
     out = path / REPORT_HTML
+    if out.is_dir():
+        raise VoicelatError(f"{out} is a directory: remove it to write the report there")
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise VoicelatError(
+            f"cannot write {out}: {exc.strerror or exc}", exit_code=EXIT_INFRA
+        ) from None
     return out
 
 

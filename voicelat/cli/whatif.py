@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.audio.endpointers_replay import first_endpoints_ns
+from voicelat.core import jsontext
 from voicelat.core.arrivals import EXTRA_KEY as DELTAS_KEY
 from voicelat.core.display import fmt_ms
 from voicelat.core.errors import EXIT_OK, ConfigError, VoicelatError
@@ -123,7 +124,7 @@ def tts_cells(compare_dir: Path, name: str) -> list[TTSCell]:
     name, else its stage name."""
     doc_path = compare_dir / "comparison.json"
     try:
-        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        doc = jsontext.loads(doc_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"--compare {compare_dir}: no readable comparison.json ({exc}): give the directory "

@@ -129,12 +129,26 @@ class AgentRecorder(TurnRecorder):
     def finish(self) -> Turn:
         self.extra("kind", AGENT_KIND)
         black_box = self.milestones()
+        self._explain_silence(black_box)
         self._placed = self._traced(black_box)
         if self._placed:
             self.path, self.segment_names = AGENT_TRACED_PATH, AGENT_TRACED_SEGMENTS
         else:
             self.flag(UNTRACED)
         return super().finish()
+
+    def _explain_silence(self, found: dict[str, int]) -> None:
+        """A turn with no reply audio fails with what the agent's trace says went wrong (its
+        LLM answered with no text) rather than only "no first_audio" or a timeout: the reason
+        names the cause, the earlier one (if any) follows it."""
+        diagnosis = None if self._split is None else self._split.diagnosis
+        if diagnosis is None or "first_audio" in found:
+            return
+        if self._failure is None:
+            self._failure = ("agent", f"{diagnosis}: the agent sent no reply audio")
+        else:
+            stage, reason = self._failure
+            self._failure = ("agent", f"{diagnosis} ({stage}: {reason})")
 
     def _traced(self, found: dict[str, int]) -> dict[str, int]:
         """The placed trace milestones (empty: the turn stays black-box); records the split's

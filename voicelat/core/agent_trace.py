@@ -40,13 +40,20 @@ from voicelat.core.contract import AGENT_TRACE_MILESTONES
 from voicelat.core.errors import ConfigError
 
 __all__ = [
+    "LLM_EMPTY_REASON",
     "MAPPINGS",
     "SPLIT_MILESTONES",
     "AgentSpan",
     "AttrValue",
     "TraceSplit",
+    "is_turn_container",
+    "seconds_ns",
+    "span_role",
     "split_from_spans",
+    "stated_vad_stop_ns",
+    "ttfb_key",
     "turn_complete",
+    "user_bot_latency_key",
 ]
 
 AttrValue = str | int | float | bool
@@ -61,6 +68,11 @@ FLAG_MULTIPLE_TURNS = "trace_multiple_turns"  # the window holds more than one a
 FLAG_NO_TTFB = "trace_no_ttfb"  # an llm/tts/stt span came without its time to first byte
 FLAG_STT_INCOMPLETE = "trace_stt_incomplete"  # Pipecat closed the stt span with no final text
 FLAG_INTERRUPTED = "trace_interrupted"  # the agent says its reply was interrupted
+FLAG_LLM_EMPTY = "trace_llm_empty"  # the agent's LLM answered with no text (so nothing to say)
+
+#: The failure reason of a turn without reply audio whose trace shows an LLM with no output:
+#: what the caller heard (silence) explained by what the agent did.
+LLM_EMPTY_REASON = "the LLM answered with no text"
 
 MAPPINGS = ("pipecat", "genai")
 
@@ -85,6 +97,9 @@ class AgentSpan:
     span_id: str  # hex
     parent_id: str | None
     attributes: Mapping[str, AttrValue]
+    #: Who exported it (its resource's ``service.name``, ``service.instance.id``, ``host.name``):
+    #: spans of one trace from two exporters may sit on two clocks (core/trace_checks.py).
+    resource: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,9 @@ class TraceSplit:
     milestones: Mapping[str, int]  # a subset of SPLIT_MILESTONES, on voicelat's clock
     reported: Mapping[str, float]  # agent_reported_{stt,llm,tts}_ttfb_ms, ...
     flags: tuple[str, ...] = ()
+    #: What the trace says went wrong when the agent did not answer (:data:`LLM_EMPTY_REASON`),
+    #: for the failure reason of a turn without reply audio; None when it says nothing.
+    diagnosis: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +125,8 @@ class _Rules:
     endpoint_from_stt_ttfb: bool
     incomplete_key: str | None  # a bool attribute saying an stt span has no final transcript
     latency_key: str | None  # a turn attribute with the agent's user->bot latency, seconds
+    #: The llm span's attribute holding its reply text (set only when there was some).
+    output_key: str | None = None
 
 
 def _pipecat_role(span: AgentSpan) -> str | None:
@@ -143,6 +163,9 @@ _RULES: dict[str, _Rules] = {
         endpoint_from_stt_ttfb=True,
         incomplete_key="stt.incomplete",
         latency_key="turn.user_bot_latency_seconds",
+        # Pipecat 1.14 sets "output" on the llm span only when the LLM streamed text
+        # (pipecat/utils/tracing/service_decorators.py, traced_llm).
+        output_key="output",
     ),
     "genai": _Rules(
         is_turn=lambda s: _genai_op(s) == "invoke_agent",
@@ -193,9 +216,29 @@ def split_from_spans(
         if latency is not None:
             reported["agent_reported_user_bot_latency_ms"] = latency / 1e6
     flags.extend(f for f in chain_flags if f not in flags)
-    if not milestones and not reported:
+    diagnosis = _empty_llm(members, rules)
+    if diagnosis is not None:
+        flags.append(FLAG_LLM_EMPTY)
+    if not milestones and not reported and diagnosis is None:
         return None
-    return TraceSplit(milestones=milestones, reported=reported, flags=tuple(flags))
+    return TraceSplit(
+        milestones=milestones, reported=reported, flags=tuple(flags), diagnosis=diagnosis
+    )
+
+
+def _empty_llm(members: Sequence[AgentSpan], rules: _Rules) -> str | None:
+    """:data:`LLM_EMPTY_REASON` when the turn's LLM spans all ended without text and no TTS
+    span followed (the agent had nothing to say); None otherwise or when the mapping cannot
+    tell (no output attribute in its conventions)."""
+    if rules.output_key is None or any(rules.role(s) == "tts" for s in members):
+        return None
+    llm = [s for s in members if rules.role(s) == "llm"]
+    if not llm:
+        return None
+    texts = [s.attributes.get(rules.output_key) for s in llm]
+    if any(isinstance(t, str) and t.strip() for t in texts):
+        return None
+    return LLM_EMPTY_REASON
 
 
 def turn_complete(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> bool:
@@ -216,6 +259,34 @@ def turn_complete(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> bool:
             if container is not None and rules.is_turn(container):
                 return True
     return False
+
+
+def is_turn_container(span: AgentSpan, mapping: str = "pipecat") -> bool:
+    """Whether ``span`` is a turn container of ``mapping`` (Pipecat ``turn``, GenAI
+    ``invoke_agent``)."""
+    return _rules(mapping).is_turn(span)
+
+
+def span_role(span: AgentSpan, mapping: str = "pipecat") -> str | None:
+    """``span``'s link in the chain under ``mapping``: endpoint, stt, llm, tts, or None."""
+    return _rules(mapping).role(span)
+
+
+def ttfb_key(mapping: str = "pipecat") -> str:
+    """The attribute holding a span's time to first byte/token (seconds) under ``mapping``."""
+    return _rules(mapping).ttfb_key
+
+
+def user_bot_latency_key(mapping: str = "pipecat") -> str | None:
+    """The turn attribute with the agent's own end of speech -> first audio out (seconds)."""
+    return _rules(mapping).latency_key
+
+
+def _rules(mapping: str) -> _Rules:
+    rules = _RULES.get(mapping)
+    if rules is None:
+        raise ConfigError(f"unknown trace mapping {mapping!r}: use one of {', '.join(MAPPINGS)}")
+    return rules
 
 
 def _turn_key(span: AgentSpan, by_id: Mapping[str, AgentSpan], rules: _Rules) -> str:
@@ -239,10 +310,21 @@ def _turn_key(span: AgentSpan, by_id: Mapping[str, AgentSpan], rules: _Rules) ->
 
 def _stop_hint(spans: Sequence[AgentSpan], trace_id: str) -> int:
     """The agent's stated VAD stop_secs (:data:`VAD_STOP_ATTR`) in that trace, as ns; else 0."""
+    return stated_vad_stop_ns(spans, trace_id) or 0
+
+
+def stated_vad_stop_ns(spans: Sequence[AgentSpan], trace_id: str) -> int | None:
+    """The agent's stated VAD stop_secs (:data:`VAD_STOP_ATTR`) in that trace, as ns; None when
+    no span of the trace states it (or states nonsense)."""
     for span in spans:
         if span.trace_id == trace_id and VAD_STOP_ATTR in span.attributes:
-            return _seconds(span.attributes[VAD_STOP_ATTR]) or 0
-    return 0
+            return _seconds(span.attributes[VAD_STOP_ATTR])
+    return None
+
+
+def seconds_ns(value: object) -> int | None:
+    """A duration attribute in seconds as integer ns (None unless finite, >= 0, <= 1 h)."""
+    return _seconds(value)
 
 
 def _chain(

@@ -210,6 +210,24 @@ AGENT_STRICT_ORDER: tuple[tuple[str, str], ...] = (
 #: ``Turn.extra["kind"]`` of an agent turn.
 AGENT_KIND = "agent"
 
+# -- traced turns (issue #27, docs/PRODUCTION.md) ---------------------------------------------
+#: ``Turn.extra["kind"]`` of a turn read from an agent's exported traces alone (``voicelat
+#: import``): no voicelat caller, no ground truth. Its t=0 (``speech_end``) is the agent's own
+#: end of speech, its end (``first_audio``) the agent's own first audio out: not the ear.
+TRACED_KIND = "traced"
+
+#: The critical path of a traced turn: the agent's own milestones, nothing voicelat heard.
+TRACED_PATH: tuple[str, ...] = ("speech_end", *AGENT_TRACE_MILESTONES, "first_audio")
+
+#: The traced agent turn's names (``voicelat compare`` ranks an import beside a played agent);
+#: ``transport`` is only the agent's side of it here: first TTS byte -> its transport starting
+#: to send (Pipecat's ``BotStartedSpeakingFrame``).
+TRACED_SEGMENTS: tuple[str, ...] = AGENT_TRACED_SEGMENTS[:-2]
+
+TRACED_SEGMENT_BOUNDS: dict[str, tuple[str, str]] = {
+    name: (TRACED_PATH[i], TRACED_PATH[i + 1]) for i, name in enumerate(TRACED_SEGMENTS)
+}
+
 #: Each kind of turn's segments, and the one segment only that kind has (how a report tells
 #: which kinds a set of segments holds).
 _KIND_SEGMENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -221,7 +239,7 @@ _KIND_SEGMENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 def milestone_names(kind: object) -> tuple[str, ...]:
     """The milestones a turn of ``kind`` (``Turn.extra["kind"]``; None: a cascade) can have."""
-    if kind == AGENT_KIND:
+    if kind in (AGENT_KIND, TRACED_KIND):
         return AGENT_MILESTONES
     return S2S_MILESTONES if kind == S2S_KIND else MILESTONES
 

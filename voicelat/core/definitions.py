@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from voicelat.core.contract import AGENT_KIND, AGENT_TRACE_MILESTONES, S2S_KIND
+from voicelat.core.contract import AGENT_KIND, AGENT_TRACE_MILESTONES, S2S_KIND, TRACED_KIND
 from voicelat.core.stats import percentile
 from voicelat.core.turn import Turn
 
@@ -49,8 +49,12 @@ _KIND_WORDS = {CASCADE: "cascade", S2S: "realtime (S2S)", AGENT: "agent"}
 
 
 def kind_of(turn: Turn) -> str:
-    """``cascade``, ``s2s`` or ``agent`` (``Turn.extra["kind"]``; a cascade turn has none)."""
+    """``cascade``, ``s2s`` or ``agent`` (``Turn.extra["kind"]``; a cascade turn has none).
+    A traced turn (``voicelat import``) is an agent's, without voicelat at the ear: the
+    definitions that need the ear (``output_first_audible``) say so."""
     kind = turn.extra.get("kind")
+    if kind == TRACED_KIND:
+        return AGENT
     return kind if kind in (S2S, AGENT) else CASCADE
 
 

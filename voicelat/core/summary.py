@@ -59,6 +59,11 @@ FIGURES: tuple[str, ...] = (
     "pacer_lag_max_ns",
     "loop_lag_max_ns",
     "sink_underruns",
+    # Continuity at the ear (audio/sink.py): the longest underrun, late chunks, the stream's RTF.
+    "sink_underrun_total_ns",
+    "sink_longest_gap_ns",
+    "sink_late_chunks",
+    "sink_realtime_factor",
     "schedule_lag_ns",
 )
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicelat.core.contract import ALL_SEGMENTS, CRITICAL_PATH, MILESTONES, SEGMENTS
+from voicelat.core.secrets import scrub_json, scrub_secrets
 
 #: Flag of a live turn the user talked over (barge-in): its reply was cut short, so it is kept
 #: apart from the headline statistics even when its e2e was measured.
@@ -54,6 +55,18 @@ class Turn:
     reply: str | None = None
     wall_time_ns: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Every turn passes here on its way to any output (turns.jsonl, turns.csv, OTLP, the
+        # reports, the TUI): the texts a server sent (a transcript, a reply, a call id in
+        # ``extra``) are scrubbed of every registered key, as failure reasons already are.
+        # (Each call returns at once while no key is registered.)
+        for name in ("failure_reason", "transcript", "reply"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, scrub_secrets(value))
+        object.__setattr__(self, "flags", tuple(scrub_secrets(f) for f in self.flags))
+        object.__setattr__(self, "extra", scrub_json(self.extra))
 
     @property
     def ok(self) -> bool:

@@ -9,7 +9,7 @@ and records ground truth: when it actually wrote the first token or audio byte, 
 from voicelat.emulate.profile import EmulatorConfig, Fault, Profile, Wire, load_profile
 from voicelat.emulate.registry import emulator_class, known_emulators
 from voicelat.emulate.running import Emulators
-from voicelat.emulate.truth import Exchange, GroundTruth
+from voicelat.emulate.truth import Exchange, GroundTruth, ResponseTruth
 
 __all__ = [
     "EmulatorConfig",
@@ -18,6 +18,7 @@ __all__ = [
     "Fault",
     "GroundTruth",
     "Profile",
+    "ResponseTruth",
     "Wire",
     "emulator_class",
     "known_emulators",

@@ -214,6 +214,9 @@ class _Exchange:
         self.fault: Fault | None = None
         self.content_sent = 0
         self._fault_done = False
+        #: HTTP: the connection's reader, watched for the client going away mid-response.
+        self.watched: asyncio.StreamReader | None = None
+        self.last_write_ns: int | None = None
 
     # -- time -----------------------------------------------------------------------------
     def sample(self, name: str) -> float:
@@ -233,6 +236,7 @@ class _Exchange:
         """
         if schedule is not None:
             self.truth.scheduled.setdefault(schedule, t_ns)
+        self.check_client()
         delay = t_ns - now_ns()
         if delay <= 0:
             return
@@ -245,6 +249,20 @@ class _Exchange:
                 await asyncio.sleep(0)
         else:
             await asyncio.sleep(delay / 1e9)
+        self.check_client()
+
+    def check_client(self) -> None:
+        """Raise :class:`ClientGone` once the client has closed its side (HTTP: EOF on the
+        request stream; any: the transport closing), so a stream stops at the next deadline
+        instead of writing on. The truth gets ``client_gone`` (when it was noticed) and
+        ``detail["stopped_ns"]`` (the last write: when the emulator stopped sending)."""
+        gone = self.transport.is_closing() or (self.watched is not None and self.watched.at_eof())
+        if not gone:
+            return
+        if "client_gone" not in self.truth.marks:
+            self.truth.mark("client_gone", now_ns())
+            self.truth.detail["stopped_ns"] = self.last_write_ns
+        raise ClientGone
 
     # -- bytes ----------------------------------------------------------------------------
     def _write(self, data: bytes, marks: Iterable[str]) -> int:
@@ -257,6 +275,7 @@ class _Exchange:
         t = now_ns()
         for name in marks:
             self.truth.mark(name, t)
+        self.last_write_ns = t
         self.transport.write(data)
         if self.transport.get_write_buffer_size():
             # The kernel did not take it all: this stamp is not when the bytes left.
@@ -541,20 +560,21 @@ class WsExchange(_Exchange):
 
     async def send_text(
         self, text: str, marks: Iterable[str] = (), *, content: bool = False
-    ) -> None:
-        await self._send(Opcode.TEXT, text.encode("utf-8"), marks, content)
+    ) -> int:
+        """Send one text frame (one write); returns its stamp (taken right before the write)."""
+        return await self._send(Opcode.TEXT, text.encode("utf-8"), marks, content)
 
     async def send_json(
         self, data: Any, marks: Iterable[str] = (), *, content: bool = False
-    ) -> None:
-        await self.send_text(json.dumps(data, separators=(",", ":")), marks, content=content)
+    ) -> int:
+        return await self.send_text(json.dumps(data, separators=(",", ":")), marks, content=content)
 
     async def send_bytes(
         self, data: bytes, marks: Iterable[str] = (), *, content: bool = False
-    ) -> None:
-        await self._send(Opcode.BINARY, data, marks, content)
+    ) -> int:
+        return await self._send(Opcode.BINARY, data, marks, content)
 
-    async def _send(self, opcode: Opcode, data: bytes, marks: Iterable[str], content: bool) -> None:
+    async def _send(self, opcode: Opcode, data: bytes, marks: Iterable[str], content: bool) -> int:
         if content:
             await self.checkpoint()
         if self.protocol.state is not State.OPEN:
@@ -564,10 +584,11 @@ class WsExchange(_Exchange):
         else:
             self.protocol.send_binary(data)
         payload = b"".join(self.protocol.data_to_send())
-        self._write(payload, marks)
+        t = self._write(payload, marks)
         if content:
             self.content_sent += 1
         await self._drain()
+        return t
 
     async def close(self, code: int = 1000, reason: str = "", wait_s: float = 1.0) -> None:
         """Send a close frame, wait (briefly) for the client's, then close the socket."""

@@ -39,12 +39,17 @@ from voicelat.emulate.exchange import (
     WsExchange,
 )
 from voicelat.emulate.profile import HTTP_FAULTS, STREAM_FAULTS, WS_FAULTS, Fault
+from voicelat.emulate.sniff import TLS_ALERT, TLS_HANDSHAKE, TlsListener
 from voicelat.emulate.truth import Exchange, GroundTruth
 
 __all__ = ["EmulatorServer"]
 
 _HEAD_LIMIT = 1 << 20
 _BODY_LIMIT = 64 << 20
+
+
+class _TlsHello(Exception):
+    """A TLS ClientHello arrived at a plain-http listener."""
 
 
 def _stderr(line: str) -> None:
@@ -76,7 +81,8 @@ class EmulatorServer:
         self.log = log
         self.errors: list[str] = []
         self._routes = list(emulator.routes())
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TlsListener | None = None
+        self._tls_mismatches = 0
         self._connections: set[asyncio.Task[Any]] = set()
         self._nodelay: dict[int, bool | None] = {}
         self._conn_ids = itertools.count()
@@ -101,14 +107,21 @@ class EmulatorServer:
         sock = self._server.sockets[0]
         self.port = int(sock.getsockname()[1])
 
-    async def _listen(self, port: int) -> asyncio.Server:
+    async def _listen(self, port: int) -> asyncio.Server | TlsListener:
+        if self.ssl is not None:
+            # TLS: each connection's first byte is sniffed, so plain http gets a clear 400.
+            listener = TlsListener(
+                self._on_connection, self.ssl, name=self.emulator.name, limit=_HEAD_LIMIT,
+                log=self.log,
+            )  # fmt: skip
+            await listener.start(self.host, port)
+            return listener
         return await asyncio.start_server(
             self._on_connection,
             self.host,
             port,
             limit=_HEAD_LIMIT,
             reuse_address=True,
-            ssl=self.ssl,
         )
 
     async def stop(self) -> None:
@@ -218,7 +231,7 @@ class EmulatorServer:
             if route.method == "WS":
                 await self._websocket(reader, writer, request, route, conn, t_accept)
                 return
-            if not await self._http(writer, request, route, conn, t_accept):
+            if not await self._http(reader, writer, request, route, conn, t_accept):
                 return
 
     def _route(self, request: HttpRequest) -> tuple[Route | None, bool]:
@@ -239,9 +252,11 @@ class EmulatorServer:
     ) -> HttpRequest | None:
         try:
             if idle > 0:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), idle)
+                head = await asyncio.wait_for(self._head(reader, writer), idle)
             else:
-                head = await reader.readuntil(b"\r\n\r\n")
+                head = await self._head(reader, writer)
+        except _TlsHello:
+            return None
         except asyncio.IncompleteReadError as exc:
             if exc.partial.strip():
                 raise BadRequest("incomplete request head") from None
@@ -275,6 +290,24 @@ class EmulatorServer:
                 raise BadRequest("request body too large", 413)
             body = await reader.readexactly(length)
         return HttpRequest(method, target, headers, body, head, now_ns())
+
+    async def _head(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        """A request head; a TLS ClientHello (a TLS-only client at this plain-http port) is
+        answered with a TLS alert at once (the client fails fast, not after its timeout) and
+        the first one is logged."""
+        first = await reader.readexactly(1)
+        if first[0] == TLS_HANDSHAKE:
+            self._tls_mismatches += 1
+            if self._tls_mismatches == 1:
+                self.log(
+                    f"voicelat serve: {self.emulator.name}: a TLS client (https/wss) connected "
+                    f"to this plain-http emulator on port {self.port}: answered with a TLS "
+                    "alert (serve it with `voicelat serve --tls`, or point the client at "
+                    "http:// / ws://)"
+                )
+            writer.write(TLS_ALERT)
+            raise _TlsHello
+        return first + await reader.readuntil(b"\r\n\r\n")
 
     async def _read_chunked(self, reader: asyncio.StreamReader) -> bytes:
         parts: list[bytes] = []
@@ -314,6 +347,7 @@ class EmulatorServer:
 
     async def _http(
         self,
+        reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         request: HttpRequest,
         route: Route,
@@ -325,6 +359,7 @@ class EmulatorServer:
         x = HttpExchange(
             self.emulator, writer, request, route.endpoint, ex, self.rng("req", ex.index)
         )
+        x.watched = reader
         try:
             denied = self.emulator.authenticate(request)
             if denied is not None:

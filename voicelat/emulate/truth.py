@@ -38,7 +38,69 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-__all__ = ["Exchange", "GroundTruth"]
+__all__ = ["Exchange", "GroundTruth", "ResponseTruth"]
+
+
+@dataclass
+class ResponseTruth:
+    """One response of a realtime session (a model turn), as the emulator served it.
+
+    A realtime websocket session is one :class:`Exchange` holding many responses: one per
+    user turn, plus a greeting. Times are ``perf_counter_ns`` stamps taken right before the
+    write that carried the bytes (None: it never happened). ``last_audio_ns`` is when the
+    emulator stopped sending audio: for a cancelled or interrupted response, the stop truth.
+    """
+
+    index: int
+    """0, 1, 2... in the order the responses were triggered in the session."""
+    id: str
+    """The provider's id (``resp_0007``) or the emulator's tag (``turn3``)."""
+    trigger: str
+    """What started it: ``vad`` (server endpoint), ``commit``/``create`` (the client),
+    ``activity_end``, ``audio_stream_end``, ``text`` (a client text turn), ``greeting``."""
+    trigger_ns: int
+    """When the trigger happened (the endpoint decided, the client message read)."""
+    first_audio_ns: int | None = None
+    last_audio_ns: int | None = None
+    first_text_ns: int | None = None
+    audio_bytes: int = 0
+    status: str = "in_progress"
+    """``completed``, ``cancelled`` (response.cancel), ``interrupted`` (barge-in)."""
+    cancel_ns: int | None = None
+    """When the cancel was decided: the ``response.cancel`` read, or the barge-in speech
+    detected (``speech_started`` / ``interrupted`` written)."""
+    stop_after_ms: float | None = None
+    """The injected stop latency: audio kept flowing this long after ``cancel_ns``."""
+    reason: str | None = None
+    """Why it was cancelled: ``client_cancelled``, ``turn_detected`` (OpenAI); ``interrupted``
+    (Gemini: speech during the reply)."""
+    done_ns: int | None = None
+    """``response.done`` / ``turnComplete`` written."""
+
+    def sent(self, t_ns: int, *, audio: int = 0, text: bool = False) -> None:
+        """A message of this response was written at ``t_ns`` (``audio`` bytes of audio)."""
+        if audio:
+            if self.first_audio_ns is None:
+                self.first_audio_ns = t_ns
+            self.last_audio_ns = t_ns
+            self.audio_bytes += audio
+        if text and self.first_text_ns is None:
+            self.first_text_ns = t_ns
+
+    def stop_ms(self) -> float | None:
+        """Cancel decided -> last audio byte written (ms): the stop truth of a barge-in."""
+        if self.cancel_ns is None or self.last_audio_ns is None:
+            return None
+        return max(0.0, (self.last_audio_ns - self.cancel_ns) / 1e6)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "id": self.id, "trigger": self.trigger,
+            "trigger_ns": self.trigger_ns, "first_audio_ns": self.first_audio_ns,
+            "last_audio_ns": self.last_audio_ns, "first_text_ns": self.first_text_ns,
+            "audio_bytes": self.audio_bytes, "status": self.status, "cancel_ns": self.cancel_ns,
+            "stop_after_ms": self.stop_after_ms, "reason": self.reason, "done_ns": self.done_ns,
+        }  # fmt: skip
 
 
 @dataclass
@@ -60,7 +122,24 @@ class Exchange:
     status: int | None = None
     model: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    responses: list[ResponseTruth] = field(default_factory=list)
+    """Realtime sessions: every response (model turn) in trigger order."""
     finished: bool = False
+
+    def open_response(self, rid: str, trigger: str, t_ns: int) -> ResponseTruth:
+        """Record a new response of this session (its index is its position)."""
+        r = ResponseTruth(len(self.responses), rid, trigger, t_ns)
+        self.responses.append(r)
+        return r
+
+    def response(self, index: int) -> ResponseTruth:
+        """Response ``index`` of this session; a clear error when there is none."""
+        if not 0 <= index < len(self.responses):
+            raise LookupError(
+                f"{self.emulator} session {self.index} has {len(self.responses)} response(s), "
+                f"not one at index {index}"
+            )
+        return self.responses[index]
 
     def mark(self, name: str, t_ns: int) -> None:
         """Record that ``name`` happened at ``t_ns`` (the first one also goes into ``marks``)."""
@@ -96,6 +175,7 @@ class Exchange:
             "status": self.status,
             "model": self.model,
             "detail": self.detail,
+            "responses": [r.to_json() for r in self.responses],
         }
 
 
@@ -152,6 +232,16 @@ class GroundTruth:
         if not found:
             raise LookupError(f"no exchange recorded for {emulator or '*'}/{endpoint or '*'}")
         return found[-1]
+
+    def response(
+        self, emulator: str, index: int, session: int = -1, endpoint: str | None = None
+    ) -> ResponseTruth:
+        """Response ``index`` of realtime session ``session`` (its position among the
+        emulator's sessions in arrival order; -1: the latest)."""
+        found = [e for e in self.select(emulator, endpoint) if e.endpoint != "unknown"]
+        if not found or not -len(found) <= session < len(found):
+            raise LookupError(f"no session {session} recorded for {emulator}")
+        return found[session].response(index)
 
     def __iter__(self) -> Iterator[Exchange]:
         return iter(self.select())

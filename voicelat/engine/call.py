@@ -107,6 +107,8 @@ class _Call:
     failure_reason: str | None = None
     ended_early: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Steps run so far (the first one may open the connection itself).
+    steps_run: int = 0
     #: Agent turns whose trace is still being read (off the call's timeline).
     traced: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -178,6 +180,12 @@ class CallEngine:
         self, call: _Call, step: Step, stages: StageSet, done: Callable[[Turn], None]
     ) -> bool:
         """Run ``step``; False when the call must end here."""
+        if self._hung_up(call, stages):
+            # A new connection would be another call, with none of this one's context: the
+            # rest of the call fails here, named.
+            call.failed_step = call.failed_step or step.line
+            call.failure_reason = call.failure_reason or "the agent closed the call"
+            return False
         if step.kind == "greeting":
             reason = await self._greeting(call, stages)
             if reason is not None and call.failed_step is None:
@@ -192,6 +200,14 @@ class CallEngine:
                 call.failed_step, call.failure_reason = step.line, turn.failure_reason
             return call.scenario.on_failure == "continue"
         return True
+
+    def _hung_up(self, call: _Call, stages: StageSet) -> bool:
+        """Whether the call's connection closed since it started (realtime and agents)."""
+        first = call.steps_run == 0
+        call.steps_run += 1
+        if not self._line_shape or first:
+            return False
+        return getattr(stages.hearing, "call_open", None) is False
 
     # -- a `say` step: one measured turn ---------------------------------------------------------
     async def _say(

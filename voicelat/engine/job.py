@@ -78,7 +78,7 @@ def resolve_inputs(args: argparse.Namespace) -> tuple[Pipeline, list[Fixture]]:
     scenario = getattr(args, "scenario", None)
     if scenario is not None:
         # A run of calls speaks its scenarios' fixtures (checked here, before anything starts).
-        fixtures = _scenario_fixtures(_load_scenarios(args, Path(scenario)))
+        fixtures = scenario_fixtures(load_scenarios_for(args, Path(scenario)))
     else:
         fixtures = load_fixtures(getattr(args, "fixtures", None) or default_fixtures_dir())
     if getattr(args, "save_audio", False):
@@ -226,24 +226,32 @@ def execute_run(
             turns=getattr(args, "turns", None),
             warmup=getattr(args, "warmup", 1),
         )
+    from voicelat.engine.network import open_network
     from voicelat.export import ExportObserver, open_exports
 
+    # --network / [network]: the stages pointed at the impairment relay (docs/NETWORK.md).
+    network = open_network(args, with_stack_urls(pipeline), info)
     runner = Runner(
-        with_stack_urls(pipeline),
+        network.pipeline if network else with_stack_urls(pipeline),
         fixtures,
         out_dir,
         observer=observer,
         argv=list(argv),
         calls=calls,
     )
-    runner.validate()
-    from voicelat.engine.calibrate import calibration_for
+    try:
+        runner.validate()
+        from voicelat.engine.calibrate import calibration_for
 
-    runner.calibration = calibration_for(args, runner.clock, info)
-    # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
-    # The exporters work on a thread of their own; the measuring loop only queues each turn.
-    out_dir.mkdir(parents=True, exist_ok=True)
-    exports = open_exports(export_options(args, pipeline, out_dir), warn=info)
+        runner.calibration = calibration_for(args, runner.clock, info)
+        # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
+        # The exporters work on a thread of their own; the measuring loop only queues each turn.
+        out_dir.mkdir(parents=True, exist_ok=True)
+        exports = open_exports(export_options(args, pipeline, out_dir), warn=info)
+    except BaseException:
+        if network is not None:
+            network.close()
+        raise
     runner.observer = ExportObserver(observer, exports)
     workers = getattr(args, "workers", None) or 1
     ray = getattr(args, "ray", None)
@@ -262,6 +270,8 @@ def execute_run(
             return runner.outcome
     finally:
         outcome = getattr(runner, "outcome", None)
+        if network is not None:
+            network.record(outcome)  # stops the relay; its realised impairment in the summary
         exports.close(outcome.summary if outcome is not None else None)
 
 
@@ -281,23 +291,25 @@ def _plan_calls(
         )
     if getattr(args, "turns", None) is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
-    loaded = _load_scenarios(args, scenario)
+    loaded = load_scenarios_for(args, scenario)
     calls = plan_calls([item.scenario for item in loaded], getattr(args, "repeat", 1) or 1)
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)
         for c in calls
         for i, fid in enumerate(c.scenario.fixture_ids())
     ]
-    return _scenario_fixtures(loaded), calls, plan
+    return scenario_fixtures(loaded), calls, plan
 
 
-def _load_scenarios(args: argparse.Namespace, scenario: Path) -> list[Any]:
+def load_scenarios_for(args: argparse.Namespace, scenario: Path) -> list[Any]:
+    """The scenarios ``--scenario`` names (their fixtures from ``--fixtures`` if they name
+    no folder of their own)."""
     from voicelat.files.scenario import load_scenarios
 
     return load_scenarios(scenario, getattr(args, "fixtures", None))
 
 
-def _scenario_fixtures(loaded: Sequence[Any]) -> list[Fixture]:
+def scenario_fixtures(loaded: Sequence[Any]) -> list[Fixture]:
     """Every fixture the scenarios speak, once; one id naming two files is refused."""
     fixtures: dict[str, Fixture] = {}
     for item in loaded:
@@ -331,7 +343,8 @@ def _execute_on_workers(
 
         info(f"ray: cluster at {preflight(ray)} answers")  # before any server starts
     else:
-        workers, warning = effective_workers(load, workers)
+        measured = sum(1 for p in plan if not p.warmup)
+        workers, warning = effective_workers(load, workers, measured)
         if warning:
             info(f"warning: {warning}")
     with stack_for(runner.pipeline) as stack_info:

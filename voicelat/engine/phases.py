@@ -268,6 +268,11 @@ class Playback:
         rec.figure("sink_underrun_total_ns", out.underrun_total_ns)
         # The reply's length as played (every shape; a call's timeline draws it).
         rec.figure("reply_audio_ns", self.audio_ns)
+        # Continuity at the ear (docs/NETWORK.md): the longest silence inside the reply, chunks
+        # that came after their time to play, and the stream's real-time factor.
+        rec.figure("sink_longest_gap_ns", getattr(out, "longest_gap_ns", None))
+        rec.figure("sink_late_chunks", getattr(out, "late_chunks", None))
+        rec.figure("sink_realtime_factor", getattr(out, "realtime_factor", None))
         if out.started_ns is not None:
             # Where the played audio (``save_audio``) starts on the turn's timeline: sample i of
             # the recording played at playout_started + i / rate (bench/audio_truth.py).

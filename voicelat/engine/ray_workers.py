@@ -113,20 +113,34 @@ def resolve_address(address: str) -> str:
     )
 
 
+#: What an HTTP/2 client sends first (RFC 9113 section 3.4): the preface and an empty SETTINGS
+#: frame. A Ray head's GCS is a gRPC server, so it answers with a SETTINGS frame of its own.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+#: The type of an HTTP/2 SETTINGS frame (the fourth byte of a frame header).
+HTTP2_SETTINGS = 0x04
+
+
 def check_answers(address: str, timeout_s: float = 3.0) -> None:
-    """``InfraError`` (exit 3) naming ``address`` unless its Ray head accepts a connection."""
+    """``InfraError`` (exit 3) naming ``address`` unless its Ray head accepts a connection and
+    answers the HTTP/2 preface a gRPC client opens with (a port that accepts TCP and never
+    answers used to pass here and hang ``ray.init`` for minutes); ``ConfigError`` (exit 2)
+    for an address that is not HOST:PORT or a host name that cannot be encoded."""
     host, sep, port = address.rpartition(":")
     if address.startswith("ray://"):
         raise ConfigError(
             f"--ray {address}: Ray Client addresses are not supported; give the "
             "head's GCS address, HOST:PORT (the port of `ray start --head --port`)"
         )
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"--ray {address!r}: give HOST:PORT of the Ray head, or auto")
     host = host.strip("[]") or "127.0.0.1"
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
+        sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+    except UnicodeError:  # the IDNA codec: an empty label, one over 63 characters, "xn--."
+        raise ConfigError(
+            f"--ray {address!r}: {host!r} is not a valid host name; give HOST:PORT of the Ray "
+            "head (an IP address or a DNS name)"
+        ) from None
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         if isinstance(exc, TimeoutError):
@@ -135,6 +149,42 @@ def check_answers(address: str, timeout_s: float = 3.0) -> None:
             f"Ray cluster at {address} does not answer ({why.lower()}): check the address and "
             "that `ray start --head` runs there"
         ) from None
+    with sock:
+        frame = _first_frame(sock, timeout_s)
+    if frame is None:
+        raise InfraError(
+            f"Ray cluster at {address} accepts connections but does not answer (no gRPC reply "
+            f"in {timeout_s:g} s): is it the GCS port of `ray start --head`, and the head alive?"
+        )
+    if len(frame) < 9 or frame[3] != HTTP2_SETTINGS:
+        raise InfraError(
+            f"{address} answers, but not as a Ray head (not gRPC): give the GCS port of "
+            "`ray start --head` (6379 unless --port said otherwise)"
+        )
+
+
+def _first_frame(sock: socket.socket, timeout_s: float) -> bytes | None:
+    """The first 9 bytes (a frame header) the server sends after the HTTP/2 preface: fewer when
+    it closed the connection, None when it said nothing within ``timeout_s`` (bounded as a
+    whole, however the bytes trickle in)."""
+    deadline = time.monotonic() + timeout_s
+    got = b""
+    try:
+        sock.sendall(HTTP2_PREFACE)
+        while len(got) < 9:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            sock.settimeout(left)
+            chunk = sock.recv(9 - len(got))
+            if not chunk:
+                return got
+            got += chunk
+    except TimeoutError:
+        return None
+    except OSError:  # reset by a server that is not HTTP/2
+        return got
+    return got
 
 
 def worker_env(pipeline: Pipeline) -> dict[str, str]:
@@ -302,6 +352,8 @@ class RayPool(ShardedRun):
         self.workers = self.workers or len(nodes)
         if load.mode == "closed":  # a worker needs a session at least (as --workers cuts)
             self.workers = min(self.workers, load.concurrency)
+        # ... and a measured turn: an actor without one only holds a node's CPU.
+        self.workers = min(self.workers, max(1, sum(1 for p in plan if not p.warmup)))
         jobs = self.jobs(plan, load)
         self.reports = [WorkerReport(j.index, len(j.plan)) for j in jobs]
         self.run_info = {"ray": {"address": address, "version": ray.__version__,

@@ -5,12 +5,18 @@ web framework (llama-cpp-python's server answers ``uvicorn``), and in-process en
 server at all. When the run started or reused the embedded stack, the stack knows each server's
 package, version and pid; this puts them into the stage's description (the summary's
 ``stages``, and compare's metadata), keeping the header as ``http_server``.
+
+It is also the one place every stage's description passes on its way into the summary, so it
+scrubs them: what a server says about itself (its ``Server`` header, a version, model ids) is
+the server's text, and a server may echo a key anywhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from voicelat.core.secrets import scrub_json
 
 __all__ = ["with_stack_servers"]
 
@@ -19,7 +25,8 @@ def with_stack_servers(
     stages: Mapping[str, Mapping[str, Any]], stack: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, dict[str, Any]]:
     """``stages`` (kind -> ``describe()``) with the stack's server identity for every stage
-    whose ``url``/``base_url`` points at that kind's embedded server."""
+    whose ``url``/``base_url`` points at that kind's embedded server, every string scrubbed of
+    every registered key."""
     out: dict[str, dict[str, Any]] = {}
     for kind, description in stages.items():
         d = dict(description)
@@ -33,4 +40,4 @@ def with_stack_servers(
             d["server_version"] = server.get("version")
             d["server_pid"] = server.get("pid")
         out[kind] = d
-    return out
+    return scrub_json(out)  # type: ignore[no-any-return]

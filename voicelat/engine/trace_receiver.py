@@ -26,14 +26,11 @@ wall clock minus voicelat's and ``offset_uncertainty_ns`` how well that is known
 from __future__ import annotations
 
 import asyncio
-import binascii
 import contextlib
 import json
 import socket
 import threading
 import time
-import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -43,32 +40,37 @@ from typing import Any
 from google.protobuf import json_format  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from voicelat.core.agent_trace import AgentSpan, AttrValue, turn_complete
+from voicelat.core.agent_trace import AgentSpan, turn_complete
 from voicelat.core.errors import InfraError
 
-#: The largest body accepted, before and after gzip (an exporter's batch of 512 spans with
-#: attributes is well under 1 MiB; the cap keeps a zip bomb or a runaway client out of memory).
-MAX_BODY_BYTES = 8 * 1024 * 1024
+# The pure decoding lives in the files layer (``voicelat import`` reads the same OTLP from
+# files); re-exported here for the receiver's callers.
+from voicelat.files.otlp import (
+    JSON,
+    MAX_BODY_BYTES,
+    MAX_STRING,
+    PROTOBUF,
+    PayloadError,
+    _one_line,
+    convert,
+    decode_request,
+)
+
 #: Spans kept, the oldest trace dropped first: a long run must not grow without bound (a
 #: Pipecat turn is ~6-10 spans: a thousand-turn run fits).
 MAX_SPANS = 20_000
-#: String attributes are cut to this many characters: Pipecat's ``input`` carries the whole LLM
-#: context, which grows every turn; no mapping reads a long string.
-MAX_STRING = 512
 #: Paired clock reads per anchor; the pair read closest together is kept.
 ANCHOR_PAIRS = 7
 #: How often :meth:`TraceReceiver.spans_for` looks again while waiting.
 POLL_S = 0.025
 #: A client that stalls mid-request is dropped after this long (seconds).
 REQUEST_TIMEOUT_S = 10.0
+#: Connections waiting to be accepted (see ``_Server.request_queue_size``).
+LISTEN_BACKLOG = 1024
 
-PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
 TRACES_PATH = "/v1/traces"
 _GRPC_INVALID_ARGUMENT = 3
 
@@ -96,110 +98,6 @@ def take_anchor(pairs: int = ANCHOR_PAIRS) -> ClockAnchor:
     return best
 
 
-class PayloadError(Exception):
-    """A request the receiver refuses: the HTTP status and one line saying why."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def decode_request(body: bytes, content_type: str, encoding: str) -> ExportTraceServiceRequest:
-    """An OTLP/HTTP trace request body as a message, or :class:`PayloadError`."""
-    kind = content_type.split(";", 1)[0].strip().lower()
-    if kind not in (PROTOBUF, JSON):
-        raise PayloadError(415, f"content type {kind or 'none'!r}: send {PROTOBUF} or {JSON}")
-    coding = encoding.strip().lower()
-    if coding in _WBITS:
-        body = _inflate(body, coding)
-    elif coding not in ("", "identity"):
-        raise PayloadError(415, f"content encoding {coding!r}: send gzip, deflate or none")
-    if kind == PROTOBUF:
-        message = ExportTraceServiceRequest()
-        try:
-            message.ParseFromString(body)
-        except Exception as exc:  # protobuf's DecodeError and kin: garbage must not escape
-            raise PayloadError(400, f"not an ExportTraceServiceRequest: {_one_line(exc)}") from None
-        return message
-    return _from_json(body)
-
-
-#: zlib window bits per Content-Encoding: gzip (the spec's), deflate (zlib format; the Python
-#: SDK's exporter offers it too).
-_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-
-
-def _inflate(body: bytes, coding: str) -> bytes:
-    """Decompress at most :data:`MAX_BODY_BYTES` (a small bomb must not fill the memory)."""
-    inflater = zlib.decompressobj(_WBITS[coding])
-    try:
-        out = inflater.decompress(body, MAX_BODY_BYTES + 1)
-    except zlib.error as exc:
-        raise PayloadError(400, f"bad {coding} body: {exc}") from None
-    if len(out) > MAX_BODY_BYTES or inflater.unconsumed_tail:
-        raise PayloadError(413, f"{coding} body inflates past {MAX_BODY_BYTES} bytes")
-    if not inflater.eof:
-        raise PayloadError(400, f"bad {coding} body: truncated")
-    return out
-
-
-def _from_json(body: bytes) -> ExportTraceServiceRequest:
-    """OTLP JSON: protobuf's JSON mapping, except that trace and span ids are hex, not base64."""
-    try:
-        doc = json.loads(body)
-        if not isinstance(doc, dict):
-            raise PayloadError(400, "OTLP JSON must be an object")
-        for span in _json_spans(doc):
-            for key in ("traceId", "spanId", "parentSpanId", "trace_id", "span_id"):
-                _hex_to_base64(span, key)
-            for link in span.get("links") or []:
-                if isinstance(link, dict):
-                    _hex_to_base64(link, "traceId")
-                    _hex_to_base64(link, "spanId")
-        message = ExportTraceServiceRequest()
-        json_format.ParseDict(doc, message, ignore_unknown_fields=True)
-        return message
-    except PayloadError:
-        raise
-    except (ValueError, TypeError, AttributeError, RecursionError, json_format.ParseError) as exc:
-        raise PayloadError(400, f"not OTLP JSON: {_one_line(exc)}") from None
-
-
-def _json_spans(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    for rs in doc.get("resourceSpans") or doc.get("resource_spans") or []:
-        for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("scope_spans") or []:
-            for span in (ss or {}).get("spans") or []:
-                if isinstance(span, dict):
-                    yield span
-
-
-def _hex_to_base64(obj: dict[str, Any], key: str) -> None:
-    value = obj.get(key)
-    if not isinstance(value, str) or not value:
-        return
-    try:
-        raw = bytes.fromhex(value)
-    except ValueError:
-        raise PayloadError(400, f"{key} {value[:40]!r} is not hex") from None
-    obj[key] = binascii.b2a_base64(raw, newline=False).decode("ascii")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:200] or type(exc).__name__
-
-
-def _scalar(value: AnyValue) -> AttrValue | None:
-    kind = value.WhichOneof("value")
-    if kind == "string_value":
-        text: str = value.string_value
-        return text[:MAX_STRING]
-    if kind in ("bool_value", "int_value", "double_value"):
-        scalar: AttrValue = getattr(value, kind)
-        return scalar
-    return None  # arrays, maps and bytes carry nothing a mapping reads
-
-
 class Placement:
     """Agent wall-clock ns -> voicelat's clock, through one anchor and the stated offset."""
 
@@ -208,36 +106,6 @@ class Placement:
 
     def __call__(self, wall_ns: int) -> int:
         return wall_ns + self._shift
-
-
-def convert(request: ExportTraceServiceRequest, place: Placement) -> tuple[list[AgentSpan], int]:
-    """The request's spans on voicelat's clock, and how many could not be placed."""
-    spans: list[AgentSpan] = []
-    rejected = 0
-    for rs in request.resource_spans:
-        for ss in rs.scope_spans:
-            for span in ss.spans:
-                start, end = span.start_time_unix_nano, span.end_time_unix_nano
-                if start == 0 or end < start or len(span.span_id) != 8:
-                    rejected += 1  # unset times or ids: nothing to place on a clock
-                    continue
-                attrs = {}
-                for kv in span.attributes:
-                    value = _scalar(kv.value)
-                    if value is not None:
-                        attrs[kv.key] = value
-                spans.append(
-                    AgentSpan(
-                        name=span.name,
-                        start_ns=place(start),
-                        end_ns=place(end),
-                        trace_id=span.trace_id.hex(),
-                        span_id=span.span_id.hex(),
-                        parent_id=span.parent_span_id.hex() or None,
-                        attributes=attrs,
-                    )
-                )
-    return spans, rejected
 
 
 def status_body(code: int, message: str, kind: str) -> bytes:
@@ -487,6 +355,12 @@ class TraceReceiver:
 class _Server(ThreadingHTTPServer):
     """The standard library's threading server, silent about a client's dropped connection."""
 
+    #: The listen backlog. The standard library's 5 dropped connections when many exporters
+    #: connected at once (N concurrent calls ending together: 150 connections left 35
+    #: unanswered within 20 s), so their spans came after ``trace_wait_ms`` and turns went
+    #: untraced under load. The kernel caps it at ``net.core.somaxconn``.
+    request_queue_size = LISTEN_BACKLOG
+
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6  # "::1": loopback over IPv6
@@ -520,6 +394,20 @@ class _Server(ThreadingHTTPServer):
         return None  # a reset or timed-out client is its own problem: no traceback on stderr
 
 
+def content_length(values: list[str]) -> int | None:
+    """The body size that ``Content-Length`` header values give, or None when they are not one
+    ASCII decimal number (RFC 9110 section 8.6: ``1*DIGIT``; several equal values are one).
+    ``str.isdigit`` alone took ``"²"``, and ``int`` then failed in the handler, which closed the
+    connection without an answer."""
+    sizes = {v.strip() for v in values}
+    if len(sizes) != 1:
+        return None
+    (size,) = sizes
+    if not (size.isascii() and size.isdigit()) or len(size) > 18:
+        return None
+    return int(size)
+
+
 def _handler_for(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the exporters reuse one connection
@@ -551,11 +439,15 @@ def _handler_for(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
             self._send(200, ok_body(rejected, reply_kind), reply_kind)
 
         def _body(self) -> bytes:
-            length = self.headers.get("Content-Length")
-            if length is None or not length.strip().isdigit():
+            lengths = self.headers.get_all("Content-Length") or []
+            if not lengths:
                 self.close_connection = True
                 raise PayloadError(411, "a Content-Length is required")
-            size = int(length)
+            size = content_length(lengths)
+            if size is None:
+                # The body's end is unknown: the connection cannot carry another request.
+                self.close_connection = True
+                raise PayloadError(400, f"a bad Content-Length: {lengths[0][:40]!r}")
             if size > MAX_BODY_BYTES:
                 self.close_connection = True  # the body stays unread: the connection is spent
                 raise PayloadError(413, f"body of {size} bytes is over {MAX_BODY_BYTES}")
@@ -591,10 +483,15 @@ def _handler_for(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
 
 
 __all__ = [
+    "JSON",
+    "MAX_BODY_BYTES",
+    "MAX_STRING",
+    "PROTOBUF",
     "ClockAnchor",
     "PayloadError",
     "Placement",
     "TraceReceiver",
+    "content_length",
     "convert",
     "decode_request",
     "take_anchor",

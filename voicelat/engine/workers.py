@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import multiprocessing as mp
 import os
 import queue
 import signal
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -176,21 +179,30 @@ def shard_schedule(plan: Sequence[PlannedTurn], load: Load, workers: int) -> lis
     return shares
 
 
-def effective_workers(load: Load, workers: int) -> tuple[int, str | None]:
-    """How many workers make sense for ``load`` on this machine, and a warning if fewer (or
-    more than the cores) were asked for."""
-    cores = os.cpu_count() or 1
-    if load.mode == "closed" and workers > load.concurrency:
-        return load.concurrency, (
-            f"--workers {workers} is more than the {load.concurrency} session(s): "
-            f"using {load.concurrency} worker(s) (one session each)"
+def effective_workers(load: Load, workers: int, turns: int | None = None) -> tuple[int, str | None]:
+    """How many workers make sense for ``load`` and a plan of ``turns`` measured turns on this
+    machine, and a warning if fewer (or more than the cores) were asked for: a worker without
+    a session or a turn of its own would only start an idle process (and its stages)."""
+    n, notes = workers, []
+    if load.mode == "closed" and n > load.concurrency:
+        n = load.concurrency
+        notes.append(
+            f"--workers {workers} is more than the {n} session(s): "
+            f"using {n} worker(s) (one session each)"
         )
-    if workers > cores:
-        return workers, (
+    if turns is not None and n > max(1, turns):
+        n = max(1, turns)
+        notes.append(
+            f"--workers {workers} is more than the plan's {turns} measured turn(s): "
+            f"using {n} worker(s)"
+        )
+    cores = os.cpu_count() or 1
+    if not notes and n > cores:
+        notes.append(
             f"--workers {workers} is more than this machine's {cores} cores: the workers "
             "will share cores and their loop lag will show it (the trust section checks it)"
         )
-    return workers, None
+    return n, "; ".join(notes) or None
 
 
 # -- the worker process ------------------------------------------------------------------------
@@ -228,9 +240,49 @@ def worker_runner(job: WorkerJob, observer: Observer, barrier: Barrier) -> Runne
     return runner
 
 
+#: ``prctl(2)`` option: the signal the kernel sends this process when its parent dies.
+PR_SET_PDEATHSIG = 1
+#: How often a worker without ``prctl`` (not Linux) checks that its parent is still there.
+PARENT_POLL_S = 1.0
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """End this worker when its parent ends, however it ends (SIGKILL included: the parent's
+    clean-up never runs then, and a worker left behind keeps loading the servers and holding
+    its connections, with nobody to read its turns). On Linux the kernel sends SIGKILL at the
+    parent's death (``PR_SET_PDEATHSIG``, through ctypes: no dependency); elsewhere a daemon
+    thread watches the parent pid. A parent already gone by now ends the worker at once."""
+    if parent_pid is None:
+        return
+    armed = False
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        _end_now()
+    if armed:
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        _end_now()
+
+    threading.Thread(target=watch, name="voicelat-parent-watch", daemon=True).start()
+
+
+def _end_now() -> None:
+    """End this process at once, as the parent-death signal does (nothing to clean up: no one
+    is left to read what it would write)."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
     """A worker process: its runner on its own loop; reports ready, waits for the epoch."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    parent = mp.parent_process()
+    die_with_parent(parent.pid if parent is not None else None)
 
     async def barrier() -> int:
         out.put(("ready", job.index, os.getpid()))
@@ -513,6 +565,7 @@ __all__ = [
     "WorkerJob",
     "WorkerPool",
     "WorkerReport",
+    "die_with_parent",
     "effective_workers",
     "shard_load",
     "shard_plan",

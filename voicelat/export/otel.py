@@ -19,9 +19,12 @@ one warning line; OTel export then stops for the run, and the results are untouc
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import logging
 import os
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +112,33 @@ def signal_urls(endpoint: str) -> tuple[str, str]:
     return f"{base}/v1/traces", f"{base}/v1/metrics"
 
 
+def endpoint_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an OTLP/HTTP endpoint, in a few words (None: it can be). Checked
+    before the first export, so a URL that can never work is one warning line that says what
+    is wrong with it, not the HTTP client's parse error after the first batch."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port out of range or not a number
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535"
+        return str(exc).lower()
+    if parts.scheme not in ("http", "https"):
+        got = f"{parts.scheme}://" if parts.scheme else "no scheme"
+        return f"OTLP/HTTP needs http:// or https://, not {got}"
+    host = parts.hostname
+    if not host:
+        return "no host"
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(host)
+        return None
+    try:
+        host.encode("idna")
+    except UnicodeError:  # an empty label, one over 63 characters
+        return f"{host!r} is not a valid host name"
+    if any(c.isspace() for c in host):
+        return f"{host!r} is not a valid host name"
+    return None
+
+
 class _Collect(SpanProcessor):
     """Keeps ended spans for the next batch (the export thread sends them itself)."""
 
@@ -166,6 +196,15 @@ class OtelExporter:
         self._warn = warn
         self._disabled = False
         self._calls = CallSpans()
+        for url in dict.fromkeys(u for u in (traces, metrics) if u is not None):
+            problem = endpoint_problem(url)
+            if problem is not None and not self._disabled:
+                self._disabled = True  # nothing is sent: one line now, none per batch later
+                warn(
+                    f"OTLP endpoint {url} is not usable ({problem}); OTel export is off for "
+                    "this run (results are unaffected): give http(s)://HOST:PORT, e.g. "
+                    "--otlp-endpoint http://127.0.0.1:4318"
+                )
         self._log = _LastError()
         self._silence_sdk_logs()
         self._span_exporter = OTLPSpanExporter(endpoint=traces, timeout=timeout_s)
@@ -242,8 +281,9 @@ class OtelExporter:
 
     def close(self, summary: Mapping[str, Any] | None) -> None:
         self._calls.end_all()
-        self._flush_spans()
-        self._export_metrics()
+        if not self._disabled:
+            self._flush_spans()
+            self._export_metrics()
         _shutdown(self._span_exporter)
         _shutdown(self._metric_exporter)
 

@@ -15,12 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicelat.core import jsontext
 from voicelat.core.errors import ConfigError
 from voicelat.files.fixtures import MANIFEST
 
-__all__ = ["ManifestEntry", "existing_texts", "write_manifest"]
+__all__ = ["WHISPER_GUESS", "ManifestEntry", "existing_guesses", "existing_texts", "write_manifest"]
 
 MANIFEST_VERSION = 1
+
+#: ``text_by`` of a transcript Whisper wrote: a guess, not a reference, until someone checks it
+#: (and deletes the key). Accuracy scored against a guess measures agreement with Whisper.
+WHISPER_GUESS = "whisper (a guess: check the text, then delete this key)"
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class ManifestEntry:
     sha256: str
     annotated_by: str = "voicelat fixtures annotate"
     warnings: tuple[str, ...] = field(default=())
+    #: Who wrote ``text`` when it is not a checked reference (:data:`WHISPER_GUESS`).
+    text_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -48,6 +55,8 @@ class ManifestEntry:
             "sha256": self.sha256,
             "annotated_by": self.annotated_by,
         }
+        if self.text_by is not None and self.text is not None:
+            out["text_by"] = self.text_by
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
@@ -73,7 +82,7 @@ def existing_texts(directory: Path) -> dict[str, str]:
     """Transcripts of an existing manifest by file name (kept when it is re-annotated);
     empty when there is none or it cannot be read."""
     try:
-        data = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        data = jsontext.loads((directory / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     entries = data.get("fixtures") if isinstance(data, dict) else None
@@ -84,3 +93,18 @@ def existing_texts(directory: Path) -> dict[str, str]:
             if isinstance(file, str) and isinstance(text, str) and text:
                 out[file] = text
     return out
+
+
+def existing_guesses(directory: Path) -> set[str]:
+    """File names whose transcript in the existing manifest is still marked as a guess
+    (``text_by`` present): re-annotating keeps the mark."""
+    try:
+        data = jsontext.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    entries = data.get("fixtures") if isinstance(data, dict) else None
+    return {
+        str(e["file"])
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict) and isinstance(e.get("file"), str) and e.get("text_by")
+    }

@@ -8,11 +8,11 @@ each WAV's speech bounds are then found by onset detection and marked as not ann
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from voicelat.core import jsontext
 from voicelat.core.errors import ConfigError
 
 MANIFEST = "manifest.json"
@@ -83,7 +83,7 @@ def load_fixtures(directory: Path) -> list[Fixture]:
             raise ConfigError(f"{directory} holds no .wav files and no {MANIFEST}")
         return [Fixture(p.stem, p, None, None, None, _sha256(p), annotated=False) for p in wavs]
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
+        data = jsontext.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{manifest} is not readable JSON ({exc})") from None
     entries = data.get("fixtures") if isinstance(data, dict) else None

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.core.errors import ConfigError
+from voicelat.core.network import NetworkProfile
 
 _TOP_LEVEL = {
     "pipeline", "stt", "llm", "tts", "s2s", "agent", "endpointing", "chunker", "output", "turn",
-    "budget",
+    "budget", "network",
 }  # fmt: skip
 #: Keys of ``[agent]`` that are voicelat's (the trace listener), not the transport stage's.
 _AGENT_TRACE_KEYS = (
@@ -139,6 +140,8 @@ class Pipeline:
     #: A black-box agent pipeline's transport stage (``[agent]`` without the trace keys).
     agent: dict[str, Any] | None = None
     agent_traces: AgentTraces = AgentTraces()
+    #: The pipeline's ``[network]`` table as a profile (``--network`` overrides it); None: none.
+    network: NetworkProfile | None = None
 
     def to_json(self) -> dict[str, Any]:
         if self.s2s is not None:
@@ -187,7 +190,15 @@ def load_pipeline(path: Path) -> Pipeline:
         ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read pipeline file {path}: {exc.strerror}") from None
-    text = raw.decode("utf-8", errors="replace")
+    try:
+        # TOML is UTF-8: a replacement character would end up in a prompt or a voice id.
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x}): TOML files are UTF-8;"
+            " save it as UTF-8"
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -256,7 +267,17 @@ def parse_pipeline(
         s2s=stages["s2s"] if "s2s" in kinds else None,
         agent=stages["agent"] if "agent" in kinds else None,
         agent_traces=agent_traces,
+        network=_network(data, text, path, err),
     )
+
+
+def _network(data: dict[str, Any], text: str, path: Path | None, err: Any) -> NetworkProfile | None:
+    """The ``[network]`` table as a profile (files/network.py), when the file has one."""
+    if "network" not in data:
+        return None
+    from voicelat.files.network import network_from_table
+
+    return network_from_table(_table(data, "network", err), text=text, path=path)
 
 
 def _stage_kinds(data: dict[str, Any], err: Any) -> tuple[str, ...]:

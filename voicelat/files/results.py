@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from voicelat.core import jsontext
 from voicelat.core.call import CallRecord
 from voicelat.core.errors import ConfigError, InfraError, VoicelatError
 from voicelat.core.run_summary import SCHEMA_VERSION as SCHEMA_VERSION
 from voicelat.core.run_summary import RunSummary
+from voicelat.core.secrets import scrub_json
 from voicelat.core.turn import SpanRecord, Turn
 
 TURNS_FILE = "turns.jsonl"
@@ -63,16 +65,52 @@ def turn_to_json(turn: Turn) -> dict[str, Any]:
 MAX_NS = 1 << 62
 
 
-def _ns(value: Any) -> int:
+def _ns(value: Any, name: str = "value") -> int:
     """An integer-ns field read back; ValueError for anything a run cannot have written
     (a bool, a string, a float such as Infinity, a huge integer)."""
     if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_NS:
-        raise ValueError(f"not an integer ns value: {value!r}")
+        raise ValueError(f"{name} is not an integer ns value: {_shown(value)}")
     return value
 
 
-def _ns_or_none(value: Any) -> int | None:
-    return None if value is None else _ns(value)
+def _duration(value: Any, name: str) -> int:
+    """A duration read back: an integer ns value that is not negative (segments are clamped
+    at zero and a reply before the end of speech has no e2e: a run never writes one)."""
+    if _ns(value, name) < 0:
+        raise ValueError(f"{name} is negative ({value})")
+    return int(value)
+
+
+def _ns_or_none(value: Any, name: str = "value") -> int | None:
+    return None if value is None else _ns(value, name)
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: its type and a short repr (a damaged field can be huge)."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
+def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data[key] if key in _REQUIRED else data.get(key)
+    if value is None and key not in _REQUIRED:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{key} is not a JSON object: {_shown(value)}")
+    return value
+
+
+def _strings(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = data.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise TypeError(f"{key} is not a list of strings: {_shown(value)}")
+    return tuple(value)
+
+
+#: The fields every turn line has (a line without one is damage).
+_REQUIRED = frozenset({"index", "fixture", "t0_ns", "milestones_ns", "segments_ns"})
 
 
 def _finite(figures: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,32 +125,45 @@ def _finite(figures: Mapping[str, Any]) -> dict[str, Any]:
 def turn_from_json(data: Mapping[str, Any]) -> Turn:
     """Inverse of :func:`turn_to_json`; raises ``KeyError``/``TypeError``/``ValueError`` on a
     malformed line (wrong types, non-finite or out-of-range numbers)."""
-    failure = data.get("failure") or {}
+    missing = sorted(_REQUIRED - set(data))
+    if missing:
+        raise KeyError(f"no {missing[0]}")
+    failure = _mapping(data, "failure")
+    e2e = data.get("e2e_ns")
     return Turn(
-        index=_ns(data["index"]),
+        index=_duration(data["index"], "index"),
         fixture=str(data["fixture"]),
-        t0_ns=_ns(data["t0_ns"]),
-        milestones={str(k): _ns(v) for k, v in data["milestones_ns"].items()},
-        segments={str(k): _ns(v) for k, v in data["segments_ns"].items()},
-        e2e_ns=_ns_or_none(data.get("e2e_ns")),
-        figures=_finite(data.get("figures") or {}),
+        t0_ns=_ns(data["t0_ns"], "t0_ns"),
+        milestones={
+            str(k): _ns(v, f"milestone {k}") for k, v in _mapping(data, "milestones_ns").items()
+        },
+        segments={
+            str(k): _duration(v, f"segment {k}") for k, v in _mapping(data, "segments_ns").items()
+        },
+        e2e_ns=None if e2e is None else _duration(e2e, "e2e_ns"),
+        figures=_finite(_mapping(data, "figures")),
         spans=tuple(
-            SpanRecord(str(s["stage"]), str(s["name"]), _ns(s["start_ns"]), _ns(s["end_ns"]))
+            SpanRecord(
+                str(s["stage"]),
+                str(s["name"]),
+                _ns(s["start_ns"], "span start_ns"),
+                _ns(s["end_ns"], "span end_ns"),
+            )
             for s in data.get("spans") or ()
         ),
-        repeat=_ns(data.get("repeat", 0)),
+        repeat=_duration(data.get("repeat", 0), "repeat"),
         warmup=bool(data.get("warmup", False)),
         cold=bool(data.get("cold", False)),
-        cold_stages=tuple(str(x) for x in data.get("cold_stages") or ()),
+        cold_stages=_strings(data, "cold_stages"),
         failed=bool(data.get("failed", False)),
         failure_stage=_str_or_none(failure.get("stage")),
         failure_reason=_str_or_none(failure.get("reason")),
-        flags=tuple(str(x) for x in data.get("flags") or ()),
+        flags=_strings(data, "flags"),
         transcript=_str_or_none(data.get("transcript")),
         expected=_str_or_none(data.get("expected")),
         reply=_str_or_none(data.get("reply")),
         wall_time_ns=_ns_or_none(data.get("wall_time_ns")),
-        extra=dict(data.get("extra") or {}),
+        extra=dict(_mapping(data, "extra")),
     )
 
 
@@ -161,6 +212,27 @@ class TurnsWriter:
             self._fh = None
 
 
+def write_turns(run_dir: Path, turns: Iterable[Turn]) -> Path:
+    """Write a whole ``turns.jsonl`` at once (turns that exist already, e.g. an import), made
+    durable by one fsync: :class:`TurnsWriter`'s fsync per turn costs ~10 ms each on a busy
+    disk, fine as turns finish, minutes for a week of imported calls."""
+    path = run_dir / TURNS_FILE
+    tmp = path.with_suffix(".jsonl.tmp")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tmp.open("w", encoding="utf-8") as fh:
+            for turn in turns:
+                fh.write(json.dumps(turn_to_json(turn), separators=(",", ":")) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _write_error(path, exc) from None
+    return path
+
+
 def _write_error(path: Path, exc: OSError) -> InfraError:
     return InfraError(
         f"cannot write {path}: {exc.strerror or exc}; free some space or choose another --out "
@@ -173,7 +245,9 @@ def write_calls(run_dir: Path, calls: Sequence[CallRecord]) -> Path:
     path = run_dir / CALLS_FILE
     tmp = path.with_suffix(".jsonl.tmp")
     try:
-        tmp.write_text("".join(json.dumps(c.to_json()) + "\n" for c in calls), encoding="utf-8")
+        # Scrubbed as summary.json is: a call record quotes its turns' failures and replies.
+        lines = "".join(json.dumps(scrub_json(c.to_json())) + "\n" for c in calls)
+        tmp.write_text(lines, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -191,8 +265,8 @@ def read_calls(run_dir: Path) -> list[CallRecord]:
     out: list[CallRecord] = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            data = json.loads(line)
-        except (ValueError, RecursionError):
+            data = jsontext.loads(line)
+        except ValueError:
             continue
         if isinstance(data, dict):
             with contextlib.suppress(TypeError, ValueError):
@@ -204,6 +278,8 @@ def write_summary(run_dir: Path, summary: RunSummary | Mapping[str, Any]) -> Pat
     """Write ``summary.json`` atomically (a crash never leaves half a summary)."""
     if isinstance(summary, RunSummary):
         summary = summary.to_json()
+    # The last line of defence: whatever a server's text reached the summary, no key does.
+    summary = scrub_json(summary)
     path = run_dir / SUMMARY_FILE
     tmp = path.with_suffix(".json.tmp")
     try:
@@ -269,6 +345,8 @@ class LoadedRun:
     turns: tuple[Turn, ...]
     summary: dict[str, Any] | None
     skipped_lines: int
+    #: One ``line N: what is wrong`` per turns.jsonl line skipped (``skipped_lines`` of them).
+    problems: tuple[str, ...] = ()
 
     @property
     def run_summary(self) -> RunSummary | None:
@@ -301,8 +379,8 @@ def load_run(path: Path) -> LoadedRun:
     summary: dict[str, Any] | None = None
     if summary_path.exists():
         try:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            summary = jsontext.loads(_read_text(summary_path))
+        except ValueError as exc:
             raise VoicelatError(f"{summary_path} is not readable JSON ({exc})") from None
         if not isinstance(summary, dict):
             raise VoicelatError(f"{summary_path} is not a voicelat summary (not a JSON object)")
@@ -314,40 +392,85 @@ def load_run(path: Path) -> LoadedRun:
     if summary is not None:
         _typed_summary(summary, run_dir)  # a damaged summary is refused here, not mid-report
     turns: list[Turn] = []
-    skipped = 0
+    problems: list[str] = []
     if turns_path.exists():
-        turns, skipped = read_turns(
-            turns_path.read_text(encoding="utf-8", errors="replace").splitlines(), turns_path
+        turns, problems = read_turn_lines(
+            _read_text(turns_path, errors="replace").splitlines(), turns_path
         )
-    return LoadedRun(run_dir, tuple(turns), summary, skipped)
+    return LoadedRun(run_dir, tuple(turns), summary, len(problems), tuple(problems))
+
+
+def _read_text(path: Path, errors: str = "strict") -> str:
+    """A results file's text; a directory in its place or an unreadable file is one line."""
+    if path.is_dir():
+        raise VoicelatError(f"{path} is a directory, not a file: remove it or give another run")
+    try:
+        return path.read_text(encoding="utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise VoicelatError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise VoicelatError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def read_turns(lines: Iterable[str], source: Path) -> tuple[list[Turn], int]:
     """Parse turn lines; unreadable lines (a torn last write) are counted, not fatal."""
+    turns, problems = read_turn_lines(lines, source)
+    return turns, len(problems)
+
+
+def read_turn_lines(lines: Iterable[str], source: Path) -> tuple[list[Turn], list[str]]:
+    """Parse turn lines: the turns, and one ``line N: what is wrong`` per line skipped.
+
+    A damaged record (a torn or truncated line, a field of the wrong type, a negative
+    duration, an index seen before) is skipped, never fatal and never silent: the callers
+    print each problem as a warning and count them. A newer schema is refused outright.
+    """
     turns: list[Turn] = []
-    skipped = 0
-    for line in lines:
+    problems: list[str] = []
+    first_line: dict[int, int] = {}
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except ValueError:
-            skipped += 1
+            turn = _turn_line(line, source)
+        except _Damaged as exc:
+            problems.append(f"line {number}: {exc}")
             continue
-        if not isinstance(data, dict):
-            skipped += 1
+        if turn.index in first_line:
+            problems.append(
+                f"line {number}: index {turn.index} again (first on line {first_line[turn.index]})"
+            )
             continue
-        version = data.get("schema_version")
-        if isinstance(version, int) and not isinstance(version, bool):
-            check_schema(version, source)  # a newer schema is refused, not skipped
-        else:
-            skipped += 1  # not a voicelat turn line (damage, or a stray write)
-            continue
-        try:
-            turns.append(turn_from_json(data))
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-            skipped += 1
-    return turns, skipped
+        first_line[turn.index] = number
+        turns.append(turn)
+    return turns, problems
+
+
+class _Damaged(ValueError):
+    """One turn line that is not a turn (the message says why)."""
+
+
+def _turn_line(line: str, source: Path) -> Turn:
+    try:
+        data = jsontext.loads(line)
+    except jsontext.TooDeep:
+        raise _Damaged(jsontext.TOO_DEEP) from None
+    except ValueError:
+        raise _Damaged("not JSON (a torn or truncated write?)") from None
+    if not isinstance(data, dict):
+        raise _Damaged(f"not a JSON object ({type(data).__name__})")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _Damaged("no schema_version: not a voicelat turn")
+    check_schema(version, source)  # a newer schema is refused, not skipped
+    try:
+        return turn_from_json(data)
+    except KeyError as exc:
+        raise _Damaged(str(exc.args[0]) if exc.args else "a field is missing") from None
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise _Damaged(str(exc) or type(exc).__name__) from None
 
 
 def check_schema(version: object, source: Path) -> None:

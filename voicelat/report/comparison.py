@@ -54,6 +54,37 @@ def vs_cell(combo: Mapping[str, Any], p: int) -> str:
     return f"{verdict} ({fmt_ms(v['diff_ns'], sign=True, unit=' ms')})"
 
 
+#: After a combination's name when its run was measured on a machine it distrusts (in words
+#: too, below the table: a mark that is not only a colour survives NO_COLOR and a pipe).
+UNTRUSTED_MARK = " (!)"
+
+
+def untrusted(doc: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """``(name, reasons)`` of each combination whose run said its figures may not be trusted
+    (its summary's ``trust`` section, kept per combination in ``comparison.json``)."""
+    out: list[tuple[str, list[str]]] = []
+    for c in doc.get("combinations", []):
+        trust = c.get("trust")
+        if isinstance(trust, Mapping) and trust.get("trustworthy") is False:
+            out.append((str(c["name"]), [str(r) for r in trust.get("reasons") or []]))
+    return out
+
+
+def trust_lines(doc: Mapping[str, Any]) -> list[str]:
+    """One line per distrusted combination, naming why (empty when every run trusts itself)."""
+    return [
+        f"{UNTRUSTED_MARK.strip()} {name}: NOT trustworthy, ran on a distrusted machine: "
+        + ("; ".join(reasons) if reasons else "see its summary.json")
+        for name, reasons in untrusted(doc)
+    ]
+
+
+def _named(combo: Mapping[str, Any]) -> str:
+    trust = combo.get("trust")
+    bad = isinstance(trust, Mapping) and trust.get("trustworthy") is False
+    return str(combo["name"]) + (UNTRUSTED_MARK if bad else "")
+
+
 def _fail(combo: Mapping[str, Any]) -> str:
     rate = combo.get("failure_rate")
     return "-" if rate is None else f"{rate:.0%}"
@@ -83,7 +114,7 @@ def ranking_rows(doc: Mapping[str, Any]) -> list[list[str]]:
             rows.append(
                 [
                     _rank(c),
-                    str(c["name"]),
+                    _named(c),
                     str(c.get("n", 0)),
                     _fail(c),
                     f"{str(c.get('status')).upper()}: {reason}",
@@ -96,7 +127,7 @@ def ranking_rows(doc: Mapping[str, Any]) -> list[list[str]]:
         rows.append(
             [
                 _rank(c),
-                str(c["name"]),
+                _named(c),
                 str(c["n"]),
                 _fail(c),
                 e2e_cell(c, 50),
@@ -141,6 +172,14 @@ def _stats_line(doc: Mapping[str, Any]) -> str:
 def _schedule_line(doc: Mapping[str, Any]) -> str:
     sc = doc.get("schedule") or {}
     fx = doc.get("fixtures") or {}
+    calls = doc.get("calls") or {}
+    if calls:
+        n = max((int(c.get("n") or 0) for c in calls.values()), default=0)
+        return (
+            f"{len(doc.get('combinations', []))} combinations x {n} call(s) "
+            f"({fx.get('count', '?')} fixtures), interleaved per call; "
+            f"{sc.get('measured_per_combination', '?')} turn(s) per combination"
+        )
     return (
         f"{len(doc.get('combinations', []))} combinations x {fx.get('count', '?')} fixtures, "
         f"interleaved per fixture; {sc.get('warmup', 0)} warm-up turn(s) per combination "
@@ -164,15 +203,51 @@ def comparison_text(doc: Mapping[str, Any]) -> str:
     lines.append(_stats_line(doc))
     lines.append("")
     lines.extend(_table_text(ranking_rows(doc)))
+    lines.extend(trust_lines(doc))
     seg = segment_rows(doc)
     if len(seg) > 1:
         lines.append("")
         lines.append("Per-segment P50 / P90 ms (each on its own: percentiles do not add up to e2e)")
         lines.extend(_table_text(seg))
+    calls = call_rows(doc)
+    if calls:
+        lines.append("")
+        lines.append(
+            "Calls: the greeting, turn 1 and the later turns (e2e P50 / P90 ms, n), dead air P90"
+        )
+        lines.extend(_table_text(calls))
     if doc.get("excluded"):
         lines.append("")
         lines.append(f"excluded by the matrix: {', '.join(doc['excluded'])}")
     return "\n".join(lines)
+
+
+def call_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    """A comparison of calls: each combination's greeting, turn 1, later turns and dead air
+    (empty for single turns)."""
+    calls = doc.get("calls") or {}
+    if not calls:
+        return []
+
+    def cell(d: Mapping[str, Any] | None) -> str:
+        if not d or not d.get("n"):
+            return "-"
+        return f"{fmt_ms(d.get('p50'))} / {fmt_ms(d.get('p90'))} (n={d['n']})"
+
+    rows = [["combination", "calls", "greeting", "turn 1", "later turns", "dead air P90"]]
+    for name, c in calls.items():
+        air = (c.get("dead_air_max") or {}).get("p90")
+        rows.append(
+            [
+                str(name),
+                f"{c.get('completed', 0)}/{c.get('n', 0)}",
+                cell(c.get("greeting")),
+                cell(c.get("e2e_first_turn")),
+                cell(c.get("e2e_later_turns")),
+                fmt_ms(air),
+            ]
+        )
+    return rows
 
 
 def _md_escape(cell: str) -> str:
@@ -194,6 +269,8 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
         lines += [str(doc["description"]), ""]
     lines += [_schedule_line(doc) + ".", "", _stats_line(doc) + ".", ""]
     lines += ["## Ranking", "", *_table_md(ranking_rows(doc)), ""]
+    if untrusted(doc):
+        lines += ["## Trust", "", *(f"- {line}" for line in trust_lines(doc)), ""]
     seg = segment_rows(doc)
     if len(seg) > 1:
         lines += [
@@ -223,10 +300,13 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
 
 
 __all__ = [
+    "UNTRUSTED_MARK",
     "comparison_markdown",
     "comparison_text",
     "e2e_cell",
     "ranking_rows",
     "segment_rows",
+    "trust_lines",
+    "untrusted",
     "vs_cell",
 ]

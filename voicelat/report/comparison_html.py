@@ -35,6 +35,7 @@ from voicelat.report.comparison import (
     comparison_text,
     ranking_rows,
     segment_rows,
+    trust_lines,
 )
 from voicelat.report.svg import (
     PICTURE_CSS,
@@ -297,6 +298,7 @@ def comparison_html(
         f"<p><small>{escape(text[1])}</small></p>"
         "<h2>Ranking</h2>"
         + _table_html(ranking_rows(doc), classes)
+        + "".join(f'<p class="warn">{escape(line)}</p>' for line in trust_lines(doc))
         + legend_html(_segments_of(combos))
         + "<h2>Every combination at P50</h2><p><small>The P50 band's mean composition per "
         "combination, in rank order (bars sum to the band's mean e2e); the black tick is the "

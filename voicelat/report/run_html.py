@@ -8,8 +8,10 @@ comparison page it needs nothing from the network: inline SVG and one ``<style>`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
+from typing import Any
 
 from voicelat.core.call import CallRecord
 from voicelat.core.definitions import compute_definitions
@@ -48,10 +50,50 @@ th{background:#f3f3f3}td:first-child,th:first-child,td:last-child,th:last-child{
 .pair{display:flex;flex-wrap:wrap;gap:1.5em}.warn{color:#a00}small{color:#666}
 .waterfall .head{font-weight:600}
 table.definitions td:first-child,table.definitions td:last-child{white-space:normal}
+.gate{border:2px solid;padding:.2em 1em;margin:1em 0}.gate.fail{border-color:#a00;color:#a00}
+.gate.pass{border-color:#070}
 """
 
 
-def _head(s: RunSummary, run_dir: str) -> str:
+@dataclass(frozen=True, slots=True)
+class GateHeadline:
+    """What ``voicelat ci`` decided on the run (its ``gate.json``), for the top of the page."""
+
+    passed: bool
+    verdict: str
+    budget_source: str
+    #: One line per failed check, as the gate printed it.
+    failures: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> GateHeadline:
+        """From ``gate.json`` (``GateResult.to_json``)."""
+        checks = doc.get("checks") or []
+        failures = tuple(
+            str(c.get("message", ""))
+            for c in checks
+            if isinstance(c, Mapping) and c.get("passed") is False
+        )
+        return cls(
+            passed=bool(doc.get("passed")),
+            verdict=str(doc.get("verdict") or ("pass" if doc.get("passed") else "fail")),
+            budget_source=str(doc.get("budget_source") or "defaults"),
+            failures=failures,
+        )
+
+    def html(self) -> str:
+        """The verdict block: first thing on the page, in words (not only in colour)."""
+        word = "PASSED" if self.passed else "FAILED"
+        items = "".join(f"<li>{escape(f)}</li>" for f in self.failures)
+        return (
+            f'<div class="gate {"pass" if self.passed else "fail"}"><p><strong>latency gate '
+            f"{word}</strong> ({escape(self.verdict)}); budget {escape(self.budget_source)}</p>"
+            + (f"<ul>{items}</ul>" if items else "")
+            + "</div>"
+        )
+
+
+def _head(s: RunSummary, run_dir: str, gate: GateHeadline | None = None) -> str:
     name = str(s.pipeline.get("name") or run_dir or "run")
     c = s.counts
     trust = s.trust
@@ -68,7 +110,9 @@ def _head(s: RunSummary, run_dir: str) -> str:
     if line is not None:
         verdict += f"<p>{escape(line)}</p>"
     return (
-        f"<h1>voicelat run: {escape(name)}</h1><p><small>{escape(str(s.run.started or ''))}; "
+        f"<h1>voicelat run: {escape(name)}</h1>"
+        + ("" if gate is None else gate.html())
+        + f"<p><small>{escape(str(s.run.started or ''))}; "
         f"status {escape(str(s.run.status or '?'))}; {c.turns} turn(s): {c.headline} in the "
         f"headline, {c.warmup} warm-up, {c.cold} cold, {c.failed} failed; e2e P50 "
         f"{fmt_ms(s.e2e.p50)} ms, P90 {fmt_ms(s.e2e.p90)} ms, P99 {fmt_ms(s.e2e.p99)} ms; "
@@ -95,8 +139,10 @@ def run_html(
     turns: Sequence[Turn],
     run_dir: str = "",
     calls: Sequence[CallRecord] = (),
+    gate: GateHeadline | None = None,
 ) -> str:
-    """The whole page for one run (a run of calls: with each call's timeline)."""
+    """The whole page for one run (a run of calls: with each call's timeline); ``gate``, when
+    the run was gated, opens it."""
     s = summary
     values = headline_e2e(turns)
     marks = percentile_marks(values)
@@ -116,7 +162,7 @@ def run_html(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>voicelat run: {escape(str(s.pipeline.get('name') or run_dir))}</title>"
         f"<style>{_CSS}{PICTURE_CSS}</style></head><body>"
-        + _head(s, run_dir)
+        + _head(s, run_dir, gate)
         + legend_html(segments)
         + _waterfalls(s)
         + calls_html(calls, turns)
@@ -134,4 +180,4 @@ def run_html(
     )
 
 
-__all__ = ["run_html"]
+__all__ = ["GateHeadline", "run_html"]

@@ -264,6 +264,28 @@ def trust_judged(checks: Mapping[str, float], thresholds: Mapping[str, float]) -
     return ", ".join(parts)
 
 
+def _traced_lines(s: RunSummary) -> list[str]:
+    """An import of production traces (``voicelat import``): what t=0 and the end are, and
+    what the conformance checks found (docs/PRODUCTION.md)."""
+    traced = s.extra.get("traced")
+    if not isinstance(traced, dict):
+        return []
+    lines = ["traced turns (from the agent's own spans; no ground truth):"]
+    for key, label in (("t0", "t=0"), ("end", "end")):
+        for name, info in (traced.get(key) or {}).items():
+            if isinstance(info, dict):
+                lines.append(
+                    f"  {label} [{name}, {info.get('turns')} turn(s)]: {info.get('means')}"
+                )
+    found = {k: n for k, n in (traced.get("findings") or {}).items() if n}
+    lines.append(
+        "  findings: "
+        + (", ".join(f"{k} {n}" for k, n in found.items()) if found else "none")
+        + " (voicelat import --check lists them)"
+    )
+    return lines
+
+
 def _load_lines(s: RunSummary) -> list[str]:
     """How the load was offered, e2e from the intended start, and whether to trust the run."""
     lines: list[str] = []
@@ -288,6 +310,7 @@ def _load_lines(s: RunSummary) -> list[str]:
             f"P99 {fmt_ms(intended.p99)} ms; schedule lag P50 {fmt_ms(lag.p50)} ms, "
             f"P99 {fmt_ms(lag.p99)} ms, max {fmt_ms(lag.max)} ms"
         )
+    lines.extend(_traced_lines(s))
     trust = s.trust
     if trust is not None:
         if trust.trustworthy:

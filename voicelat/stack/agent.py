@@ -31,6 +31,7 @@ from typing import Any, Self
 
 import httpx
 
+from voicelat.core import jsontext
 from voicelat.core.errors import ConfigError
 from voicelat.stack.config import (
     NotInstalledError,
@@ -256,7 +257,7 @@ class AgentStatus:
 
 def _read_agent_state(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        data = jsontext.loads(path.read_text())
     except (OSError, ValueError):
         return None
     bot = data.get("agent") if isinstance(data, dict) else None

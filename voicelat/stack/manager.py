@@ -52,6 +52,7 @@ from voicelat.stack.processes import (
     port_holder,
     read_state,
     register_attached,
+    same_server_command,
     state_lock,
     stop_processes,
     unregister_attached,
@@ -517,7 +518,7 @@ class LocalStack:
         for name in [n for n in state if n not in running]:
             del state[name]  # a stale record: the process is gone
         for name, recorded in running.items():
-            if [str(a) for a in recorded["cmdline"]] != commands[name]:
+            if not same_server_command([str(a) for a in recorded["cmdline"]], commands[name]):
                 # Restarting it would pull the server from under whoever started it.
                 raise StackError(
                     f"{name} is already running with other settings ({recorded.get('url')}, "

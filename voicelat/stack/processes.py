@@ -26,6 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from voicelat.core import jsontext
 from voicelat.stack.config import SERVER_NAMES, StackError
 
 #: The state file's format (``voicelat stack status`` reads what ``up`` wrote).
@@ -84,6 +85,34 @@ def is_recorded_process(pid: int, cmdline: list[str]) -> bool:
     if not _HAVE_PROC:
         return _pid_alive(pid)
     return _proc_cmdline(pid) == cmdline
+
+
+def interpreter_identity(executable: str) -> str:
+    """What makes two interpreter paths the same Python for a server: its environment.
+
+    ``.venv/bin/python``, ``.venv/bin/python3`` and ``.venv/bin/python3.11`` are one
+    interpreter under three names (``python -m pytest`` and the ``voicelat`` script may
+    report different ones), so a virtual environment is named by its resolved root (the
+    directory holding ``pyvenv.cfg``); any other interpreter by its resolved path. Two
+    environments on the same base Python stay different: their packages differ.
+    """
+    path = Path(executable)
+    root = path.parent.parent
+    if path.is_absolute() and (root / "pyvenv.cfg").is_file():
+        return f"venv:{root.resolve()}"
+    return str(path.resolve())
+
+
+def same_server_command(recorded: list[str], wanted: list[str]) -> bool:
+    """``recorded`` (a running server's argv) is the ``wanted`` command: the same arguments
+    and the same interpreter (:func:`interpreter_identity`), whatever name it ran under."""
+    if len(recorded) != len(wanted) or recorded[1:] != wanted[1:]:
+        return False
+    if not recorded:
+        return True
+    return recorded[0] == wanted[0] or (
+        interpreter_identity(recorded[0]) == interpreter_identity(wanted[0])
+    )
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -274,7 +303,7 @@ def port_holder(port: int) -> str | None:
 
 def read_state(path: Path) -> dict[str, dict[str, Any]]:
     try:
-        data: Any = json.loads(path.read_text())
+        data: Any = jsontext.loads(path.read_text())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):

@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import dataclasses
 import ipaddress
-import json
 import socket
 import ssl
 from collections import deque
@@ -52,10 +51,12 @@ from websockets.exceptions import (
 from websockets.frames import DATA_OPCODES, Frame
 from websockets.protocol import State
 
+from voicelat.core import jsontext
 from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
 from voicelat.core.events import Connected, Failed, Span, StageEvent
-from voicelat.core.secrets import scrub_secrets
+from voicelat.core.jsontext import TOO_DEEP
+from voicelat.core.secrets import excerpt, scrub_secrets
 from voicelat.core.version import __version__
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.http import describe_exception, error_message
@@ -283,7 +284,7 @@ def body_text(body: bytes) -> str:
     if not body:
         return ""
     try:
-        data = json.loads(body)
+        data = jsontext.loads(body)
     except ValueError:
         return error_message(body)
     if isinstance(data, dict):
@@ -292,7 +293,7 @@ def body_text(body: bytes) -> str:
             if isinstance(value, dict):
                 value = value.get("message") or value.get("msg") or value.get("status")
             if isinstance(value, str) and value.strip():
-                return " ".join(value.split())[:300]
+                return excerpt(value, 300)
     return error_message(body)
 
 
@@ -441,6 +442,8 @@ class WsOptions:
     base_url: str
     api_key_env: str | None = None
     timeout_s: float = 10.0
+    #: The URL schemes a websocket stage speaks (checked by ``parse_options`` at load).
+    schemes: ClassVar[tuple[str, ...]] = ("ws", "wss")
 
 
 class WsStage:
@@ -541,6 +544,11 @@ class WsStage:
     async def end_call(self) -> None:
         """The call is over: close its connection (the next turn opens a new one)."""
         await self._drop()
+
+    @property
+    def call_open(self) -> bool:
+        """The call's connection is still open (an agent that hung up closed it)."""
+        return self._conn is not None and self._conn.open
 
     @property
     def fresh_call(self) -> bool:
@@ -693,10 +701,11 @@ class WsStage:
         if item is None:
             return [self.failed(proto.stalled(self.timeout_s))]
         if isinstance(item, Message):
-            return [
-                self.failed(e.reason, e.t_ns) if isinstance(e, Failed) else e
-                for e in proto.receive(item.data, item.t_ns)
-            ]
+            try:
+                events = proto.receive(item.data, item.t_ns)
+            except jsontext.TooDeep:
+                return [self.failed(f"a message from {url} is unreadable ({TOO_DEEP})", item.t_ns)]
+            return [self.failed(e.reason, e.t_ns) if isinstance(e, Failed) else e for e in events]
         if isinstance(item, SenderDone):
             return proto.input_ended(item.t_ns)
         if isinstance(item, SenderFailed):

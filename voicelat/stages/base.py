@@ -12,6 +12,7 @@ Its options are a frozen dataclass parsed by :func:`voicelat.stages.options.pars
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterable, AsyncIterator
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
@@ -19,6 +20,7 @@ from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.errors import ConfigError
 from voicelat.core.events import StageEvent, StageName
+from voicelat.core.secrets import register_environment_secrets
 
 ENTRY_POINT_GROUP = "voicelat.stages"
 
@@ -127,7 +129,12 @@ def available_stages() -> dict[str, Any]:
 
 
 def load_stage_class(name: str, kind: StageName) -> type[Any]:
-    """The class registered as ``name``; a clear error lists the known ones of this kind."""
+    """The class registered as ``name``; a clear error lists the known ones of this kind.
+
+    Every stage is built after this call (in a worker process too): the environment's
+    credentials are registered with the scrubber here, before any server can answer.
+    """
+    register_environment_secrets(os.environ)
     eps = available_stages()
     if name not in eps:
         known = sorted(n for n, ep in eps.items() if _kind_of(ep) in (kind, None))

@@ -25,7 +25,12 @@ from websockets.exceptions import ConnectionClosed
 
 from voicelat.core.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
-from voicelat.stages.options import OptionProblem, parse_options, require_one_of
+from voicelat.stages.options import (
+    OptionProblem,
+    check_settings,
+    parse_options,
+    require_one_of,
+)
 from voicelat.stages.protocols.base import json_object, json_text
 from voicelat.stages.protocols.gemini_live import (
     INPUT_RATE,
@@ -64,6 +69,17 @@ class GeminiLiveOptions(WsOptions):
         require_one_of("activity_detection", self.activity_detection, _DETECTION)
         if self.rate != INPUT_RATE:
             raise OptionProblem("rate", f"rate must be {INPUT_RATE}: Live audio input is 16 kHz")
+        check_settings("vad", self.vad, _VAD_KEYS, "automaticActivityDetection")
+
+
+#: The settings of the Live API's ``automaticActivityDetection``.
+_VAD_KEYS = (
+    "disabled",
+    "startOfSpeechSensitivity",
+    "endOfSpeechSensitivity",
+    "prefixPaddingMs",
+    "silenceDurationMs",
+)
 
 
 class GeminiLive(WsStage):

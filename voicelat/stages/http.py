@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import errno
 import functools
-import json
 import re
 import ssl
 from collections.abc import AsyncIterator, Mapping
@@ -17,6 +16,7 @@ from typing import Any, ClassVar, Literal, Self
 
 import httpx
 
+from voicelat.core import jsontext
 from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
 from voicelat.core.events import Connected, Failed, ProviderTiming, Span, StageEvent
@@ -100,9 +100,10 @@ def error_message(body: bytes) -> str:
 def _rawerror_message(body: bytes) -> str:
     # Scrubbed before any truncation: a key cut in half would no longer match.
     try:
-        data = json.loads(body)
+        data = jsontext.loads(body)
     except ValueError:
-        text = scrub_secrets(body[:4096].decode("utf-8", errors="replace"))
+        # The whole body is scrubbed, then cut (a key across the cut would not match).
+        text = scrub_secrets(body.decode("utf-8", errors="replace"))[:4096]
         if text.lstrip().startswith("<"):
             # An HTML error page (a plain web server, a proxy): its words, not its markup.
             text = "HTML page: " + " ".join(_TAG.sub(" ", _HEAD.sub(" ", text)).split())

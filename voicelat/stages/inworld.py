@@ -11,11 +11,12 @@ Inworld's portal gives it. The Inworld LLM Router needs no stage of its own: it 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from voicelat.core import jsontext
+from voicelat.core.secrets import excerpt
 from voicelat.stages.http import AUTH_OPTION, AuthScheme, stream_error
 from voicelat.stages.openai_audio import AudioDecoder, HttpTTS, HttpTTSOptions, strip_wav
 
@@ -55,9 +56,10 @@ class _NDJSONAudioDecoder(AudioDecoder):
         if not line:
             return b""
         try:
-            obj = json.loads(line)
+            obj = jsontext.loads(line)
         except ValueError:
-            self.error = f"malformed stream line: {line[:80]!r}"
+            text = line.decode("utf-8", "replace")
+            self.error = f"malformed stream line: {excerpt(text, 80, quoted=True)}"
             return b""
         if not isinstance(obj, dict):
             return b""

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
+from voicelat.core import jsontext
 from voicelat.core.conversation import Conversation, prompt_text
 from voicelat.core.events import (
     Delta,
@@ -27,6 +28,7 @@ from voicelat.core.events import (
     StageName,
 )
 from voicelat.core.provider_clock import llama_timings_ms
+from voicelat.core.secrets import excerpt
 from voicelat.core.sse import SSEDecoder
 from voicelat.stages.http import (
     HttpOptions,
@@ -83,7 +85,7 @@ class OpenAILLM(HttpStage):
 
     def _warmed(self, response: httpx.Response) -> None:
         try:
-            data = response.json().get("data") or []
+            data = jsontext.loads(response.content).get("data") or []
             self._server_info = {"models": [m.get("id") for m in data][:5]}
         except (ValueError, AttributeError):
             self._server_info = {}
@@ -200,9 +202,9 @@ class _Reply:
 
     def feed(self, text: str, t: int) -> list[StageEvent]:
         try:
-            data = json.loads(text)
+            data = jsontext.loads(text)
         except ValueError:
-            return [Failed(t, f"malformed SSE data: {text[:80]!r}")]
+            return [Failed(t, f"malformed SSE data: {excerpt(text, 80, quoted=True)}")]
         if not isinstance(data, dict):
             return []
         error = stream_error(data)

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
+from voicelat.core import jsontext
 from voicelat.core.events import (
     Audio,
     Done,
@@ -34,6 +35,7 @@ from voicelat.core.events import (
     StageName,
     TextSent,
 )
+from voicelat.core.secrets import excerpt
 from voicelat.core.sse import SSEDecoder
 from voicelat.stages.http import (
     HttpOptions,
@@ -151,9 +153,9 @@ class _SpeechSSEDecoder(AudioDecoder):
                 self.done = True
                 break
             try:
-                obj = json.loads(ev.data)
+                obj = jsontext.loads(ev.data)
             except ValueError:
-                self.error = f"malformed SSE data: {ev.data[:80]!r}"
+                self.error = f"malformed SSE data: {excerpt(ev.data, 80, quoted=True)}"
                 break
             if not isinstance(obj, dict):
                 continue
@@ -484,7 +486,7 @@ class OpenAISTT(HttpStage):
             yield Failed(t_end, f"{url}: stream ended before transcript.text.done")
             return
         try:
-            obj = json.loads(body)
+            obj = jsontext.loads(body)
         except ValueError:
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("text"), str):
@@ -509,9 +511,9 @@ class _Transcript:
         if data.startswith("[DONE]"):
             return []
         try:
-            obj = json.loads(data)
+            obj = jsontext.loads(data)
         except ValueError:
-            return self._end(Failed(t, f"{self.url}: malformed SSE data: {data[:80]!r}"))
+            return self._end(Failed(t, f"{self.url}: malformed SSE data: {excerpt(data, 80, quoted=True)}"))
         if not isinstance(obj, dict):
             return []
         err = stream_error(obj)

@@ -23,7 +23,12 @@ from urllib.parse import urlencode
 
 from voicelat.core.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
-from voicelat.stages.options import OptionProblem, parse_options, require_one_of
+from voicelat.stages.options import (
+    OptionProblem,
+    check_settings,
+    parse_options,
+    require_one_of,
+)
 from voicelat.stages.protocols.base import json_object, json_text
 from voicelat.stages.protocols.openai_realtime import (
     RATE,
@@ -59,6 +64,36 @@ class OpenAIRealtimeOptions(WsOptions):
         require_one_of("turn_detection", self.turn_detection, TURN_DETECTION)
         if self.rate != RATE:
             raise OptionProblem("rate", f"rate must be {RATE}: audio/pcm is 24 kHz only")
+        _check_vad(self.turn_detection, self.vad)
+
+
+#: The ``turn_detection`` settings of each detection type (the Realtime API's session schema;
+#: ``type`` is ``turn_detection`` itself). Anything else would be sent and refused mid-run,
+#: or, on a lenient server, ignored while the run claims it was in force.
+_VAD_KEYS: dict[str, tuple[str, ...]] = {
+    "server_vad": (
+        "threshold",
+        "prefix_padding_ms",
+        "silence_duration_ms",
+        "idle_timeout_ms",
+        "create_response",
+        "interrupt_response",
+    ),
+    "semantic_vad": ("eagerness", "create_response", "interrupt_response"),
+    "none": (),
+}
+
+
+def _check_vad(detection: str, vad: Mapping[str, Any]) -> None:
+    """``vad`` holds only settings of ``detection``, each of a sane value."""
+    check_settings("vad", vad, _VAD_KEYS[detection], f"turn_detection {detection}")
+    threshold = vad.get("threshold", 0.5)
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not (0 <= threshold <= 1)
+    ):
+        raise OptionProblem("vad", f"vad.threshold must be a number 0..1, not {threshold!r}")
 
 
 class OpenAIRealtime(WsStage):

@@ -90,7 +90,7 @@ def parse_options(cls: type[T], table: str, values: Mapping[str, Any]) -> T:
     for name, f in fields.items():
         if name in values:
             kwargs[name] = _value(table, values, name, hints[name], f.metadata.get("expect"))
-            problem = _bounds_problem(name, kwargs[name])
+            problem = _bounds_problem(name, kwargs[name]) or _scheme_problem(cls, name, values)
             if problem is not None:
                 raise ConfigError(f"{location(values, name)}[{table}] {name} {problem}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -122,7 +122,7 @@ def _bounds_problem(name: str, value: Any) -> str | None:
         return None
     if isinstance(value, int | float):
         if value != value or abs(value) > _MAX_NUMBER:  # NaN, infinities, huge integers
-            return f"must be a finite number below {_MAX_NUMBER:.0e}, not {value!r}"
+            return f"must be a finite number below {_MAX_NUMBER:.0e}, not {_brief(value)}"
         if _must_be_positive(name) and value <= 0:
             return f"must be positive, not {value!r}"
         if name.endswith("_ms") and value < 0:
@@ -131,6 +131,26 @@ def _bounds_problem(name: str, value: Any) -> str | None:
     if isinstance(value, str) and name in ("url", "base_url"):
         return _url_problem(value)
     return None
+
+
+def _brief(value: float) -> str:
+    """A number in a message: a 400-digit TOML integer shown by its size, not in full."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:8]}... (a {len(text)}-digit integer)"
+
+
+def _scheme_problem(cls: type, name: str, values: Mapping[str, Any]) -> str | None:
+    """A ``url``/``base_url`` whose scheme the stage cannot speak (``cls.schemes``, when the
+    options class names them): refused at load, exit 2, rather than on every turn as a
+    server that cannot be reached (exit 3)."""
+    schemes: tuple[str, ...] | None = getattr(cls, "schemes", None)
+    value = values[name]
+    if name not in ("url", "base_url") or not schemes or not isinstance(value, str):
+        return None
+    if value.lower().startswith(tuple(f"{s}://" for s in schemes)):
+        return None
+    wanted = " or ".join(f"{s}://" for s in schemes)
+    return f"must start with {wanted}, not {value!r}"
 
 
 def _must_be_positive(name: str) -> bool:
@@ -165,6 +185,23 @@ def read_secret(table: str, var: str | None) -> str | None:
         raise StageError(f"[{table}] the API key in ${var} {problem}: export it again without it")
     register_secret(value)
     return value
+
+
+def check_settings(key: str, values: Mapping[str, Any], known: Sequence[str], context: str) -> None:
+    """A table of provider settings (``vad = {...}``) holds only ``known`` keys, and its
+    durations (``*_ms``, ``*Ms``) are integers 0..60000 ms; else :class:`OptionProblem`
+    (exit 2 at load: a provider refuses an unknown setting mid-run, or silently ignores it)."""
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        valid = ", ".join(sorted(known)) or "none"
+        raise OptionProblem(
+            key, f"{key} has unknown key(s) {', '.join(unknown)} for {context}; valid: {valid}"
+        )
+    for name, value in values.items():
+        if name.endswith(("_ms", "Ms")) and (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 60_000
+        ):
+            raise OptionProblem(key, f"{key}.{name} must be an integer 0..60000 ms, not {value!r}")
 
 
 def query_strings(query: Mapping[str, Any]) -> dict[str, str]:
@@ -229,7 +266,9 @@ def _conforms(value: Any, tp: Any) -> bool:
 def _convert(value: Any, tp: Any) -> Any:
     tp = _strip_none(tp)
     if tp is float and isinstance(value, int):
-        return float(value)
+        # A huge TOML integer stays an int for the range check to refuse (float() of it
+        # raised OverflowError, a traceback instead of the one-line range error).
+        return float(value) if abs(value) <= _MAX_NUMBER else value
     if get_origin(tp) is tuple:
         return tuple(value)
     if get_origin(tp) in (Mapping, dict):

@@ -40,6 +40,8 @@ class TwilioOptions:
 
     #: The agent's Media Streams websocket (what a TwiML ``<Stream url=...>`` would name).
     url: str
+    #: The URL schemes Media Streams runs over (checked by ``parse_options`` at load).
+    schemes: ClassVar[tuple[str, ...]] = ("ws", "wss")
     #: ``start.customParameters`` (TwiML ``<Parameter>``s): strings only.
     custom_parameters: Mapping[str, str] = field(
         default_factory=dict, metadata={"expect": "a table of string parameters"}

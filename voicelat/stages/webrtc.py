@@ -48,10 +48,13 @@ from typing import Any, ClassVar, Self
 import httpx
 import numpy as np
 
+from voicelat.core import jsontext
 from voicelat.core.clock import Clock
 from voicelat.core.errors import StageError
 from voicelat.core.events import Audio, Connected, Done, Failed, Span, StageEvent, StageName
+from voicelat.core.secrets import excerpt
 from voicelat.stages.base import MONOTONIC
+from voicelat.stages.http import error_message
 from voicelat.stages.options import OptionProblem, parse_options, read_secret
 from voicelat.stages.pipecat_ws import NS_PER_MS, AgentOptions
 from voicelat.stages.protocols.pipecat_ws import (
@@ -256,6 +259,11 @@ class WebRTC:
     accept_from_open: bool = False
 
     @property
+    def call_open(self) -> bool:
+        """The call's peer connection is still connected (a bot that hung up closed it)."""
+        return self._call is not None and self._call.pc.connectionState == "connected"
+
+    @property
     def fresh_call(self) -> bool:
         """A connected call no turn has used yet (a call can start on it)."""
         return self._call is not None and not self._call.used
@@ -406,10 +414,11 @@ class WebRTC:
             body["request_data"] = dict(self.options.request_data)
         r = await self._http.post(url, json=body)
         if r.status_code != 200:
-            detail = " ".join(r.text.split())[:200] or r.reason_phrase
+            # The provider's message out of a JSON body, scrubbed before it is cut.
+            detail = error_message(r.content) if r.content else r.reason_phrase
             raise CallRefused(f"HTTP {r.status_code} from {url} (offer refused): {detail}")
         try:
-            answer = r.json()
+            answer = jsontext.loads(r.content)
         except ValueError:
             answer = None
         if not (
@@ -418,7 +427,7 @@ class WebRTC:
             and answer.get("type") == "answer"
         ):
             raise CallRefused(
-                f"{url} did not answer with {{sdp, type: answer}} JSON: {r.text[:80]!r}"
+                f"{url} did not answer with {{sdp, type: answer}} JSON: {excerpt(r.text, 80, quoted=True)}"
             )
         return answer
 

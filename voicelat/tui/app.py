@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import ClassVar, Protocol
 
 from rich.text import Text
 from textual import events
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
 from voicelat.core.clock import now_ns
@@ -190,6 +190,7 @@ class VoicelatApp(App[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self._check_size(event.size.width, event.size.height)
+        self._refresh_status()  # the status line's wording follows the width
 
     def _check_size(self, width: int, height: int) -> None:
         small = width < MIN_WIDTH or height < MIN_HEIGHT
@@ -272,7 +273,9 @@ class VoicelatApp(App[None]):
         return self.model.turns[pos] if pos is not None and pos < len(self.model.turns) else None
 
     def _refresh_status(self) -> None:
-        self.query_one("#status", Static).update(status_line(self.model))
+        # The status bar's padding takes one cell each side: the line must fit the rest.
+        width = max(20, self.size.width - 2)
+        self.query_one("#status", Static).update(status_line(self.model, width))
 
     # -- live events -------------------------------------------------------------------------
     def poll_events(self) -> None:
@@ -321,6 +324,35 @@ class VoicelatApp(App[None]):
                 self.model.setup_log.append(line.strip())
 
     # -- actions -----------------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p) offers voicelat's own actions first, then Textual's."""
+        yield SystemCommand(
+            "Waterfall: next percentile",
+            "show the P50 / P90 / P99 waterfall (key p)",
+            self.action_cycle_percentile,
+        )
+        yield SystemCommand(
+            "Sort turns",
+            f"sort the turns table by the next key (key s; now {self.sort_key})",
+            self.action_cycle_sort,
+        )
+        yield SystemCommand(
+            "Pictures",
+            "e2e distribution, e2e over the run, per fixture, WER (key g)",
+            self.action_pictures,
+        )
+        yield SystemCommand(
+            "Open the highlighted turn",
+            "its milestones, waterfall, spans and texts (enter)",
+            self.action_open_turn,
+        )
+        yield SystemCommand(
+            "Quit voicelat",
+            "a live run is stopped first: finished turns are kept (key q)",
+            self.action_quit,
+        )
+        yield from super().get_system_commands(screen)
+
     async def action_quit(self) -> None:
         """Quit; a live run is cancelled first, and the app waits for its summary and servers."""
         controller = self.controller

@@ -9,20 +9,80 @@ never shares a moment, let alone an event loop, with a measurement.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from voicelat.core.display import fmt_ms
 from voicelat.core.turn import Turn
 from voicelat.report.chartdata import accuracy
-from voicelat.report.comparison import comparison_text, ranking_rows, segment_rows
+from voicelat.report.comparison import (
+    UNTRUSTED_MARK,
+    comparison_text,
+    ranking_rows,
+    segment_rows,
+    trust_lines,
+)
 from voicelat.report.comparison_html import accuracy_rows
 from voicelat.tui.charts import CombosView
 from voicelat.tui.pictures import CombinationScreen
+
+
+def _table_width(rows: Sequence[Sequence[str]]) -> int:
+    """Cells a DataTable needs for ``rows``: each column's widest cell plus its padding."""
+    return sum(max(len(r[i]) for r in rows) + 2 for i in range(len(rows[0])))
+
+
+def _compact_vs(combo: Mapping[str, Any], p: int) -> str:
+    if combo.get("rank") == 1:
+        return "best"
+    v = (combo.get("vs_best") or {}).get(f"p{p}")
+    if not v:
+        return "-"
+    if not v.get("tested"):
+        return "n too small"
+    diff = fmt_ms(v["diff_ns"], sign=True)
+    return f"{diff} ms" if v.get("significant") else f"{diff} n.s."
+
+
+def compact_ranking_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    """The ranking for a narrow terminal (80 columns): both percentiles and their verdicts
+    without the intervals (comparison.md and report.html have them); ``n.s.``: not
+    significant."""
+    rows = [["#", "combination", "n", "fail", "P50 ms", "P50 vs #1", "P90 ms", "P90 vs #1"]]
+    for c in doc.get("combinations", []):
+        trust = c.get("trust")
+        name = str(c["name"]) + (
+            UNTRUSTED_MARK
+            if isinstance(trust, Mapping) and trust.get("trustworthy") is False
+            else ""
+        )
+        rank = "-" if c.get("rank") is None else str(c["rank"])
+        rate = c.get("failure_rate")
+        fail = "-" if rate is None else f"{rate:.0%}"
+        if c.get("status") != "ok":
+            status = f"{str(c.get('status')).upper()}: {c.get('failure') or c.get('status')}"
+            rows.append([rank, name, str(c.get("n", 0)), fail, status, "", "", ""])
+            continue
+        e2e = c.get("e2e") or {}
+        rows.append(
+            [
+                rank,
+                name,
+                str(c["n"]),
+                fail,
+                fmt_ms((e2e.get("p50") or {}).get("ns")),
+                _compact_vs(c, 50),
+                fmt_ms((e2e.get("p90") or {}).get("ns")),
+                _compact_vs(c, 90),
+            ]
+        )
+    return rows
 
 
 class CompareApp(App[None]):
@@ -35,6 +95,7 @@ class CompareApp(App[None]):
     #ranking, #segments, #accuracy { height: auto; margin: 1 0; }
     #combos { height: auto; margin: 1 0 0 0; }
     .note { color: $text-muted; }
+    .warn { color: $error; text-style: bold; }
     """
 
     def __init__(
@@ -53,6 +114,11 @@ class CompareApp(App[None]):
             yield Static(head[0], id="title")
             yield Static(head[1], classes="note")
             yield DataTable(id="ranking", zebra_stripes=True, cursor_type="row")
+            note = Static("", id="ranking-note", classes="note")
+            note.display = False  # shown with the compact ranking only
+            yield note
+            for line in trust_lines(self.doc):
+                yield Static(line, classes="warn")
             yield Static("enter: open a combination (its waterfalls and pictures)", classes="note")
             yield Static(CombosView(self.doc.get("combinations", []), self.accuracy), id="combos")
             if scored:
@@ -65,8 +131,14 @@ class CompareApp(App[None]):
             yield DataTable(id="segments", zebra_stripes=True, cursor_type="row")
         yield Footer()
 
+    def _ranking(self) -> list[list[str]]:
+        """The full ranking when it fits the terminal, else the compact one (no P90 column
+        cut off at 80x24: it used to need a horizontal scroll nobody finds)."""
+        rows = ranking_rows(self.doc)
+        return rows if _table_width(rows) <= self.size.width - 2 else compact_ranking_rows(self.doc)
+
     def on_mount(self) -> None:
-        tables = [("#ranking", ranking_rows(self.doc)), ("#segments", segment_rows(self.doc))]
+        tables = [("#ranking", self._ranking()), ("#segments", segment_rows(self.doc))]
         if self.query("#accuracy"):
             combos = self.doc.get("combinations", [])
             tables.append(("#accuracy", accuracy_rows(combos, self.accuracy)))
@@ -75,15 +147,36 @@ class CompareApp(App[None]):
             table.add_columns(*rows[0])
             for r in rows[1:]:
                 table.add_row(*r)
+        if tables[0][1][0][-1] == "P90 vs #1":  # the compact ranking: say where the rest is
+            note = self.query_one("#ranking-note", Static)
+            note.display = True
+            note.update(
+                "narrow terminal: no confidence intervals here (n.s. = not significant); "
+                "comparison.md, report.html or a wider terminal have them"
+            )
         self.query_one("#ranking", DataTable).focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.data_table.id != "ranking":
-            return
+        if event.data_table.id == "ranking":
+            self.open_combination(event.cursor_row)
+
+    def open_combination(self, row: int) -> None:
+        """Open the combination on ranking row ``row``: its waterfalls and its run's pictures."""
         combos = list(self.doc.get("combinations", []))
-        if 0 <= event.cursor_row < len(combos):
-            combo = combos[event.cursor_row]
+        if 0 <= row < len(combos):
+            combo = combos[row]
             self.push_screen(CombinationScreen(combo, self.runs.get(str(combo.get("name")))))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p): open any combination by name, then Textual's own."""
+        for row, combo in enumerate(self.doc.get("combinations", [])):
+            yield SystemCommand(
+                f"Open {combo.get('name')}",
+                f"rank {combo.get('rank') or '-'}: its P50/P90 waterfalls and pictures",
+                lambda row=row: self.open_combination(row),
+            )
+        yield SystemCommand("Quit", "leave the comparison (key q)", self.exit)
+        yield from super().get_system_commands(screen)
 
 
 def show_comparison(
@@ -95,4 +188,4 @@ def show_comparison(
     return app.return_code or 0
 
 
-__all__ = ["CompareApp", "show_comparison"]
+__all__ = ["CompareApp", "compact_ranking_rows", "show_comparison"]

@@ -23,6 +23,7 @@ against 4-6 ms without). So the run gets a process, and an interpreter, of its o
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import contextlib
 import json
@@ -33,8 +34,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
@@ -55,6 +57,13 @@ NOT_FORWARDED = frozenset({"tui", "events", "out", "help"})
 #: cores. ``VOICELAT_TUI_NICE`` overrides it (0: off).
 TUI_NICE = 10
 NICE_ENV = "VOICELAT_TUI_NICE"
+#: How long the measuring child may take, once asked to stop, to write its summary and stop
+#: the servers it started, before it is killed (a stop must end the command, always).
+STOP_GRACE_S = 60.0
+#: How long the pipes' readers may take to finish once the child was killed.
+KILL_WAIT_S = 10.0
+#: The signals that stop ``run --tui`` (the command-wide policy's: voicelat.cli.signals).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def want_tui(args: argparse.Namespace, stdout_isatty: bool | None = None) -> bool:
@@ -156,6 +165,8 @@ class ChildRun:
         #: The child's stderr, last lines kept (its error is usually the last one).
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         self.stop_sent = False
+        #: How long a stopped child may take to write its summary and stop its servers.
+        self.stop_grace_s = STOP_GRACE_S
         self._done = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -165,17 +176,18 @@ class ChildRun:
         if self.proc is not None or self._done.is_set():
             return
         try:
-            self.proc = subprocess.Popen(
-                self.command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self.env,
-                cwd=self.cwd,
-                # Its own session: a Ctrl-C typed at the terminal (outside the app's raw mode)
-                # reaches this process only, and it alone decides what the child gets.
-                start_new_session=True,
-            )
+            with _sigint_not_inherited_ignored():
+                self.proc = subprocess.Popen(
+                    self.command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self.env,
+                    cwd=self.cwd,
+                    # Its own session: a Ctrl-C typed at the terminal (outside the app's raw
+                    # mode) reaches this process only, and it alone decides what the child gets.
+                    start_new_session=True,
+                )
         except OSError as exc:
             self._finish("failed", f"cannot start the measuring process: {exc}", None)
             return
@@ -195,7 +207,15 @@ class ChildRun:
         main.start()
 
     def request_stop(self) -> None:
-        """Send the child SIGINT (its Ctrl-C) once; returns at once. A no-op after it exited."""
+        """Send the child SIGINT (its Ctrl-C) once; returns at once. A no-op after it exited.
+
+        Before the child started (a signal while the app was still starting up), it never
+        will: the run ends as interrupted, with nothing to wait for. (Waiting for a child that
+        was never started used to hang ``run --tui`` for good.)"""
+        if self.proc is None and not self._done.is_set():
+            self.stop_sent = True
+            self._finish("interrupted", "stopped before the run started", None)
+            return
         if not self.stop_sent:
             self._interrupt()
 
@@ -222,15 +242,27 @@ class ChildRun:
         """However the app ended: never leave the run and its servers behind.
 
         A Ctrl-C while waiting is passed on once more (the user insists) and the wait goes on:
-        the child is writing its summary and stopping servers.
+        the child is writing its summary and stopping servers. The wait is bounded: a child
+        still there :attr:`stop_grace_s` after its SIGINT (it ignores it, or is stuck) gets
+        SIGKILL, so the command always ends.
         """
         self.request_stop()
+        deadline = time.monotonic() + self.stop_grace_s
         while True:
             try:
-                self.wait()
+                if self.wait(max(0.0, deadline - time.monotonic())):
+                    return
+                self._kill()
+                self.wait(KILL_WAIT_S)  # the pipes' readers end with the child
                 return
             except KeyboardInterrupt:
                 self._interrupt()
+
+    def _kill(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
 
     @property
     def exit_code(self) -> int:
@@ -300,6 +332,32 @@ class ChildRun:
         self._done.set()
 
 
+@contextlib.contextmanager
+def _sigint_not_inherited_ignored() -> Iterator[None]:
+    """While the child is started: SIGINT handled in Python (and dropped) instead of ignored.
+
+    An ignored signal stays ignored across ``exec``, a handled one is reset to its default:
+    a TUI started as a background job (SIGINT ignored) would otherwise start a child that
+    ignores the SIGINT it is stopped with, from its first instruction until it resets it
+    itself (``voicelat.tui.protocol.obey_stop_requests``, after its imports: seconds on a
+    loaded machine, and a stop sent then was lost). This process still ignores SIGINT."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, _drop_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _drop_signal(signum: int, frame: FrameType | None) -> None:
+    return None
+
+
 def tui_nice() -> int:
     """:data:`TUI_NICE`, or ``$VOICELAT_TUI_NICE`` when it is a whole number."""
     raw = os.environ.get(NICE_ENV, "").strip()
@@ -347,27 +405,64 @@ def run_with_tui(
     env = {**os.environ, ARGV_ENV: json.dumps(list(argv))}
     child = ChildRun(command, env=env, nice=tui_nice())
     app = VoicelatApp(live_model(pipeline, out_dir, planned), controller=child)
-    try:
-        app.run()
-    finally:
-        # However the app ended (q, a crash), the child stops cleanly before this returns.
-        child.stop_and_wait()
+    with _stop_on_signals(app) as stopped_by:
+        try:
+            app.run()
+        finally:
+            # However the app ended (q, a crash, a signal), the child stops cleanly (or is
+            # killed: bounded) before this returns.
+            child.stop_and_wait()
     summary: RunSummary | None = None
     with contextlib.suppress(VoicelatError):
         summary = load_run(out_dir).run_summary
     # A run that failed before its first turn has only its error to show (as without the TUI).
     if summary is not None and summary.counts.turns:
         print(summary_table(summary, str(out_dir)))
-    if child.status == "interrupted":
+    if child.status == "interrupted" or stopped_by:
         print(
             f"interrupted: finished turns kept, summary written to {out_dir}",
             file=sys.stderr,
             flush=True,
         )
-        return EXIT_INTERRUPTED
+        # One signal policy (docs/FAILURES.md): 128 + the signal, 130 for the q key.
+        return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
     if child.status == "failed":
         # One line, like `run --no-tui` prints it, with the child's exit code.
         raise VoicelatError(
             child.message or "the measuring process failed", exit_code=child.exit_code
         )
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _stop_on_signals(app: Any) -> Iterator[list[int]]:
+    """While the app runs, SIGINT, SIGTERM and SIGHUP stop the run the way ``q`` does (the
+    child stops and writes its summary, the app exits, the terminal is given back) and are
+    recorded for the exit status. The quit is scheduled on the app's loop, not raised into it:
+    textual swallows the main task's cancellation asyncio's SIGINT handling relies on, and a
+    background job (``voicelat run --tui &``) has SIGINT ignored, so SIGTERM used to find no
+    Ctrl-C path at all. Outside the app's loop (starting up, winding down) the command-wide
+    policy applies. A signal someone chose to ignore stays ignored."""
+    stopped: list[int] = []
+    previous: dict[int, Any] = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stopped.append(signum)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            old = previous[signum]
+            if callable(old):
+                old(signum, frame)
+            raise KeyboardInterrupt from None
+        # Thread-safe scheduling is also the signal-handler-safe way into a running loop.
+        loop.call_soon_threadsafe(lambda: loop.create_task(app.action_quit()))
+
+    for sig, old in previous.items():
+        if old is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+    try:
+        yield stopped
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from voicelat.core import jsontext
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.turn import Turn
@@ -196,6 +197,17 @@ def claim_stdout() -> IO[bytes]:
     return os.fdopen(fd, "wb")
 
 
+def obey_stop_requests() -> None:
+    """The measuring child stops on its TUI's SIGINT, whatever it inherited: a TUI started as a
+    background job (``voicelat run --tui &`` in a script) has SIGINT ignored, its child would
+    inherit that across ``exec``, ignore the stop and run on while the TUI waited for it (a
+    SIGTERM to ``run --tui`` then never ended it). Only the TUI signals this process: it runs
+    in a session of its own, out of the terminal's reach."""
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def interrupt_self() -> None:
     """Stop the run as Ctrl-C would: the summary is written and started servers are stopped.
 
@@ -242,7 +254,7 @@ def recorded_argv(default: list[str]) -> list[str]:
     if raw is None:
         return default
     try:
-        value = json.loads(raw)
+        value = jsontext.loads(raw)
     except ValueError:
         return default
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -254,7 +266,7 @@ def recorded_argv(default: list[str]) -> list[str]:
 def decode(line: bytes | str) -> Decoded:
     """One line of the stream as a model event; ``None`` for a line that is not one."""
     try:
-        obj = json.loads(line)
+        obj = jsontext.loads(line)
     except ValueError:
         return None
     if not isinstance(obj, dict):
@@ -292,6 +304,7 @@ def event_stream(fixtures: Sequence[Fixture], out_dir: Path) -> Iterator[JsonlOb
     """
     stream = claim_stdout()
     sys.stderr = QuietStderr(sys.stderr)
+    obey_stop_requests()
     observer = JsonlObserver(
         stream, {f.id: f.speech_end_ms for f in fixtures}, on_broken=interrupt_self
     )

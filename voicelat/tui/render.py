@@ -693,8 +693,17 @@ def title_line(model: RunModel) -> Text:
     return out
 
 
-def status_line(model: RunModel) -> Text:
-    """Progress, failures, exclusions, lags (can the numbers be trusted?) and the results path."""
+#: After a value over its limit on the status line: the warning in words, not only in red
+#: (NO_COLOR, a monochrome terminal, a screen reader).
+OVER_MARK = " (over)"
+
+
+def status_line(model: RunModel, width: int | None = None) -> Text:
+    """Progress, failures, exclusions, lags (can the numbers be trusted?) and the results path.
+
+    ``width``: the line's room in cells. When the full line does not fit (an 80-column
+    terminal), the compact wording is used and the least needed parts are left out, so it
+    never wraps; a warning keeps its words either way."""
     c = model.counts()
     sep = Text(" · ", style=DIM)
     planned = "?" if model.planned is None else str(model.planned)
@@ -707,18 +716,55 @@ def status_line(model: RunModel) -> Text:
     status_style = {"complete": "green", "failed": OVER_STYLE, "interrupted": "yellow"}.get(
         model.status, "cyan"
     )
-    parts = [
-        Text(f"turns {c['done']}/{planned}", style="bold"),
-        Text(f"failed {c['failed']}", style=OVER_STYLE if c["failed"] else ""),
-        Text(f"excluded {c['warmup']} warm-up + {c['cold']} cold"),
-        Text.assemble("pacer lag max ", (_lag(pacer), OVER_STYLE if pacer_bad else "")),
-        Text.assemble("loop lag max ", (_lag(loop), OVER_STYLE if loop_bad else "")),
-    ]
-    if model.skipped_lines:
-        parts.append(Text(f"{model.skipped_lines} unreadable line(s) skipped", style="bold yellow"))
+    failed = Text(f"failed {c['failed']}", style=OVER_STYLE if c["failed"] else "")
     state = Text(model.status, style=status_style)
     if model.message:
         state.append(f": {model.message}")
-    parts.append(state)
-    parts.append(Text(f"results {model.results_path}", style=DIM))
-    return sep.join(parts)
+    pacer_t = Text.assemble(
+        (_lag(pacer), OVER_STYLE if pacer_bad else ""), (OVER_MARK if pacer_bad else "")
+    )
+    loop_t = Text.assemble(
+        (_lag(loop), OVER_STYLE if loop_bad else ""), (OVER_MARK if loop_bad else "")
+    )
+    skipped = (
+        [Text(f"{model.skipped_lines} unreadable line(s) skipped", style="bold yellow")]
+        if model.skipped_lines
+        else []
+    )
+    results = Text(f"results {model.results_path}", style=DIM)
+    full = [
+        Text(f"turns {c['done']}/{planned}", style="bold"),
+        failed,
+        Text(f"excluded {c['warmup']} warm-up + {c['cold']} cold"),
+        Text("pacer lag max ") + pacer_t,
+        Text("loop lag max ") + loop_t,
+        *skipped,
+        state,
+        results,
+    ]
+    if width is None:
+        return sep.join(full)
+    compact = [
+        Text(f"{c['done']}/{planned}", style="bold"),
+        failed,
+        Text(f"excl {c['warmup']}+{c['cold']}"),
+        Text("lag pacer ") + pacer_t + Text(", loop ") + loop_t,
+        *skipped,
+        state,
+    ]
+    # Shorter and shorter until it fits: first without the results path (it is in the title
+    # of `voicelat view` and printed at the end of a run), then in the compact wording, then
+    # without the exclusions; the counts, lags and state stay.
+    ladder = [
+        full,
+        full[:-1],
+        [*compact, results],
+        compact,
+        [p for p in compact if p is not compact[2]],
+    ]
+    for parts in ladder:
+        line = sep.join(parts)
+        if line.cell_len <= width:
+            return line
+    line.truncate(width, overflow="ellipsis")
+    return line

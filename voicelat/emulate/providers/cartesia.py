@@ -45,7 +45,7 @@ from voicelat.emulate.content import SPEAKER_CONTENT, Speaker, pcm_chunks, words
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import HttpRequest, WsExchange
 from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
-from voicelat.emulate.providers._wsutil import Outbox
+from voicelat.emulate.providers._wsutil import Outbox, record_stop
 
 __all__ = ["CartesiaEmulator"]
 
@@ -181,6 +181,7 @@ class CartesiaEmulator(Emulator):
                 continue
             if data.get("cancel"):
                 out.drop(ctx_id)
+                record_stop(x, t)
                 contexts.pop(ctx_id, None)
                 continue
             ctx = contexts.get(ctx_id)

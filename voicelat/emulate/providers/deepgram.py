@@ -60,7 +60,15 @@ from voicelat.emulate.content import (
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import BadRequest, HttpExchange, HttpRequest, WsExchange
 from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
-from voicelat.emulate.providers._wsutil import Listener, Outbox, flag, match_speech, number
+from voicelat.emulate.providers._wsutil import (
+    Listener,
+    Outbox,
+    fixture_speech_ms,
+    flag,
+    match_speech,
+    number,
+    record_stop,
+)
 
 __all__ = ["DeepgramEmulator"]
 
@@ -258,6 +266,7 @@ class DeepgramEmulator(Emulator):
                 buffer = ""
             elif kind == "Clear":
                 out.drop("gen")
+                record_stop(x, t)
                 buffer = ""
                 out.at(t, {"type": "Cleared", "sequence_id": flushes}, tag="ctl")
             elif kind == "Close":
@@ -361,21 +370,35 @@ class _Listen:
         self.request_id = str(uuid.uuid4())
         self.listener = Listener(self.rate, emulator.content["vad_threshold_dbfs"])
         self.turns = 0
-        self.words: list[str] = []
-        self.matched = False
         self.total_s = 0.0
+        #: Where the next result's window starts (the end of the last final's window): finals
+        #: tile the stream, never overlapping, never past the audio received.
+        self.window_s = 0.0
+        #: The end of the last finalized word: later words never start before it.
+        self.final_end_s = 0.0
         self.sha = hashlib.sha256()
+        self._new_utterance()
         self._new_turn()
 
+    def _new_utterance(self) -> None:
+        """A fresh transcript: the words of what is said next (one fixture, matched once)."""
+        self.words: list[str] = []
+        self.finalized = self.revealed = 0
+        self.matched = False
+        self.speech_total_ms: float | None = None
+        self.speech_before_ms = 0.0  # speech heard in earlier segments of this utterance
+
     def _new_segment(self) -> None:
-        """After a speech_final: the next words are a new segment (a fresh match), the
-        socket's turn (fault draw, Finalize) goes on."""
+        """After a speech_final: a new segment. An utterance whose words are not all final yet
+        (a fixture with a pause) goes on with its remaining words; otherwise the next speech
+        is a new utterance (a fresh match). The socket's turn (fault draw, Finalize) goes on."""
         silence = self.listener.silence_ms  # UtteranceEnd counts silence across segments
+        if self.finalized >= len(self.words):
+            self._new_utterance()
+        else:
+            self.speech_before_ms += self.listener.speech_ms
         self.listener.reset()
         self.listener.silence_ms = silence
-        self.matched = False
-        self.words = []
-        self.finalized = self.revealed = 0
         self.next_interim_ms = self.em.content["interim_ms"]
         self.turn_offset_s = self.total_s
         self.speech_started_sent = False
@@ -384,15 +407,25 @@ class _Listen:
         self.turn_open = False
         self.last_word_end_s = self.total_s
         self.listener.reset()
-        self.matched = False
-        self.words = []
-        self.finalized = 0
-        self.revealed = 0
+        self._new_utterance()
         self.next_interim_ms = self.em.content["interim_ms"]
         self.endpointed = False
         self.utterance_ended = True
         self.speech_started_sent = False
         self.turn_offset_s = self.total_s
+
+    def _due(self, *, final: bool) -> int:
+        """How many of the utterance's words the speech heard so far accounts for: in
+        proportion to the fixture's own speech (or ``ms_per_word`` a word), at least one."""
+        n = len(self.words)
+        total = self.speech_total_ms or n * float(self.em.content["ms_per_word"])
+        heard = self.speech_before_ms + self.listener.speech_ms
+        if not n or heard >= 0.9 * total:
+            return n
+        share = n * heard / total
+        if final:
+            return min(n, max(self.finalized + 1, round(share)))
+        return min(n, max(1, int(share)))
 
     async def run(self) -> None:
         x, out = self.x, self.out
@@ -468,8 +501,7 @@ class _Listen:
         if self.interim and lis.heard_ms >= self.next_interim_ms and not self.endpointed:
             self.next_interim_ms = lis.heard_ms + c["interim_ms"]
             await self._match()
-            shown = min(len(self.words), 1 + int(lis.speech_ms // c["ms_per_word"]))
-            self.revealed = max(self.revealed, shown)
+            self.revealed = max(self.revealed, self._due(final=False))
             if self.revealed > self.finalized:
                 t_send = t + round(self.x.sample("stt_partial") * 1e6)
                 self.out.at(
@@ -486,15 +518,16 @@ class _Listen:
         ):
             self.endpointed = True
             await self._match()
-            if len(self.words) > self.finalized:
+            due = self._due(final=True)
+            if due > self.finalized:
                 t_send = t + round(self.x.sample("stt_final") * 1e6)
                 self.out.at(
                     t_send,
-                    self._results(self.words[self.finalized :], True, True),
+                    self._results(self.words[self.finalized : due], True, True),
                     ["final_written", "end_of_turn_written"],
                     content=True,
                 )
-                self.finalized = self.revealed = len(self.words)
+                self.finalized = self.revealed = due
             # A streaming recognizer goes on listening: what follows is a new segment.
             self._new_segment()
 
@@ -514,38 +547,46 @@ class _Listen:
 
     async def _match(self) -> None:
         if self.matched:
-            return  # one match per segment: the text of a fixture does not change
-        lis = self.listener
-        text = await match_speech(
-            self.em.transcriber, lis.samples(), self.rate, self.em.content["vad_threshold_dbfs"]
-        )
-        found = words(text)
+            return  # one match per utterance: the text of a fixture does not change
+        lis, threshold = self.listener, self.em.content["vad_threshold_dbfs"]
+        text = await match_speech(self.em.transcriber, lis.samples(), self.rate, threshold)
+        found = [w.strip() for w in words(text) if w.strip()]
         # Words already sent as final stay; the rest follow the latest match.
-        self.words = self.words[: self.finalized] + [w.strip() for w in found][self.finalized :]
-        self.words = [w for w in self.words if w]
+        self.words = self.words[: self.finalized] + found[self.finalized :]
         self.matched = text != self.em.transcriber.canned
+        if self.matched:
+            self.speech_total_ms = fixture_speech_ms(self.em.transcriber, text, threshold)
 
     def _results(
         self, ws: list[str], is_final: bool, speech_final: bool, *, from_finalize: bool = False
     ) -> dict[str, Any]:
-        ms = self.em.content["ms_per_word"] / 1000
-        start = self.turn_offset_s + (self.listener.speech_start_ms or 0) / 1000
-        first = start + self.finalized * ms
+        # The words share the speech heard in this segment (its onset to the last loud frame
+        # received), after the last final word: timings from the audio, not a constant.
+        lis = self.listener
+        lo = max(self.final_end_s, self.turn_offset_s + (lis.speech_start_ms or 0) / 1000)
+        hi = max(lo, self.turn_offset_s + lis.last_speech_end_ms / 1000)
+        step = (hi - lo) / len(ws) if ws else 0.0
         word_items = [
             {
                 "word": w.lower().strip(".,?!"),
-                "start": round(first + i * ms, 3),
-                "end": round(first + (i + 1) * ms, 3),
+                "start": round(lo + i * step, 3),
+                "end": round(lo + (i + 1) * step, 3),
                 "confidence": 0.98,
                 "punctuated_word": w,
             }
             for i, w in enumerate(ws)
         ]
+        # The window: from the end of the last final's window to the audio received now.
+        start, duration = self.window_s, max(0.0, self.total_s - self.window_s)
+        if is_final:
+            self.window_s = self.total_s
+            if ws:
+                self.final_end_s = hi
         return {
             "type": "Results",
             "channel_index": [0, 1],
-            "duration": round(len(ws) * ms, 3),
-            "start": round(first, 3),
+            "duration": round(duration, 3),
+            "start": round(start, 3),
             "is_final": is_final,
             "speech_final": speech_final,
             "channel": {

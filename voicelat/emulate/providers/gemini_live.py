@@ -19,33 +19,51 @@ context (``EmulatorServer(ssl=...)``) for it; voicelat's stage also speaks plain
    ``first_audio``, then one every ``audio_chunk`` (``chunk_ms`` each), each followed by an
    ``outputTranscription`` word; then ``generationComplete`` and ``turnComplete`` with
    ``usageMetadata``.
-4. Speech during a reply (with ``START_OF_ACTIVITY_INTERRUPTS``, the default) drops the rest:
-   ``{"serverContent": {"interrupted": true}}`` then ``turnComplete``.
+4. Speech during a reply (with ``START_OF_ACTIVITY_INTERRUPTS``, the default) drops the rest
+   (at once, or ``cancel_stop`` ms later): ``{"serverContent": {"interrupted": true}}`` then
+   ``turnComplete``.
+5. Many turns per session, each its own reply. ``clientContent`` text turns join the context
+   and ``turnComplete`` asks for a reply; ``responseModalities: ["TEXT"]`` replies with text
+   parts; ``inputAudioTranscription`` sends ``inputTranscription`` (the fixture's transcript)
+   after each user turn; ``content.greeting`` speaks first, right after ``setupComplete``.
 
 Ground truth: ``endpoint_decided`` / ``activity_end_received``, ``first_audio_written`` and
-every ``audio_written``, ``first_text_written``, ``end_written`` (turnComplete). Faults: the
+every ``audio_written``, ``first_text_written``, ``end_written`` (turnComplete),
+``interrupted_written``; per reply a :class:`~voicelat.emulate.truth.ResponseTruth` in
+``Exchange.responses``. Faults: the
 framework's websocket faults; ``error_event`` closes 1011 with ``content.error_reason``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import functools
 import itertools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Route, b64
-from voicelat.emulate.content import SPEAKER_CONTENT, pcm_chunks, words
+from voicelat.emulate.content import (
+    SPEAKER_CONTENT,
+    TRANSCRIBER_CONTENT,
+    Transcriber,
+    pcm_chunks,
+    words,
+)
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import HttpRequest, WsExchange
-from voicelat.emulate.profile import WS_FAULTS
+from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
 from voicelat.emulate.providers._speaking import SpeakingEmulator
-from voicelat.emulate.providers._wsutil import Listener, Outbox
+from voicelat.emulate.providers._wsutil import Listener, Outbox, match_speech
+from voicelat.emulate.truth import ResponseTruth
 
 __all__ = ["GeminiLiveEmulator"]
 
@@ -82,9 +100,16 @@ class _Live:
     automatic: bool = True
     silence_ms: float = 500.0
     interrupts: bool = True
+    text: bool = False
+    """``generationConfig.responseModalities`` is ``TEXT``: the reply is text parts."""
+    input_transcription: bool = False
     in_turn: bool = False
     reply_end_ns: int = 0
     replying: str | None = None
+    reply_truth: ResponseTruth | None = None
+    turns: int = 0
+    """Completed exchanges in the context (user turns answered, text turns included)."""
+    pending: list[tuple[asyncio.Future[str], Callable[[str], None]]] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
 
@@ -101,6 +126,8 @@ class GeminiLiveEmulator(SpeakingEmulator):
         "vad_stop": Fixed(ms=0.0),
         "first_audio": Fixed(ms=300.0),
         "audio_chunk": Fixed(ms=20.0),
+        "transcription": Fixed(ms=100.0),
+        "cancel_stop": Fixed(ms=0.0),
     }
     CONTENT: ClassVar[Mapping[str, Any]] = {
         "models": [
@@ -109,10 +136,12 @@ class GeminiLiveEmulator(SpeakingEmulator):
             "gemini-2.0-flash-live-001",
         ],
         "reply": "Sure. It is sunny and mild today.",
+        "greeting": "",
         "vad_threshold_dbfs": -40.0,
         "voice_activity": False,
         "error_reason": "Internal error encountered.",
         **SPEAKER_CONTENT,
+        **TRANSCRIBER_CONTENT,
     }
     CLOSE_REASONS: ClassVar[Mapping[int, str]] = {
         1011: "Internal error encountered.",
@@ -120,6 +149,11 @@ class GeminiLiveEmulator(SpeakingEmulator):
     }
 
     REPLY_RATE: ClassVar[int] = OUT_RATE
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        super().__init__(config)
+        self.transcriber = Transcriber.from_content(self.content)
+        self._transcriber_ready: asyncio.Task[None] | None = None
 
     def routes(self) -> Sequence[Route]:
         return [Route("WS", _PATH.format(version=v), self.live, "live") for v in _VERSIONS]
@@ -148,30 +182,41 @@ class GeminiLiveEmulator(SpeakingEmulator):
     # -- one session ------------------------------------------------------------------------
     async def live(self, x: WsExchange) -> None:
         s = _Live()
-        out = Outbox(x)
+        out = Outbox(x, per_tag=True)
         vad = Listener(IN_RATE, float(self.content["vad_threshold_dbfs"]))
         try:
             first, _ = await x.recv_stamped(30.0)
             if first is None:
                 return
             self._setup(x, s, _message(first))
-            out.at(now_ns(), {"setupComplete": {}})
+            t_ready = now_ns()
+            out.at(t_ready, {"setupComplete": {}})
+            if self.content["greeting"]:
+                self._reply(x, s, out, t_ready, "greeting")
             await out.send_due()
             while True:
+                # A transcription computing off the loop is polled every 5 ms.
+                limit = now_ns() + 5_000_000 if s.pending else None
                 try:
-                    msg, t = await x.recv_stamped(out.wait_s())
+                    msg, t = await x.recv_stamped(out.wait_s(limit))
                 except TimeoutError:
+                    self._collect(s)
                     await out.send_due()
                     continue
                 if msg is None:
                     return
                 self._handle(x, s, out, vad, _message(msg), t)
+                self._collect(s)
                 await out.send_due()
         except _Closed as exc:
             await out.drain()
             # A close reason holds at most 123 bytes (RFC 6455); the service cuts its own too.
             reason = str(exc).encode()[:123].decode("utf-8", "ignore")
             await x.close(exc.code, reason)
+        finally:
+            for future, _ in s.pending:
+                future.cancel()
+            x.truth.detail["turns"] = s.turns
 
     def _setup(self, x: WsExchange, s: _Live, msg: dict[str, Any]) -> None:
         setup = _obj(_get(msg, "setup"))
@@ -193,6 +238,9 @@ class GeminiLiveEmulator(SpeakingEmulator):
         if isinstance(silence, int | float) and not isinstance(silence, bool):
             s.silence_ms = float(silence)
         s.interrupts = _get(config, "activityHandling") != "NO_INTERRUPTION"
+        modalities = _get(_obj(_get(setup, "generationConfig")), "responseModalities") or []
+        s.text = [str(m).upper() for m in modalities] == ["TEXT"]
+        s.input_transcription = _get(setup, "inputAudioTranscription") is not None
         x.truth.detail["automatic_activity_detection"] = s.automatic
 
     def _handle(
@@ -200,22 +248,85 @@ class GeminiLiveEmulator(SpeakingEmulator):
     ) -> None:
         rt = _obj(_get(msg, "realtimeInput"))
         if not rt:
-            if _get(msg, "clientContent") is not None or _get(msg, "toolResponse") is not None:
+            content = _get(msg, "clientContent")
+            if content is not None:
+                self._client_content(x, s, out, _obj(content), t)
+                return
+            if _get(msg, "toolResponse") is not None:
                 return
             raise _Closed(1007, "Invalid JSON payload received: unknown message.")
         if _get(rt, "activityStart") is not None:
-            self._speech_started(s, out, t)
+            self._speech_started(x, s, out, t)
             vad.reset()
         audio = _obj(_get(rt, "audio"))
         if audio:
             self._audio(x, s, out, vad, audio, t)
         if _get(rt, "activityEnd") is not None:
             x.truth.mark("activity_end_received", t)
-            self._reply(x, s, out, t)
+            self._user_turn_ended(x, s, out, vad, t, "activity_end")
         if _get(rt, "audioStreamEnd") and s.automatic and vad.heard_speech and s.in_turn:
             x.truth.mark("endpoint_decided", t)
-            self._reply(x, s, out, t)
-            vad.reset()
+            self._user_turn_ended(x, s, out, vad, t, "audio_stream_end")
+
+    def _client_content(
+        self, x: WsExchange, s: _Live, out: Outbox, content: dict[str, Any], t: int
+    ) -> None:
+        """A client text turn: added to the context; ``turnComplete`` asks for the reply."""
+        turns = _get(content, "turns")
+        if turns is not None and not isinstance(turns, list):
+            raise _Closed(1007, "Invalid value at 'client_content.turns': expected a list.")
+        texts = [
+            str(_get(part, "text"))
+            for turn in turns or []
+            for part in _obj(turn).get("parts") or []
+            if isinstance(part, dict) and _get(part, "text") is not None
+        ]
+        x.truth.detail.setdefault("client_texts", []).extend(texts)
+        if _get(content, "turnComplete"):
+            x.truth.mark("client_turn_received", t)
+            self._reply(x, s, out, t, "text")
+
+    def _user_turn_ended(
+        self, x: WsExchange, s: _Live, out: Outbox, vad: Listener, t: int, trigger: str
+    ) -> None:
+        """The user's turn is over at ``t``: its transcription (when asked), then the reply."""
+        if s.input_transcription:
+            self._transcribe(x, s, out, vad.samples().copy(), t)
+        self._reply(x, s, out, t, trigger)
+        vad.reset()
+
+    def _transcribe(
+        self, x: WsExchange, s: _Live, out: Outbox, samples: np.ndarray[Any, Any], t: int
+    ) -> None:
+        """``inputTranscription``: the fixture's transcript (or the profile's ``transcript``),
+        ``transcription`` ms after the turn ended (later if matching took longer)."""
+        t_done = t + round(x.sample("transcription") * 1e6)
+        tag = f"in{next(s.ids)}"
+
+        def schedule(text: str) -> None:
+            x.truth.detail.setdefault("input_transcripts", []).append(text)
+            message = {"serverContent": {"inputTranscription": {"text": text}}}
+            out.at(t_done, message, ["transcription_written"], tag=tag)
+
+        s.pending.append((asyncio.ensure_future(self._recognise(samples)), schedule))
+
+    async def _recognise(self, samples: np.ndarray[Any, Any]) -> str:
+        if self._transcriber_ready is None:
+            self._transcriber_ready = asyncio.ensure_future(self.transcriber.startup())
+        await asyncio.shield(self._transcriber_ready)
+        return await match_speech(
+            self.transcriber, samples, IN_RATE, float(self.content["vad_threshold_dbfs"])
+        )
+
+    def _collect(self, s: _Live) -> None:
+        still: list[tuple[asyncio.Future[str], Callable[[str], None]]] = []
+        for future, schedule in s.pending:
+            if not future.done():
+                still.append((future, schedule))
+            elif not future.cancelled():
+                failed = future.exception() is not None
+                schedule(str(self.transcriber.canned) if failed else future.result())
+        s.pending = still
 
     def _audio(
         self, x: WsExchange, s: _Live, out: Outbox, vad: Listener, audio: dict[str, Any], t: int
@@ -235,7 +346,7 @@ class GeminiLiveEmulator(SpeakingEmulator):
         if not s.automatic:
             return
         if not s.in_turn and vad.heard_speech:
-            self._speech_started(s, out, t)
+            self._speech_started(x, s, out, t)
             if self.content["voice_activity"]:
                 out.at(t, {"voiceActivity": {"voiceActivityType": "ACTIVITY_START"}})
         elif s.in_turn and vad.silence_ms >= s.silence_ms:
@@ -244,26 +355,77 @@ class GeminiLiveEmulator(SpeakingEmulator):
             if self.content["voice_activity"]:
                 out.at(t_end, {"voiceActivity": {"voiceActivityType": "ACTIVITY_END"}},
                        ["speech_stopped_written"])  # fmt: skip
-            self._reply(x, s, out, t_end)
-            vad.reset()
+            self._user_turn_ended(x, s, out, vad, t_end, "vad")
 
-    def _speech_started(self, s: _Live, out: Outbox, t: int) -> None:
+    def _speech_started(self, x: WsExchange, s: _Live, out: Outbox, t: int) -> None:
         s.in_turn = True
         if s.interrupts and s.replying is not None and t < s.reply_end_ns:
-            out.drop(s.replying)
-            out.at(t, {"serverContent": {"interrupted": True}}, ["interrupted_written"])
-            out.at(t, {"serverContent": {"turnComplete": True}})
-            s.replying = None
+            self._interrupt(x, s, out, t)
 
-    def _reply(self, x: WsExchange, s: _Live, out: Outbox, t: int) -> None:
-        """The model's turn from ``t``: audio parts with transcription words, then the end."""
+    def _interrupt(self, x: WsExchange, s: _Live, out: Outbox, t: int) -> None:
+        """Speech during the reply: ``interrupted`` at once, the rest of the reply dropped (with
+        latency ``cancel_stop`` = X ms, the audio keeps flowing X ms: the next part goes at
+        exactly t + X), then ``turnComplete``."""
+        tag, truth = s.replying, s.reply_truth
+        assert tag is not None and truth is not None
+        s.replying, s.reply_truth = None, None
+        t = max(t, now_ns())  # decided now (see openai_realtime._cancel)
+        stop_ms = x.sample("cancel_stop")
+        t_stop = t + round(stop_ms * 1e6)
+        truth.cancel_ns, truth.stop_after_ms, truth.reason = t, stop_ms, "interrupted"
+        taken = out.take(tag)
+        out.at(t, {"serverContent": {"interrupted": True}}, ["interrupted_written"])
+        last, moved = t, False
+        for item in taken:
+            if "audio_written" not in item.marks or stop_ms <= 0:
+                continue
+            if item.t_ns <= t_stop:
+                last = out.put(item)
+            elif not moved:
+                last, moved = out.put(item, t_stop), True
+        out.at(max(last, t_stop), {"serverContent": {"turnComplete": True}}, tag=tag,
+               on_sent=functools.partial(_finished, truth, "cancelled"))  # fmt: skip
+
+    def _reply(self, x: WsExchange, s: _Live, out: Outbox, t: int, trigger: str) -> None:
+        """The model's turn from ``t``: audio parts with transcription words (or text parts),
+        then the end; recorded as one response of the session."""
         s.in_turn = False
+        if s.replying is not None and t < s.reply_end_ns and s.interrupts:
+            self._interrupt(x, s, out, t)  # a new turn while replying: the old reply stops
         tag = f"turn{next(s.ids)}"
-        s.replying = tag
-        reply = str(self.content["reply"])
+        truth = x.truth.open_response(tag, trigger, t)
+        s.replying, s.reply_truth = tag, truth
+        reply, pcm = self.spoken(trigger == "greeting")
+        t_first = t + round(x.sample("first_audio") * 1e6)
+        if s.text:
+            t_end = self._text_parts(x, out, tag, reply, t_first, truth)
+        else:
+            t_end = self._audio_parts(x, out, tag, reply, pcm, t_first, truth)
+        out.at(t_end, {"serverContent": {"generationComplete": True}}, tag=tag)
+        # ~25 audio tokens a second of reply (the service's rate), a fixed prompt.
+        out_tokens = max(1, len(pcm) // 2 * 25 // OUT_RATE)
+        usage = {
+            "promptTokenCount": 100, "responseTokenCount": out_tokens, "totalTokenCount": 100 + out_tokens,
+            "responseTokensDetails": [{"modality": "TEXT" if s.text else "AUDIO", "tokenCount": out_tokens}],
+        }  # fmt: skip
+        out.at(t_end, {"serverContent": {"turnComplete": True}, "usageMetadata": usage},
+               ["end_written"], tag=tag,
+               on_sent=functools.partial(_finished, truth, "completed"))  # fmt: skip
+        s.reply_end_ns = out.last_of(tag)
+        s.turns += 1
+
+    def _audio_parts(
+        self,
+        x: WsExchange,
+        out: Outbox,
+        tag: str,
+        reply: str,
+        pcm: bytes,
+        t_audio: int,
+        truth: ResponseTruth,
+    ) -> int:
         pieces = words(reply)
-        t_audio = t + round(x.sample("first_audio") * 1e6)
-        chunks = pcm_chunks(self._pcm, OUT_RATE, float(self.content["chunk_ms"]))
+        chunks = pcm_chunks(pcm, OUT_RATE, float(self.content["chunk_ms"]))
         mime = f"audio/pcm;rate={OUT_RATE}"
         for i, chunk in enumerate(chunks):
             if i:
@@ -271,23 +433,41 @@ class GeminiLiveEmulator(SpeakingEmulator):
             part = {"inlineData": {"mimeType": mime, "data": b64(chunk)}}
             marks = ["audio_written", *(["first_audio_written"] if i == 0 else [])]
             out.at(t_audio, {"serverContent": {"modelTurn": {"parts": [part]}}}, marks,
-                   content=True, tag=tag)  # fmt: skip
+                   content=True, tag=tag,
+                   on_sent=functools.partial(_audio_sent, truth, len(chunk)))  # fmt: skip
             if i < len(pieces):
                 text = {"serverContent": {"outputTranscription": {"text": pieces[i]}}}
-                out.at(t_audio, text, ["first_text_written"] if i == 0 else [], tag=tag)
+                out.at(t_audio, text, ["first_text_written"] if i == 0 else [], tag=tag,
+                       on_sent=functools.partial(_text_sent, truth))  # fmt: skip
         rest = "".join(pieces[len(chunks) :])
         if rest:
             out.at(t_audio, {"serverContent": {"outputTranscription": {"text": rest}}}, tag=tag)
-        out.at(t_audio, {"serverContent": {"generationComplete": True}}, tag=tag)
-        # ~25 audio tokens a second of reply (the service's rate), a fixed prompt.
-        out_tokens = max(1, len(self._pcm) // 2 * 25 // OUT_RATE)
-        usage = {
-            "promptTokenCount": 100, "responseTokenCount": out_tokens, "totalTokenCount": 100 + out_tokens,
-            "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": out_tokens}],
-        }  # fmt: skip
-        out.at(t_audio, {"serverContent": {"turnComplete": True}, "usageMetadata": usage},
-               ["end_written"], tag=tag)  # fmt: skip
-        s.reply_end_ns = out.last
+        return t_audio
+
+    def _text_parts(
+        self, x: WsExchange, out: Outbox, tag: str, reply: str, t: int, truth: ResponseTruth
+    ) -> int:
+        """``responseModalities: ["TEXT"]``: the reply as text parts, a word every
+        ``audio_chunk``."""
+        for i, piece in enumerate(words(reply)):
+            if i:
+                t += round(x.sample("audio_chunk") * 1e6)
+            message = {"serverContent": {"modelTurn": {"parts": [{"text": piece}]}}}
+            out.at(t, message, ["first_text_written"] if i == 0 else [], content=True, tag=tag,
+                   on_sent=functools.partial(_text_sent, truth))  # fmt: skip
+        return t
+
+
+def _audio_sent(truth: ResponseTruth, n: int, t: int) -> None:
+    truth.sent(t, audio=n)
+
+
+def _text_sent(truth: ResponseTruth, t: int) -> None:
+    truth.sent(t, text=True)
+
+
+def _finished(truth: ResponseTruth, status: str, t: int) -> None:
+    truth.status, truth.done_ns = status, t
 
 
 def _message(msg: str | bytes) -> dict[str, Any]:

@@ -20,36 +20,58 @@ reaches it as it is (JSON text frames, ``Authorization: Bearer``, no subprotocol
    (the first transcript delta right before it), then one audio delta every ``audio_chunk``
    (``chunk_ms`` of audio each; the reply's words spread over them), then the ``.done``
    events and ``response.done`` with usage; ``rate_limits.updated`` after it.
-5. ``response.cancel`` and barge-in (``speech_started`` during a response with
-   ``interrupt_response``) drop the rest of the response: ``response.done`` ``cancelled``
-   with ``client_cancelled`` / ``turn_detected``. ``conversation.item.truncate`` answers
-   ``conversation.item.truncated``.
+   ``output_modalities: ["text"]`` (session or response): ``response.output_text.delta`` per
+   word instead, no audio.
+5. Many turns per session: every utterance is a user item (one ``item_id`` from
+   ``speech_started`` to ``conversation.item.added``/``.done``), every response an assistant
+   item, chained by ``previous_item_id``. ``audio.input.transcription`` adds
+   ``conversation.item.input_audio_transcription.delta``/``.completed`` per user item (the
+   fixture's transcript, matched off the loop). ``conversation.item.create`` is acknowledged
+   with ``conversation.item.added``/``.done``. ``content.greeting``: a response before any
+   user audio (after the first ``session.update``, or at connect).
+6. ``response.cancel`` and barge-in (``speech_started`` during a response with
+   ``interrupt_response``) stop the audio (at once, or ``cancel_stop`` ms later):
+   ``response.done`` ``cancelled`` with ``client_cancelled`` / ``turn_detected``.
+   ``conversation.item.truncate`` answers ``conversation.item.truncated``.
 
 Ground truth (marks): ``speech_started_written``, ``speech_stopped_written`` (the server's
 endpoint), ``response_created_written``, ``first_text_written``, ``first_audio_written`` and
-every ``audio_written``, ``end_written`` (response.done). Faults: the framework's websocket
+every ``audio_written``, ``end_written`` (response.done), ``cancelled_written``,
+``transcription_written``; per response a :class:`~voicelat.emulate.truth.ResponseTruth`
+(first and last audio write, cancel, status) in ``Exchange.responses``. Faults: the framework's websocket
 faults; ``error_event`` sends the service's ``error`` shape (``content.error_code``, e.g.
 ``rate_limit_exceeded``) and closes 1011.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import functools
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from voicelat.core.clock import now_ns
 from voicelat.emulate.base import Route, b64, bearer_key
-from voicelat.emulate.content import SPEAKER_CONTENT, pcm_chunks, words
+from voicelat.emulate.content import (
+    SPEAKER_CONTENT,
+    TRANSCRIBER_CONTENT,
+    Transcriber,
+    pcm_chunks,
+    words,
+)
 from voicelat.emulate.dist import Dist, Fixed
 from voicelat.emulate.exchange import HttpRequest, WsExchange
-from voicelat.emulate.profile import WS_FAULTS
+from voicelat.emulate.profile import WS_FAULTS, EmulatorConfig
 from voicelat.emulate.providers._speaking import SpeakingEmulator
-from voicelat.emulate.providers._wsutil import Listener, Outbox
+from voicelat.emulate.providers._wsutil import Listener, Outbox, match_speech
+from voicelat.emulate.truth import ResponseTruth
 
 __all__ = ["OpenAIRealtimeEmulator"]
 
@@ -84,6 +106,17 @@ class _Refused(Exception):
 
 
 @dataclass
+class _Active:
+    """The response being sent: its id, assistant item, end and ground truth."""
+
+    rid: str
+    item: str
+    end_ns: int
+    truth: ResponseTruth
+    text: bool
+
+
+@dataclass
 class _Session:
     """One realtime session's state."""
 
@@ -91,14 +124,29 @@ class _Session:
     voice: str = "marin"
     detection: dict[str, Any] | None = field(default_factory=lambda: dict(_SERVER_VAD))
     instructions: str = ""
+    modalities: list[str] = field(default_factory=lambda: ["audio"])
+    transcription: dict[str, Any] | None = None
     appended_ms: float = 0.0
     started: bool = False
-    response_end_ns: int = 0
-    response_id: str | None = None
+    user_item: str | None = None
+    """The item id of the user speech the server VAD is hearing (speech_started on)."""
+    items: list[str] = field(default_factory=list)
+    """Every conversation item id in order (user and assistant): one per turn and reply."""
+    active: _Active | None = None
+    greeted: bool = False
+    pending: list[tuple[asyncio.Future[str], Callable[[str], None]]] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self.ids):04d}"
+
+    def previous(self) -> str | None:
+        return self.items[-1] if self.items else None
+
+    def responding(self, t: int) -> _Active | None:
+        """The response still in progress at ``t`` (None once its response.done went)."""
+        a = self.active
+        return a if a is not None and t < a.end_ns else None
 
     def json(self) -> dict[str, Any]:
         return {
@@ -106,12 +154,12 @@ class _Session:
             "object": "realtime.session",
             "id": "sess_voicelat",
             "model": self.model,
-            "output_modalities": ["audio"],
+            "output_modalities": list(self.modalities),
             "instructions": self.instructions,
             "audio": {
                 "input": {
                     "format": {"type": "audio/pcm", "rate": RATE},
-                    "transcription": None,
+                    "transcription": self.transcription,
                     "noise_reduction": None,
                     "turn_detection": self.detection,
                 },
@@ -149,18 +197,28 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
         "response_created": Fixed(ms=30.0),
         "first_audio": Fixed(ms=250.0),
         "audio_chunk": Fixed(ms=20.0),
+        "transcription": Fixed(ms=120.0),
+        "cancel_stop": Fixed(ms=0.0),
     }
     CONTENT: ClassVar[Mapping[str, Any]] = {
         "models": ["gpt-realtime", "gpt-realtime-mini", "gpt-4o-realtime-preview"],
         "voices": ["marin", "cedar", "alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse"],
         "reply": "Sure. It is sunny and mild today.",
+        "greeting": "",
+        "greeting_on": "update",
         "vad_threshold_dbfs": -40.0,
         "error_code": "server_error",
         **SPEAKER_CONTENT,
+        **TRANSCRIBER_CONTENT,
     }  # fmt: skip
     CLOSE_REASONS: ClassVar[Mapping[int, str]] = {1011: "server_error", 1008: "policy_violation"}
 
     REPLY_RATE: ClassVar[int] = RATE
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        super().__init__(config)
+        self.transcriber = Transcriber.from_content(self.content)
+        self._transcriber_ready: asyncio.Task[None] | None = None
 
     def routes(self) -> Sequence[Route]:
         return [Route("WS", "/v1/realtime", self.realtime, "realtime")]
@@ -195,26 +253,37 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
     async def realtime(self, x: WsExchange) -> None:
         s = _Session(model=x.request.query.get("model", "gpt-realtime"))
         x.truth.model = s.model
-        out = Outbox(x)
+        out = Outbox(x, per_tag=True)
         vad = Listener(RATE, float(self.content["vad_threshold_dbfs"]))
-        out.at(
-            now_ns(),
-            {"type": "session.created", "event_id": s.next_id("event"), "session": s.json()},
-        )
-        while True:
-            try:
-                msg, t = await x.recv_stamped(out.wait_s())
-            except TimeoutError:
+        t0 = now_ns()
+        out.at(t0, {"type": "session.created", "event_id": s.next_id("event"), "session": s.json()})
+        if self.content["greeting_on"] == "connect":
+            self._greet(x, s, out, t0)
+        try:
+            while True:
+                # A transcription computing off the loop is polled every 5 ms.
+                limit = now_ns() + 5_000_000 if s.pending else None
+                try:
+                    msg, t = await x.recv_stamped(out.wait_s(limit))
+                except TimeoutError:
+                    self._collect(s)
+                    await out.send_due()
+                    continue
+                if msg is None:
+                    return
+                try:
+                    await self._handle(x, s, out, vad, _event(msg), t)
+                except _Refused as exc:
+                    error = _error(str(exc), exc.code, exc.param)
+                    out.at(
+                        now_ns(), {"type": "error", "event_id": s.next_id("event"), "error": error}
+                    )
+                self._collect(s)
                 await out.send_due()
-                continue
-            if msg is None:
-                return
-            try:
-                await self._handle(x, s, out, vad, _event(msg), t)
-            except _Refused as exc:
-                error = _error(str(exc), exc.code, exc.param)
-                out.at(now_ns(), {"type": "error", "event_id": s.next_id("event"), "error": error})
-            await out.send_due()
+        finally:
+            for future, _ in s.pending:
+                future.cancel()
+            x.truth.detail["items"] = len(s.items)
 
     async def _handle(
         self, x: WsExchange, s: _Session, out: Outbox, vad: Listener, ev: dict[str, Any], t: int
@@ -227,6 +296,8 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
             out.at(
                 t, {"type": "session.updated", "event_id": s.next_id("event"), "session": s.json()}
             )
+            if self.content["greeting_on"] == "update":
+                self._greet(x, s, out, t)
         elif kind == "input_audio_buffer.commit":
             if s.appended_ms < 100:
                 raise _Refused(
@@ -234,33 +305,32 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
                     f"100ms of audio, but buffer only has {s.appended_ms:.2f}ms of audio.",
                     "input_audio_buffer_commit_empty",
                 )
-            self._commit(s, out, t, [])
-            vad.reset()
+            self._commit(x, s, out, vad, t, [])
         elif kind == "input_audio_buffer.clear":
             s.appended_ms = 0.0
+            s.started, s.user_item = False, None
             vad.reset()
             out.at(t, {"type": "input_audio_buffer.cleared", "event_id": s.next_id("event")})
         elif kind == "response.create":
-            if s.response_id is not None and t < s.response_end_ns:
+            if s.responding(t) is not None:
                 raise _Refused(
                     "Conversation already has an active response in progress.",
                     "conversation_already_has_active_response",
                 )
-            await self._respond(x, s, out, t)
+            x.truth.mark("trigger_received", t)
+            response = _obj(ev.get("response"))
+            self._schedule_response(x, s, out, t, "create", response.get("output_modalities"))
         elif kind == "response.cancel":
-            if s.response_id is None or t >= s.response_end_ns:
+            if s.responding(t) is None:
                 raise _Refused(
                     "Cancellation failed: no active response found", "response_cancel_not_active"
                 )
-            self._cancel(s, out, t, "client_cancelled")
+            self._cancel(x, s, out, t, "client_cancelled", [])
         elif kind == "conversation.item.truncate":
-            item = ev.get("item_id")
-            out.at(t, {
-                "type": "conversation.item.truncated", "event_id": s.next_id("event"),
-                "item_id": item, "content_index": ev.get("content_index", 0),
-                "audio_end_ms": ev.get("audio_end_ms", 0),
-            })  # fmt: skip
-        elif kind not in ("conversation.item.create", "response.cancel"):
+            self._truncate(s, out, ev, t)
+        elif kind == "conversation.item.create":
+            self._item_create(s, out, ev, t)
+        else:
             raise _Refused(f"Invalid value: '{kind}'.", "invalid_value", "type")
 
     def _update(self, s: _Session, session: Any) -> None:
@@ -294,16 +364,18 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
                     "invalid_value",
                     f"session.audio.{where}.format.rate",
                 )
-        voice = audio_out.get("voice")
-        if voice is not None:
-            if voice not in self.content["voices"]:
-                supported = ", ".join(f"'{v}'" for v in self.content["voices"])
+        self._update_voice(s, audio_out.get("voice"))
+        if "output_modalities" in session:
+            s.modalities = _modalities(session["output_modalities"], "session.output_modalities")
+        if "transcription" in audio_in:
+            td = audio_in["transcription"]
+            if td is not None and not isinstance(td, dict):
                 raise _Refused(
-                    f"Invalid value: '{voice}'. Supported values are: {supported}.",
-                    "invalid_value",
-                    "session.audio.output.voice",
+                    "Invalid type for 'session.audio.input.transcription': expected an object.",
+                    "invalid_type",
+                    "session.audio.input.transcription",
                 )
-            s.voice = str(voice)
+            s.transcription = None if td is None else {"model": "whisper-1", **td}
         if "turn_detection" in audio_in:
             td = audio_in["turn_detection"]
             s.detection = (
@@ -315,6 +387,18 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
             )
         if isinstance(session.get("instructions"), str):
             s.instructions = session["instructions"]
+
+    def _update_voice(self, s: _Session, voice: Any) -> None:
+        if voice is None:
+            return
+        if voice not in self.content["voices"]:
+            supported = ", ".join(f"'{v}'" for v in self.content["voices"])
+            raise _Refused(
+                f"Invalid value: '{voice}'. Supported values are: {supported}.",
+                "invalid_value",
+                "session.audio.output.voice",
+            )
+        s.voice = str(voice)
 
     def _append(
         self, x: WsExchange, s: _Session, out: Outbox, vad: Listener, ev: dict[str, Any], t: int
@@ -333,70 +417,231 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
             return
         if not s.started and vad.heard_speech and vad.speech_start_ms is not None:
             s.started = True
-            active = s.response_id is not None and t < s.response_end_ns
-            barge_in = bool(d.get("interrupt_response", True)) and active
-            if barge_in and s.response_id is not None:
-                out.drop(s.response_id)  # first: what is queued must not delay speech_started
+            s.user_item = s.next_id("item")
             start_ms = max(0, round(vad.speech_start_ms - float(d.get("prefix_padding_ms", 300))))
-            out.at(t, {
+            started = {
                 "type": "input_audio_buffer.speech_started", "event_id": s.next_id("event"),
-                "audio_start_ms": start_ms, "item_id": s.next_id("item"),
-            }, ["speech_started_written"])  # fmt: skip
-            if barge_in:
-                self._cancel(s, out, t, "turn_detected")
+                "audio_start_ms": start_ms, "item_id": s.user_item,
+            }  # fmt: skip
+            if bool(d.get("interrupt_response", True)) and s.responding(t) is not None:
+                # Barge-in: speech_started first, then the response stops (cancel_stop later).
+                self._cancel(x, s, out, t, "turn_detected", [started])
+            else:
+                out.at(t, started, ["speech_started_written"])
         elif s.started and vad.silence_ms >= s.silence_ms:
-            s.started = False
             t_stop = t + round(x.sample("vad_stop") * 1e6)
             stopped = {
                 "type": "input_audio_buffer.speech_stopped", "event_id": s.next_id("event"),
-                "audio_end_ms": round(vad.heard_ms), "item_id": s.next_id("item"),
+                "audio_end_ms": round(vad.heard_ms), "item_id": s.user_item,
             }  # fmt: skip
-            self._commit(s, out, t_stop, [stopped])
-            vad.reset()
+            self._commit(x, s, out, vad, t_stop, [stopped])
             if d.get("create_response", True):
                 x.truth.mark("trigger_received", t)
-                self._schedule_response(x, s, out, t_stop, self._pcm)
+                self._schedule_response(x, s, out, t_stop, "vad")
 
-    def _commit(self, s: _Session, out: Outbox, t: int, before: list[dict[str, Any]]) -> None:
-        item = s.next_id("item")
+    def _commit(
+        self,
+        x: WsExchange,
+        s: _Session,
+        out: Outbox,
+        vad: Listener,
+        t: int,
+        before: list[dict[str, Any]],
+    ) -> None:
+        """The user's audio becomes a conversation item (committed, added, done), and its
+        transcription starts when the session asks for one."""
+        item = s.user_item or s.next_id("item")
+        previous = s.previous()
+        s.items.append(item)
+        s.started, s.user_item = False, None
         for ev in before:
             out.at(t, ev, ["speech_stopped_written"])
         out.at(t, {"type": "input_audio_buffer.committed", "event_id": s.next_id("event"),
-                   "item_id": item, "previous_item_id": None}, ["committed_written"])  # fmt: skip
-        out.at(t, {"type": "conversation.item.added", "event_id": s.next_id("event"),
-                   "previous_item_id": None, "item": _item(item, "user", "completed")})  # fmt: skip
+                   "item_id": item, "previous_item_id": previous}, ["committed_written"])  # fmt: skip
+        user = _user_item(item, [{"type": "input_audio", "transcript": None}])
+        for kind in ("conversation.item.added", "conversation.item.done"):
+            out.at(t, {"type": kind, "event_id": s.next_id("event"),
+                       "previous_item_id": previous, "item": user})  # fmt: skip
+        heard_ms = s.appended_ms
         s.appended_ms = 0.0
+        if s.transcription is not None:
+            self._transcribe(x, s, out, vad.samples().copy(), item, t, heard_ms)
+        vad.reset()
 
-    async def _respond(self, x: WsExchange, s: _Session, out: Outbox, t: int) -> None:
-        x.truth.mark("trigger_received", t)
-        self._schedule_response(x, s, out, t, self._pcm)
+    def _transcribe(
+        self,
+        x: WsExchange,
+        s: _Session,
+        out: Outbox,
+        samples: np.ndarray[Any, Any],
+        item: str,
+        t: int,
+        heard_ms: float,
+    ) -> None:
+        """Input transcription, as the service runs it: asynchronously with the response;
+        the text is the fixture's transcript when the audio is a known fixture (else the
+        profile's ``transcript``); ``delta`` then ``completed`` after latency
+        ``transcription`` from the commit (later if the matching took longer)."""
+        t_done = t + round(x.sample("transcription") * 1e6)
+        future = asyncio.ensure_future(self._recognise(samples))
+
+        def schedule(text: str) -> None:
+            x.truth.detail.setdefault("input_transcripts", []).append(text)
+            ids = {"item_id": item, "content_index": 0}
+            out.at(t_done, {"type": "conversation.item.input_audio_transcription.delta",
+                            "event_id": s.next_id("event"), **ids, "delta": text},
+                   tag=f"tr-{item}")  # fmt: skip
+            usage = {"type": "duration", "seconds": round(heard_ms / 1000, 3)}
+            out.at(t_done, {"type": "conversation.item.input_audio_transcription.completed",
+                            "event_id": s.next_id("event"), **ids, "transcript": text,
+                            "usage": usage}, ["transcription_written"], tag=f"tr-{item}")  # fmt: skip
+
+        s.pending.append((future, schedule))
+
+    async def _recognise(self, samples: np.ndarray[Any, Any]) -> str:
+        if self._transcriber_ready is None:
+            # Fixtures are loaded (off the loop) the first time a session asks for input
+            # transcription, not at every start-up.
+            self._transcriber_ready = asyncio.ensure_future(self.transcriber.startup())
+        await asyncio.shield(self._transcriber_ready)
+        return await match_speech(
+            self.transcriber, samples, RATE, float(self.content["vad_threshold_dbfs"])
+        )
+
+    def _collect(self, s: _Session) -> None:
+        """Schedule the events of every transcription that finished."""
+        still: list[tuple[asyncio.Future[str], Callable[[str], None]]] = []
+        for future, schedule in s.pending:
+            if not future.done():
+                still.append((future, schedule))
+            elif not future.cancelled():
+                error = future.exception()
+                schedule(str(self.transcriber.canned) if error is not None else future.result())
+        s.pending = still
+
+    def _item_create(self, s: _Session, out: Outbox, ev: dict[str, Any], t: int) -> None:
+        """A client's conversation item (a text turn, a function output) is added to the
+        conversation and acknowledged with ``conversation.item.added`` and ``.done``."""
+        item = _obj(ev.get("item"))
+        if not item:
+            raise _Refused(
+                "Missing required parameter: 'item'.", "missing_required_parameter", "item"
+            )
+        kind = item.get("type", "message")
+        if kind not in ("message", "function_call", "function_call_output"):
+            raise _Refused(f"Invalid value: '{kind}'.", "invalid_value", "item.type")
+        given = item.get("id")
+        item_id = given if isinstance(given, str) and given else s.next_id("item")
+        previous = ev.get("previous_item_id", s.previous())
+        done = {**item, "id": item_id, "object": "realtime.item", "type": kind,
+                "status": "completed"}  # fmt: skip
+        if kind == "message":
+            done.setdefault("role", "user")
+            done.setdefault("content", [])
+        s.items.append(item_id)
+        for name in ("conversation.item.added", "conversation.item.done"):
+            out.at(t, {"type": name, "event_id": s.next_id("event"),
+                       "previous_item_id": previous, "item": done}, ["item_added_written"])  # fmt: skip
+
+    def _truncate(self, s: _Session, out: Outbox, ev: dict[str, Any], t: int) -> None:
+        item = ev.get("item_id")
+        if item not in s.items:
+            raise _Refused(
+                f"Invalid 'item_id': no item with id '{item}' in the conversation.",
+                "invalid_value",
+                "item_id",
+            )
+        out.at(t, {
+            "type": "conversation.item.truncated", "event_id": s.next_id("event"),
+            "item_id": item, "content_index": ev.get("content_index", 0),
+            "audio_end_ms": ev.get("audio_end_ms", 0),
+        }, ["truncated_written"])  # fmt: skip
+
+    def _greet(self, x: WsExchange, s: _Session, out: Outbox, t: int) -> None:
+        """The model speaks first (``content.greeting``): one response without user audio,
+        once per session, when it is configured (``greeting_on``)."""
+        if s.greeted or not self.content["greeting"]:
+            return
+        s.greeted = True
+        self._schedule_response(x, s, out, t, "greeting")
 
     def _schedule_response(
-        self, x: WsExchange, s: _Session, out: Outbox, t: int, pcm: bytes
+        self,
+        x: WsExchange,
+        s: _Session,
+        out: Outbox,
+        t: int,
+        trigger: str,
+        modalities: Any = None,
     ) -> None:
         """Every message of one response, from its trigger ``t``, tagged with its id."""
         rid, item = s.next_id("resp"), s.next_id("item")
-        s.response_id = rid
-        reply = str(self.content["reply"])
+        text_only = (
+            _modalities(modalities, "response.output_modalities") == ["text"]
+            if (modalities is not None)
+            else s.modalities == ["text"]
+        )
+        reply, pcm = self.spoken(trigger == "greeting")
+        truth = x.truth.open_response(rid, trigger, t)
+        previous = s.previous()
+        s.items.append(item)
+        ids: dict[str, Any] = {"response_id": rid, "item_id": item, "output_index": 0,
+                               "content_index": 0}  # fmt: skip
+        kinds = ["text"] if text_only else ["audio"]
+        part = {"type": "text", "text": ""} if text_only else {"type": "audio", "transcript": ""}
         t_created = t + round(x.sample("response_created") * 1e6)
-        ids: dict[str, Any] = {
-            "response_id": rid,
-            "item_id": item,
-            "output_index": 0,
-            "content_index": 0,
-        }
         head: list[dict[str, Any]] = [
-            {"type": "response.created", "response": _response(rid, "in_progress", [])},
+            {"type": "response.created", "response": _response(rid, "in_progress", [], kinds)},
             {"type": "response.output_item.added", "response_id": rid, "output_index": 0,
              "item": _item(item, "assistant", "in_progress")},
-            {"type": "conversation.item.added", "previous_item_id": None,
+            {"type": "conversation.item.added", "previous_item_id": previous,
              "item": _item(item, "assistant", "in_progress")},
-            {"type": "response.content_part.added", **ids, "part": {"type": "audio", "transcript": ""}},
+            {"type": "response.content_part.added", **ids, "part": part},
         ]  # fmt: skip
         for i, ev in enumerate(head):
             marks = ["response_created_written"] if i == 0 else []
             out.at(t_created, {**ev, "event_id": s.next_id("event")}, marks, tag=rid)
-        t_audio = max(t + round(x.sample("first_audio") * 1e6), t_created)
+        t_first = max(t + round(x.sample("first_audio") * 1e6), t_created)
+        if text_only:
+            t_end = self._text_deltas(x, s, out, ids, reply, t_first, truth)
+        else:
+            t_end = self._audio_deltas(x, s, out, ids, reply, pcm, t_first, truth)
+        final = _item(item, "assistant", "completed", reply, text_only)
+        tail: list[dict[str, Any]] = [
+            *([{"type": "response.output_text.done", **ids, "text": reply}] if text_only else [
+                {"type": "response.output_audio.done", **ids},
+                {"type": "response.output_audio_transcript.done", **ids, "transcript": reply}]),
+            {"type": "response.content_part.done", **ids,
+             "part": {"type": "text", "text": reply} if text_only
+             else {"type": "audio", "transcript": reply}},
+            {"type": "response.output_item.done", "response_id": rid, "output_index": 0,
+             "item": final},
+            {"type": "conversation.item.done", "previous_item_id": previous, "item": final},
+        ]  # fmt: skip
+        for ev in tail:
+            out.at(t_end, {**ev, "event_id": s.next_id("event")}, tag=rid)
+        done = _response(rid, "completed", [final], kinds)
+        done["usage"] = _usage(s.appended_ms, reply, 0 if text_only else len(pcm))
+        out.at(t_end, {"type": "response.done", "event_id": s.next_id("event"), "response": done},
+               ["end_written"], tag=rid, on_sent=functools.partial(_completed, truth))  # fmt: skip
+        out.at(t_end, {"type": "rate_limits.updated", "event_id": s.next_id("event"),
+                       "rate_limits": _RATE_LIMITS}, tag=rid)  # fmt: skip
+        s.active = _Active(rid, item, out.last_of(rid), truth, text_only)
+
+    def _audio_deltas(
+        self,
+        x: WsExchange,
+        s: _Session,
+        out: Outbox,
+        ids: dict[str, Any],
+        reply: str,
+        pcm: bytes,
+        t_audio: int,
+        truth: ResponseTruth,
+    ) -> int:
+        """Audio deltas (``chunk_ms`` each, one every ``audio_chunk``) with the reply's words
+        spread over them as transcript deltas; returns when the last one goes."""
+        rid = ids["response_id"]
         pieces = words(reply)
         chunks = pcm_chunks(pcm, RATE, float(self.content["chunk_ms"]))
         for i, chunk in enumerate(chunks):
@@ -405,42 +650,139 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
             if i < len(pieces):
                 marks = ["first_text_written"] if i == 0 else []
                 text = {"type": "response.output_audio_transcript.delta", **ids, "delta": pieces[i]}
-                out.at(t_audio, {**text, "event_id": s.next_id("event")}, marks, tag=rid)
+                out.at(t_audio, {**text, "event_id": s.next_id("event")}, marks, tag=rid,
+                       on_sent=functools.partial(_text_sent, truth))  # fmt: skip
             marks = ["audio_written", *(["first_audio_written"] if i == 0 else [])]
             audio = {"type": "response.output_audio.delta", **ids, "delta": b64(chunk)}
-            out.at(t_audio, {**audio, "event_id": s.next_id("event")}, marks, content=True, tag=rid)
+            out.at(t_audio, {**audio, "event_id": s.next_id("event")}, marks, content=True,
+                   tag=rid, on_sent=functools.partial(_audio_sent, truth, len(chunk)))  # fmt: skip
         rest = "".join(pieces[len(chunks) :])
-        tail: list[dict[str, Any]] = [
-            *([{"type": "response.output_audio_transcript.delta", **ids, "delta": rest}] if rest else []),
-            {"type": "response.output_audio.done", **ids},
-            {"type": "response.output_audio_transcript.done", **ids, "transcript": reply},
-            {"type": "response.content_part.done", **ids, "part": {"type": "audio", "transcript": reply}},
-            {"type": "response.output_item.done", "response_id": rid, "output_index": 0,
-             "item": _item(item, "assistant", "completed", reply)},
-        ]  # fmt: skip
-        for ev in tail:
-            out.at(t_audio, {**ev, "event_id": s.next_id("event")}, tag=rid)
-        done = _response(rid, "completed", [_item(item, "assistant", "completed", reply)])
-        done["usage"] = _usage(s.appended_ms, reply, len(pcm))
-        out.at(t_audio, {"type": "response.done", "event_id": s.next_id("event"), "response": done},
-               ["end_written"], tag=rid)  # fmt: skip
-        out.at(t_audio, {"type": "rate_limits.updated", "event_id": s.next_id("event"),
-                         "rate_limits": _RATE_LIMITS}, tag=rid)  # fmt: skip
-        s.response_end_ns = out.last
+        if rest:
+            text = {"type": "response.output_audio_transcript.delta", **ids, "delta": rest}
+            out.at(t_audio, {**text, "event_id": s.next_id("event")}, tag=rid)
+        return t_audio
 
-    def _cancel(self, s: _Session, out: Outbox, t: int, reason: str) -> None:
-        rid = s.response_id
-        assert rid is not None
-        out.drop(rid)
-        done = _response(rid, "cancelled", [])
+    def _text_deltas(
+        self,
+        x: WsExchange,
+        s: _Session,
+        out: Outbox,
+        ids: dict[str, Any],
+        reply: str,
+        t: int,
+        truth: ResponseTruth,
+    ) -> int:
+        """``output_modalities: ["text"]``: the reply as text deltas, one word every
+        ``audio_chunk``, no audio at all."""
+        for i, piece in enumerate(words(reply)):
+            if i:
+                t += round(x.sample("audio_chunk") * 1e6)
+            marks = ["first_text_written"] if i == 0 else []
+            ev = {"type": "response.output_text.delta", **ids, "delta": piece}
+            out.at(t, {**ev, "event_id": s.next_id("event")}, marks, content=True,
+                   tag=ids["response_id"], on_sent=functools.partial(_text_sent, truth))  # fmt: skip
+        return t
+
+    def _cancel(
+        self,
+        x: WsExchange,
+        s: _Session,
+        out: Outbox,
+        t: int,
+        reason: str,
+        first: list[dict[str, Any]],
+    ) -> None:
+        """Stop the active response at ``t`` (``first``: events that announce it, e.g. the
+        barge-in's speech_started). With latency ``cancel_stop`` = X ms the audio already
+        scheduled keeps flowing for X ms (the next chunk goes at exactly t + X): a known stop
+        latency. Then the response ends ``cancelled`` (``client_cancelled`` / ``turn_detected``)."""
+        a = s.active
+        assert a is not None
+        s.active = None
+        # Decided now: the read stamp ``t`` can be older when the loop had a backlog of
+        # messages, and audio sent meanwhile went out before the emulator knew.
+        t = max(t, now_ns())
+        stop_ms = x.sample("cancel_stop")
+        t_stop = t + round(stop_ms * 1e6)
+        a.truth.cancel_ns, a.truth.stop_after_ms, a.truth.reason = t, stop_ms, reason
+        taken = out.take(a.rid)
+        for ev in first:
+            out.at(t, ev, ["speech_started_written"])
+        last = t
+        moved = False
+        for item in taken:
+            kind = item.payload.get("type") if isinstance(item.payload, dict) else None
+            if kind not in _STREAMED:
+                continue
+            audio = kind in _AUDIO
+            if item.t_ns <= t_stop and (stop_ms > 0 or not audio):
+                # Without a stop latency no audio leaves after the cancel, even audio that
+                # was due (the loop was busy reading): the service stops at once.
+                last = out.put(item)
+            elif stop_ms > 0 and not moved and kind == "response.output_audio.delta":
+                last = out.put(item, t_stop)  # the stop lands at exactly t + X
+                moved = True
+        t_done = max(last, t_stop)
+        partial = _item(a.item, "assistant", "incomplete")
+        for ev in _cancel_tail(a, partial):
+            out.at(t_done, {**ev, "event_id": s.next_id("event")}, tag=a.rid)
+        done = _response(a.rid, "cancelled", [partial], ["text"] if a.text else ["audio"])
         done["status_details"] = {"type": "cancelled", "reason": reason}
-        out.at(
-            t,
-            {"type": "response.done", "event_id": s.next_id("event"), "response": done},
-            ["cancelled_written"],
+        out.at(t_done, {"type": "response.done", "event_id": s.next_id("event"), "response": done},
+               ["cancelled_written"], tag=a.rid,
+               on_sent=functools.partial(_cancelled, a.truth))  # fmt: skip
+
+
+#: A response's streamed events: the ones a cancel with ``cancel_stop`` lets through.
+_STREAMED = frozenset({
+    "response.created", "response.output_item.added", "conversation.item.added",
+    "response.content_part.added", "response.output_audio.delta",
+    "response.output_audio_transcript.delta", "response.output_text.delta",
+})  # fmt: skip
+
+
+_AUDIO = frozenset({"response.output_audio.delta", "response.output_audio_transcript.delta",
+                    "response.output_text.delta"})  # fmt: skip
+
+
+def _cancel_tail(a: _Active, partial: dict[str, Any]) -> list[dict[str, Any]]:
+    ids = {"response_id": a.rid, "item_id": a.item, "output_index": 0, "content_index": 0}
+    return [
+        {"type": "response.output_item.done", "response_id": a.rid, "output_index": 0,
+         "item": partial},
+        {"type": "conversation.item.done", "previous_item_id": None, "item": partial},
+    ] if a.text else [
+        {"type": "response.output_audio.done", **ids},
+        {"type": "response.output_item.done", "response_id": a.rid, "output_index": 0,
+         "item": partial},
+        {"type": "conversation.item.done", "previous_item_id": None, "item": partial},
+    ]  # fmt: skip
+
+
+def _audio_sent(truth: ResponseTruth, n: int, t: int) -> None:
+    truth.sent(t, audio=n)
+
+
+def _text_sent(truth: ResponseTruth, t: int) -> None:
+    truth.sent(t, text=True)
+
+
+def _completed(truth: ResponseTruth, t: int) -> None:
+    truth.status, truth.done_ns = "completed", t
+
+
+def _cancelled(truth: ResponseTruth, t: int) -> None:
+    truth.status, truth.done_ns = "cancelled", t
+
+
+def _modalities(value: Any, param: str) -> list[str]:
+    if value not in (["audio"], ["text"]):
+        raise _Refused(
+            f'Invalid value for \'{param}\': expected ["audio"] or ["text"].',
+            "invalid_value",
+            param,
         )
-        s.response_id = None
-        s.response_end_ns = 0
+    return list(value)
 
 
 _RATE_LIMITS = [
@@ -474,17 +816,30 @@ def _error(message: str, code: str, param: str | None = None) -> dict[str, Any]:
     return {"type": kind, "code": code, "message": message, "param": param, "event_id": None}
 
 
-def _item(item_id: str, role: str, status: str, transcript: str | None = None) -> dict[str, Any]:
+def _item(
+    item_id: str, role: str, status: str, transcript: str | None = None, text: bool = False
+) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if transcript is not None:
-        content.append({"type": "output_audio", "transcript": transcript})
+        content.append(
+            {"type": "output_text", "text": transcript}
+            if text
+            else {"type": "output_audio", "transcript": transcript}
+        )
     return {"id": item_id, "object": "realtime.item", "type": "message", "role": role,
             "status": status, "content": content}  # fmt: skip
 
 
-def _response(rid: str, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+def _user_item(item_id: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"id": item_id, "object": "realtime.item", "type": "message", "role": "user",
+            "status": "completed", "content": content}  # fmt: skip
+
+
+def _response(
+    rid: str, status: str, output: list[dict[str, Any]], modalities: list[str]
+) -> dict[str, Any]:
     return {"id": rid, "object": "realtime.response", "status": status, "status_details": None,
-            "output": output, "conversation_id": "conv_voicelat", "output_modalities": ["audio"],
+            "output": output, "conversation_id": "conv_voicelat", "output_modalities": modalities,
             "usage": None}  # fmt: skip
 
 

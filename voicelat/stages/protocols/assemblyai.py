@@ -54,7 +54,10 @@ class LeftoverTurn:
         self.next_order = next_order
 
     def answered(self, message: str | bytes) -> bool:
-        data = json_object(message)
+        try:
+            data = json_object(message)
+        except ValueError:  # nested too deeply: not the end of a turn
+            return False
         if data is None or data.get("type") != "Turn" or not data.get("end_of_turn"):
             return False
         order = data.get("turn_order")

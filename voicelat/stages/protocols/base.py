@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
+from voicelat.core import jsontext
 from voicelat.core.events import Done, Failed, RequestSent, StageEvent, TextSent
 
 __all__ = ["In", "Send", "WsProtocol", "json_object", "json_text"]
@@ -40,11 +41,18 @@ def json_text(obj: Any) -> str:
 
 
 def json_object(message: str | bytes) -> dict[str, Any] | None:
-    """A text message's JSON object; None for a binary message, bad JSON or another value."""
+    """A text message's JSON object; None for a binary message, bad JSON or another value.
+
+    A message nested too deeply to parse raises :class:`~voicelat.core.jsontext.TooDeep`:
+    it is no message a provider sends (a hostile or broken server), and the driver fails the
+    request with a reason naming the stage rather than skip it and wait for a read timeout.
+    """
     if isinstance(message, bytes):
         return None
     try:
-        data = json.loads(message)
+        data = jsontext.loads(message)
+    except jsontext.TooDeep:
+        raise
     except ValueError:
         return None
     return data if isinstance(data, dict) else None

@@ -92,7 +92,10 @@ def audio_end_s(data: Mapping[str, Any]) -> float | None:
 
 def flush_answered(message: str | bytes) -> bool:
     """Whether ``message`` is the answer to a ``Finalize`` (a result ``from_finalize``)."""
-    data = json_object(message)
+    try:
+        data = json_object(message)
+    except ValueError:  # nested too deeply: not the answer
+        return False
     return data is not None and data.get("type") == "Results" and bool(data.get("from_finalize"))
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
+from voicelat.core import jsontext
 from voicelat.core.errors import StageError
 from voicelat.core.events import (
     Audio,
@@ -194,7 +195,7 @@ def decode_frame(data: bytes) -> PipecatFrame:
 def rtvi_message(data: str | bytes) -> dict[str, Any] | None:
     """An RTVI message (label ``rtvi-ai``) from its JSON text; None for anything else."""
     try:
-        msg = json.loads(data)
+        msg = jsontext.loads(data)
     except ValueError:
         return None
     return msg if isinstance(msg, dict) and msg.get("label") == _RTVI_LABEL else None
@@ -236,7 +237,7 @@ def is_bot_ready(data: bytes) -> bool:
     if frame.kind != "message":
         return False
     try:
-        msg = json.loads(frame.fields.get("data", ""))
+        msg = jsontext.loads(frame.fields.get("data", ""))
     except ValueError:
         return False
     return (

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from voicelat.audio.mulaw import mulaw_to_pcm16, pcm16_to_mulaw
 from voicelat.core.events import Audio, Done, Failed, Interrupted, StageEvent
+from voicelat.core.secrets import excerpt
 from voicelat.stages.protocols.base import Send, WsProtocol, json_object, json_text
 
 __all__ = ["FRAME_MS", "RATE", "TwilioProtocol"]
@@ -168,7 +169,7 @@ class TwilioProtocol(WsProtocol[bytes]):
         data = json_object(message)
         event = data.get("event") if data is not None else None
         if data is None or not isinstance(event, str):
-            return [self._failed(t_ns, f"not a Media Streams message: {message[:80]!r}")]
+            return [self._failed(t_ns, f"not a Media Streams message: {excerpt(message, 80, quoted=True)}")]
         self._last_seen = f"{event!r} at +{self._since(t_ns)}"
         if event == "media":
             events = self._media(data, t_ns)
