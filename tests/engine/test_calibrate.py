@@ -156,6 +156,18 @@ async def test_a_reference_that_cannot_start_is_uncalibrated_and_says_why(
     assert "uncalibrated (the reference before" in (summary_table_of(inst))
 
 
+async def test_full_keeps_the_bar_of_its_good_pass_and_says_what_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c = Calibration("full", turns=2)
+    await c.before()
+    monkeypatch.setattr(calibrate, "REFERENCE_PROFILE", {"openai": {"latency": {"nope": 1}}})
+    await c.after()
+    inst = c.section()
+    assert (inst["status"], inst["turns"]) == ("calibrated", 2), inst
+    assert inst["reason"].startswith("the reference after the turns failed: ")
+
+
 def summary_table_of(inst: dict[str, Any]) -> str:
     from voicelat.report.text import instrument_summary_line
 

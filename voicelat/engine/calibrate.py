@@ -141,10 +141,13 @@ class Calibration:
         ppm = clock_ppm(wall0, mono0, time.time_ns(), time.perf_counter_ns())
         if self.mode == "off":
             out = uncalibrated_section("--calibrate off", self.mode, ppm)
-        elif self.failure is not None:
+        elif self.failure is not None and not self.ran:
             out = uncalibrated_section(self.failure, self.mode, ppm)
         else:
             out = calibrated_section(self.errors, turns=self.ran, mode=self.mode, ppm=ppm)
+            if self.failure is not None and out["status"] == "calibrated":
+                # ``full`` with one good pass: its bar stands, and the other pass's failure is said.
+                out["reason"] = "; ".join(r for r in (self.failure, out["reason"]) if r)
         return out | {"cost_s": round(self.cost_s, 2)}
 
 
