@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from voicelat.core.agent_trace import (
+    FLAG_HANGOVER_UNSTATED,
     FLAG_INTERRUPTED,
     FLAG_LLM_EMPTY,
     FLAG_MULTIPLE_TURNS,
@@ -105,7 +106,8 @@ def test_pipecat_turn_maps_every_milestone() -> None:
         "agent_reported_tts_ttfb_ms": pytest.approx(100.0),
         "agent_reported_user_bot_latency_ms": pytest.approx(900.0),
     }
-    assert split.flags == ()
+    # No VAD stop_secs on the trace: the endpoint is the end of speech, and the split says so.
+    assert split.flags == (FLAG_HANGOVER_UNSTATED,)
 
 
 def test_order_of_spans_does_not_matter() -> None:
@@ -143,7 +145,7 @@ def test_missing_turn_span_is_partial_but_still_maps() -> None:
     spans = [s for s in pipecat_turn() if s.name != "turn"]
     split = split_from_spans(spans, WINDOW)
     assert split is not None
-    assert split.flags == (FLAG_PARTIAL,)
+    assert split.flags == (FLAG_PARTIAL, FLAG_HANGOVER_UNSTATED)
     assert len(split.milestones) == 5
     assert "agent_reported_user_bot_latency_ms" not in split.reported
 
@@ -301,11 +303,17 @@ def test_a_stated_vad_stop_secs_moves_the_endpoint_to_the_vads_decision() -> Non
     split = split_from_spans([conversation, *pipecat_turn()], WINDOW)
     assert split is not None
     assert split.milestones["agent_endpoint"] == 2200 * MS  # 2300 - 300 + 200
+    assert FLAG_HANGOVER_UNSTATED not in split.flags
     # Another trace's statement does not count.
     other = replace(conversation, trace_id="t2")
     split = split_from_spans([other, *pipecat_turn()], WINDOW)
     assert split is not None
     assert split.milestones["agent_endpoint"] == 2000 * MS
+    # Pipecat's own statement of its VAD (an attribute ending in stop_secs) counts too.
+    own = replace(CONVERSATION, attributes={"vad.params.stop_secs": 0.3})
+    split = split_from_spans([own, *pipecat_turn()], WINDOW)
+    assert split is not None and FLAG_HANGOVER_UNSTATED not in split.flags
+    assert split.milestones["agent_endpoint"] == 2300 * MS
 
 
 def test_a_turn_is_complete_once_its_container_and_tts_are_there() -> None:

@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.agent_trace import FLAG_MULTIPLE_TURNS, AgentSpan, split_from_spans
+from voicelat.core.agent_trace import (
+    FLAG_HANGOVER_UNSTATED,
+    FLAG_MULTIPLE_TURNS,
+    AgentSpan,
+    split_from_spans,
+)
 
 SAMPLE = Path(__file__).parent / "data" / "pipecat-1.14-sample-trace.json"
 
@@ -90,7 +95,8 @@ def test_pipecat_mapping_on_the_real_trace(transport: str) -> None:
         "agent_tts_request": tts.start_ns,
         "agent_tts_first_byte": tts.start_ns + tts_ttfb,
     }
-    assert split.flags == ()
+    # The sample bot states no VAD stop_secs: its hangover counts in stt, and the split says so.
+    assert split.flags == (FLAG_HANGOVER_UNSTATED,)
     assert split.reported["agent_reported_stt_ttfb_ms"] == pytest.approx(stt_ttfb / 1e6)
     assert split.reported["agent_reported_llm_ttfb_ms"] == pytest.approx(llm_ttfb / 1e6)
     assert split.reported["agent_reported_tts_ttfb_ms"] == pytest.approx(tts_ttfb / 1e6)
@@ -121,7 +127,7 @@ def test_a_window_over_all_three_calls_is_flagged_and_takes_the_first() -> None:
     split = split_from_spans(SPANS, window, "pipecat")
     first = split_from_spans(*call_spans(0), "pipecat")
     assert split is not None and first is not None
-    assert split.flags == (FLAG_MULTIPLE_TURNS,)
+    assert split.flags == (FLAG_MULTIPLE_TURNS, FLAG_HANGOVER_UNSTATED)
     assert split.milestones == first.milestones
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from voicelat.core.agent_trace import AgentSpan, split_from_spans
+from voicelat.core.agent_trace import FLAG_HANGOVER_UNSTATED, AgentSpan, split_from_spans
 from voicelat.engine.trace_receiver import TraceReceiver
 
 SAMPLE = Path(__file__).parents[1] / "core" / "data" / "pipecat-1.14-sample-trace.json"
@@ -105,7 +105,7 @@ def test_webrtc_call_is_collected_once_its_turn_arrived() -> None:
     got = split_from_spans(spans, window, "pipecat")
     want = split_from_spans([as_span(s) for s in call], (0, 2**62), "pipecat")
     assert got is not None and want is not None
-    assert got.flags == want.flags == ()
+    assert got.flags == want.flags == (FLAG_HANGOVER_UNSTATED,)
     assert got.reported == want.reported
     for name, value in want.milestones.items():
         # Placed through the per-request anchors: within a few microseconds of one shift.

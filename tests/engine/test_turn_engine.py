@@ -323,3 +323,27 @@ def test_run_gives_the_finished_turn_with_its_schedule_on_the_fake_clock() -> No
     assert turn.figures["intended_start_ns"] == FAR and turn.figures["schedule_lag_ns"] == 0
     assert turn.figures["loop_lag_max_ns"] is None  # no probe given
     assert turn.figures["pacer_lag_max_ns"] == 0
+
+
+def test_a_clip_with_too_little_trailing_silence_gets_what_the_hangover_needs() -> None:
+    """Issue #30: a cascade turn on a clip whose silence after the speech is shorter than the
+    VAD hangover used to end at the end of the file (flag endpoint:end_of_audio), earlier than
+    a realtime or agent turn of the same clip, which hears the line's silence after it."""
+    t = np.arange(int(0.4 * RATE)) / RATE
+    tone = 0.3 * np.sin(2 * math.pi * 300 * t)
+    audio = np.concatenate([np.zeros(int(0.2 * RATE)), tone, np.zeros(int(0.06 * RATE))])
+    pcm = PCM((audio * 32767).astype("<i2").tobytes(), RATE)
+    fixture = Fixture("short", Path("short.wav"), "say tone", 200, 600, "", annotated=True)
+    inp = TurnInput(fixture, pcm, frames(pcm, 20), 200, 600)
+    engine = CascadeTurnEngine(_pipeline())
+    stages = CascadeStageSet(ClockedSTT(), ClockedLLM(), ClockedTTS())
+    planned = PlannedTurn(0, "short", 0, False)
+    rec = engine.recorder(planned, expected="say tone")
+    asyncio.run(engine.body(planned, inp, rec, stages))
+    turn = rec.finish()
+    assert turn.ok, turn.failure_reason
+    assert "endpoint:padded_tail" in turn.flags and "endpoint:end_of_audio" not in turn.flags
+    # the endpoint is the hangover's (200 ms after the speech, in 20 ms frames), not the
+    # end of the file 60 ms after it
+    hangover = turn.milestones["endpoint"] - turn.milestones["speech_end"]
+    assert 180 * MS <= hangover <= 300 * MS, hangover

@@ -267,11 +267,25 @@ def cmd_ci(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _write_interrupted_reports(args, out_dir)
         raise
+    summary = _priced(out_dir, outcome.summary)
     print()
-    print(summary_table(outcome.summary, str(out_dir)))
+    print(summary_table(summary, str(out_dir)))
     print()
     turns = outcome.every_turn()  # a long run keeps only its recent turns in memory
-    return _finish(args, outcome.summary, turns, budget, baseline, tolerance, out_dir)
+    return _finish(args, summary, turns, budget, baseline, tolerance, out_dir)
+
+
+def _priced(out_dir: Path, summary: Any) -> Any:
+    """The run's summary with its ``cost`` section (priced after the run, for a
+    ``cost_per_turn`` budget); the summary as it was when the pipeline has no prices."""
+    from voicelat.score.run import score_run
+
+    scored = score_run(out_dir, "off")
+    if scored.cost is None:
+        return summary
+    doc = RunSummary.coerce(summary).to_json()
+    doc["cost"] = scored.cost
+    return doc
 
 
 def _gate_existing(args: argparse.Namespace, tolerance: Tolerance) -> int:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.core import jsontext
 from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
-from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
+from voicelat.core.errors import EXIT_OK, ConfigError, InfraError, VoicelatError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_combinations
 from voicelat.core.run_summary import Trust
@@ -55,6 +55,7 @@ from voicelat.files.matrix import fair_schedule as make_schedule
 from voicelat.files.results import (
     SCHEMA_VERSION,
     SUMMARY_FILE,
+    TURNS_FILE,
     TurnsWriter,
     load_run,
     write_calls,
@@ -254,6 +255,7 @@ def _compare_live(args: argparse.Namespace) -> int:
         for lv in lives
     }
     check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
+    _with_scores(summaries, {lv.combo.name: lv.run_dir for lv in lives})
     return _finish(args, _live_document(args, setup, lives, summaries), setup.out)
 
 
@@ -277,6 +279,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
     # Unknown stage names fail here, with the known ones listed, before anything starts.
     check_stages(combos, load_stage_class, where)
     combos = _network_axis(combos, getattr(args, "network", None))
+    _check_currencies({c.name: c.pipeline.cost.currency for c in combos if c.pipeline.cost})
     out: Path = args.out or _default_out(name)
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"output directory {out} is not empty: choose another --out")
@@ -437,6 +440,46 @@ def _write_summary(lv: _Live, setup: _Setup, status: str, started_wall: float) -
     if lv.network is not None:
         # Stops its relay; the requested and realised impairment (and a miss) into the summary.
         lv.network.record(argparse.Namespace(run_dir=lv.run_dir, summary=summary))
+    _price(lv.run_dir)
+
+
+def _price(run_dir: Path) -> None:
+    """Price a combination's turns once its measuring is over (core/cost.py; cheap): a
+    failure is a warning, the ranking stands without it."""
+    from voicelat.score.run import score_run
+
+    if not (run_dir / TURNS_FILE).is_file():
+        return
+    try:
+        score_run(run_dir, "off")
+    except (OSError, VoicelatError) as exc:
+        _info(f"warning: {run_dir} not priced ({exc})")
+
+
+def _with_scores(summaries: dict[str, dict[str, Any]], dirs: Mapping[str, Path]) -> None:
+    """Each combination's price, reply quality and goodput (voicelat/score) beside its latency."""
+    from voicelat.score.run import combination_scores
+
+    for name, run_dir in dirs.items():
+        if name in summaries and (run_dir / TURNS_FILE).is_file():
+            summaries[name]["scores"] = combination_scores(run_dir)
+    _check_currencies(
+        {
+            name: str(cost.get("currency"))
+            for name, s in summaries.items()
+            if isinstance(cost := (s.get("scores") or {}).get("cost"), Mapping)
+        }
+    )
+
+
+def _check_currencies(currency: Mapping[str, str]) -> None:
+    """One currency across the priced combinations (their costs share one axis)."""
+    if len(set(currency.values())) > 1:
+        mix = ", ".join(f"{n} in {c}" for n, c in sorted(currency.items()))
+        raise ConfigError(
+            f"the combinations are priced in different currencies ({mix}): "
+            "price every combination in one currency to compare their cost"
+        )
 
 
 def _live_document(
@@ -691,6 +734,7 @@ def _document(
                 "waterfall": {k: v for k, v in wf.items() if k in ("p50", "p90")},
             }
             | _trust_of(s)
+            | ({"scores": s["scores"]} if "scores" in s else {})
         )
     return {
         "schema_version": SCHEMA_VERSION,
@@ -811,6 +855,7 @@ def _compare_saved(args: argparse.Namespace, dirs: Sequence[Path]) -> int:
     samples = [
         _sample(n, list(run.turns), None, summaries[n]) for n, run in zip(names, runs, strict=True)
     ]
+    _with_scores(summaries, {n: run.path for n, run in zip(names, runs, strict=True)})
     first = next(iter(summaries.values()))
     out: Path = args.out or _default_out("runs")
     if out.exists() and any(out.iterdir()):

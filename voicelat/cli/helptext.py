@@ -36,6 +36,7 @@ METAVARS: dict[str, str] = {
     "hangovers": "MS[,MS...]",
     "min_speech_ms": "MS",
     "max_seconds": "SEC",
+    "prices": "FILE.toml",
     "min_trailing_ms": "MS",
 }
 
@@ -95,6 +96,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "voicelat endpointing                       # every installed endpointer, pause set",
         "voicelat endpointing --endpointers energy --hangovers 300,500,800",
         "voicelat endpointing --endpointers none --runs runs/<deepgram-run>",
+    ),
+    "score": (
+        "voicelat score runs/<dir>                  # cost, reply WER and DNSMOS",
+        "voicelat score runs/<dir> --score off --prices prices.toml   # price only",
     ),
     "whatif": (
         "voicelat whatif runs/<dir> --set endpointing.hangover_ms=300",

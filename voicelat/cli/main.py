@@ -54,6 +54,7 @@ _SUBCOMMANDS = (
     "voicelat.cli.whatif",
     "voicelat.cli.fixtures",
     "voicelat.cli.completion",
+    "voicelat.cli.score",
 )
 
 

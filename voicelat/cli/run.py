@@ -27,7 +27,7 @@ from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 from voicelat.engine.job import default_out_dir, execute_run, info, resolve_inputs, set_quiet
-from voicelat.files.results import check_out_dir
+from voicelat.files.results import check_out_dir, load_run
 from voicelat.report.text import summary_table, turn_line
 
 __all__ = ["PrintObserver", "add_parser", "add_run_arguments", "cmd_run"]
@@ -232,6 +232,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument(
         "--quiet", "-q", action="store_true", help="print errors only (results still written)"
     )
+    run.add_argument(
+        "--score",
+        choices=("off", "wer", "all"),
+        default="off",
+        help="after the run (never during it): off prices the turns only (when the pipeline "
+        "has [cost]); wer adds the reply WER, all adds DNSMOS (needs --save-audio)",
+    )
     run.set_defaults(func=cmd_run)
     return run
 
@@ -276,6 +283,19 @@ def write_run_report(out_dir: Path) -> None:
         info(f"warning: no report.html ({exc}); retry with: voicelat view {out_dir} --html")
 
 
+def _score_after_run(out_dir: Path, mode: str) -> str | None:
+    """Price the run's turns (and score its replies when ``--score`` asks) once measuring is
+    over; a scoring failure is a warning, never a failed run (``voicelat score OUT`` retries)."""
+    from voicelat.cli.score import score_after_run
+    from voicelat.core.errors import VoicelatError
+
+    try:
+        return score_after_run(out_dir, mode)
+    except (OSError, VoicelatError) as exc:
+        info(f"warning: not scored ({exc}); retry with: voicelat score {out_dir}")
+        return None
+
+
 def cmd_run(
     args: argparse.Namespace,
     execute: ExecuteRun | None = None,
@@ -311,20 +331,26 @@ def cmd_run(
         command = live.child_command(args, out_dir, add_run_arguments)
         code = live.run_with_tui(args, pipeline, fixtures, out_dir, command=command, argv=sys.argv)
         write_run_report(out_dir)
+        _score_after_run(out_dir, getattr(args, "score", "off"))
         return code
     stream = None if quiet else sys.stderr if as_json else sys.stdout
     outcome = execute(args, pipeline, fixtures, out_dir, PrintObserver(stream), argv=sys.argv)
     write_run_report(out_dir)
+    scored = _score_after_run(out_dir, getattr(args, "score", "off"))
     if as_json:
         from voicelat.export import summary_json
 
-        sys.stdout.write(summary_json(outcome.summary))
+        # Priced or scored after the run: the summary on disk has the cost/quality sections.
+        doc = load_run(out_dir).summary if scored else None
+        sys.stdout.write(summary_json(doc or outcome.summary))
         sys.stdout.flush()
         return EXIT_OK
     if quiet:
         return EXIT_OK
     print()
     print(table(outcome.summary, str(out_dir)))
+    if scored:
+        print(scored)
     if RunSummary.coerce(outcome.summary).counts.headline == 0 and outcome.turns:
         info("note: no warm turn to report (cold and warm-up turns are kept apart); add turns")
     return EXIT_OK

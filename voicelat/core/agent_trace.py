@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from voicelat.core.contract import AGENT_TRACE_MILESTONES
 from voicelat.core.errors import ConfigError
+from voicelat.core.turn import HANGOVER_UNSTATED
 
 __all__ = [
     "LLM_EMPTY_REASON",
@@ -69,6 +70,10 @@ FLAG_NO_TTFB = "trace_no_ttfb"  # an llm/tts/stt span came without its time to f
 FLAG_STT_INCOMPLETE = "trace_stt_incomplete"  # Pipecat closed the stt span with no final text
 FLAG_INTERRUPTED = "trace_interrupted"  # the agent says its reply was interrupted
 FLAG_LLM_EMPTY = "trace_llm_empty"  # the agent's LLM answered with no text (so nothing to say)
+#: The Pipecat mapping placed the agent's endpoint at its end of speech: its trace states no
+#: VAD stop_secs (:data:`VAD_STOP_ATTR`, or a ``*.stop_secs`` attribute of Pipecat's own), so
+#: the VAD's hangover is counted in ``stt``, not in ``endpointing`` (issue #30).
+FLAG_HANGOVER_UNSTATED = HANGOVER_UNSTATED
 
 #: The failure reason of a turn without reply audio whose trace shows an LLM with no output:
 #: what the caller heard (silence) explained by what the agent did.
@@ -209,7 +214,10 @@ def split_from_spans(
     if turn is None or not rules.is_turn(turn):
         flags.append(FLAG_PARTIAL)
         turn = None
-    stop_ns = _stop_hint(spans, members[0].trace_id) if rules.endpoint_from_stt_ttfb else 0
+    stated = stated_vad_stop_ns(spans, members[0].trace_id) if rules.endpoint_from_stt_ttfb else 0
+    if stated is None:
+        flags.append(FLAG_HANGOVER_UNSTATED)
+    stop_ns = stated or 0
     milestones, reported, chain_flags = _chain(members, rules, stop_ns)
     if rules.latency_key is not None and turn is not None:
         latency = _seconds(turn.attributes.get(rules.latency_key))
@@ -308,18 +316,20 @@ def _turn_key(span: AgentSpan, by_id: Mapping[str, AgentSpan], rules: _Rules) ->
     return f"trace:{span.trace_id}"
 
 
-def _stop_hint(spans: Sequence[AgentSpan], trace_id: str) -> int:
-    """The agent's stated VAD stop_secs (:data:`VAD_STOP_ATTR`) in that trace, as ns; else 0."""
-    return stated_vad_stop_ns(spans, trace_id) or 0
-
-
 def stated_vad_stop_ns(spans: Sequence[AgentSpan], trace_id: str) -> int | None:
-    """The agent's stated VAD stop_secs (:data:`VAD_STOP_ATTR`) in that trace, as ns; None when
-    no span of the trace states it (or states nonsense)."""
+    """The agent's stated VAD stop_secs in that trace, as ns: voicelat's :data:`VAD_STOP_ATTR`,
+    else an attribute of the agent's own ending in ``stop_secs`` (``vad.stop_secs``,
+    ``params.stop_secs``); None when no span of the trace states it (or states nonsense)."""
+    own: int | None = None
     for span in spans:
-        if span.trace_id == trace_id and VAD_STOP_ATTR in span.attributes:
+        if span.trace_id != trace_id:
+            continue
+        if VAD_STOP_ATTR in span.attributes:
             return _seconds(span.attributes[VAD_STOP_ATTR])
-    return None
+        for key, value in span.attributes.items():
+            if own is None and key.endswith("stop_secs"):
+                own = _seconds(value)
+    return own
 
 
 def seconds_ns(value: object) -> int | None:

@@ -42,8 +42,9 @@ LineLocator = Callable[[str, str | None], int | None]
 METRICS: tuple[str, ...] = (E2E, *ALL_SEGMENTS, *CALL_METRICS)
 #: Limit keys inside a metric table, and the percentile each one limits.
 PERCENTILE_KEYS: dict[str, int] = {"p50_ms": 50, "p90_ms": 90, "p99_ms": 99}
-#: Scalar keys directly under ``[budget]``.
-SCALAR_KEYS: tuple[str, ...] = ("max_failure_rate", "min_turns")
+#: Scalar keys directly under ``[budget]``. ``cost_per_turn``: the mean cost of a completed
+#: turn, in the currency of the pipeline's ``[cost]`` prices (core/cost.py).
+SCALAR_KEYS: tuple[str, ...] = ("max_failure_rate", "min_turns", "cost_per_turn")
 
 #: Below five warm turns a P90 is the maximum of the sample: too few to call a verdict on.
 DEFAULT_MIN_TURNS = 5
@@ -74,6 +75,8 @@ class Budget:
     max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE
     min_turns: int = DEFAULT_MIN_TURNS
     source: str = "defaults"
+    #: The ceiling on the mean cost of a completed turn (None: cost is not gated).
+    cost_per_turn: float | None = None
 
     def limit_ns(self, metric: str, p: int) -> float | None:
         """The limit (ns) on ``metric`` at percentile ``p``, or None when the budget sets none."""
@@ -141,9 +144,14 @@ def parse_budget(
     limits: list[Limit] = []
     min_turns = DEFAULT_MIN_TURNS
     max_failure_rate = DEFAULT_MAX_FAILURE_RATE
+    cost_per_turn: float | None = None
     valid = valid_budget_keys()
     for key, value in table.items():
-        if key == "min_turns":
+        if key == "cost_per_turn":
+            if not _is_number(value) or value < 0:
+                raise err("budget", key, f"must be a cost of 0 or more (a number), not {value!r}")
+            cost_per_turn = float(value)
+        elif key == "min_turns":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise err("budget", key, f"must be an integer of at least 1, not {value!r}")
             min_turns = value
@@ -169,7 +177,7 @@ def parse_budget(
             raise unknown("budget", key, valid)
     # Contract order (e2e first, then the critical path), then percentile: reports read top-down.
     limits.sort(key=lambda lim: (METRICS.index(lim.metric), lim.percentile))
-    return Budget(tuple(limits), max_failure_rate, min_turns, source)
+    return Budget(tuple(limits), max_failure_rate, min_turns, source, cost_per_turn)
 
 
 def lenient_budget(table: Mapping[str, Any], *, source: str = "budget") -> Budget:
@@ -256,7 +264,38 @@ def evaluate_budget(budget: Budget, summary: SummaryLike) -> list[Check]:
         )
     )
     checks.extend(_limit_check(lim, s.metric(lim.metric), n) for lim in budget.limits)
+    if budget.cost_per_turn is not None:
+        checks.append(cost_check(budget.cost_per_turn, s.extra.get("cost")))
     return checks
+
+
+def cost_check(limit: float, cost: object) -> Check:
+    """The mean cost of a completed turn (the summary's ``cost`` section) against ``limit``;
+    a run with no priced turn fails: an unknown cost never passes a cost budget."""
+    per_turn = cost.get("per_turn") if isinstance(cost, Mapping) else None
+    mean = per_turn.get("mean") if isinstance(per_turn, Mapping) else None
+    currency = cost.get("currency", "") if isinstance(cost, Mapping) else ""
+    if not _is_number(mean):
+        why = (
+            "the pipeline has no [cost] prices"
+            if not isinstance(cost, Mapping)
+            else "; ".join(cost.get("missing") or []) or "no turn could be priced"
+        )
+        return Check(
+            "budget", "cost per turn", False,
+            f"cost per turn: no value ({why}) against limit {limit:g}", None, limit, "cost",
+        )  # fmt: skip
+    ok = mean <= limit
+    return Check(
+        "budget",
+        "cost per turn",
+        ok,
+        f"cost per turn {mean:.4g} {currency} {'<=' if ok else '>'} limit {limit:g} {currency} "
+        f"(mean of n={per_turn.get('n') if isinstance(per_turn, Mapping) else 0} turns)",
+        float(mean),
+        limit,
+        "cost",
+    )
 
 
 def _limit_check(lim: Limit, dist: DistSummary, n: int) -> Check:

@@ -76,6 +76,7 @@ def llm_figures(
         "llm_chunk_gap_max_ns": None,
         "llm_tokens": usage.get("completion_tokens"),
         "llm_prompt_tokens": usage.get("prompt_tokens"),
+        "llm_cached_tokens": usage.get("cached_tokens"),
         "llm_itl_ns": None,
         "llm_tokens_per_s": None,
         "llm_total_ns": None,

@@ -78,6 +78,10 @@ class DistSummary:
         )
 
 
+def _optional_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _dists(data: object) -> dict[str, DistSummary]:
     return {str(k): DistSummary.from_json(v) for k, v in _map(data).items()}
 
@@ -94,6 +98,8 @@ class Counts:
     flagged: int = 0
     #: Barged-in turns of a live session; absent (None) from fixture runs.
     interrupted: int | None = None
+    #: Agent turns whose trace states no VAD hangover (it counts in stt); None when none.
+    hangover_unstated: int | None = None
 
     @property
     def failure_rate(self) -> float:
@@ -101,9 +107,11 @@ class Counts:
         return self.failed / self.turns if self.turns else 0.0
 
     def to_json(self) -> JSONDict:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "interrupted"}
-        if self.interrupted is not None:
-            out["interrupted"] = self.interrupted
+        optional = ("interrupted", "hangover_unstated")
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in optional}
+        for name in optional:
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
     @classmethod
@@ -118,6 +126,7 @@ class Counts:
             failed=_int(d.get("failed")),
             flagged=_int(d.get("flagged")),
             interrupted=interrupted if isinstance(interrupted, int) else None,
+            hangover_unstated=_optional_int(d.get("hangover_unstated")),
         )
 
 

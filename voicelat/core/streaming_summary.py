@@ -39,7 +39,7 @@ from voicelat.core.schedule import from_intended_ns
 from voicelat.core.sketch import EXACT_CAP, RELATIVE_ERROR, LogHistogram, ValueStream
 from voicelat.core.stats import PERCENTILES, Band, band_width, percentile_band
 from voicelat.core.summary import EXACT_QUANTILES, FIGURES, SummaryParts, assemble
-from voicelat.core.turn import Turn
+from voicelat.core.turn import HANGOVER_UNSTATED, Turn
 
 #: Distinct failure reasons kept; past it a stage's other reasons are counted together.
 MAX_REASONS = 256
@@ -184,8 +184,9 @@ class SummaryAccumulator:
         self.exact_cap = exact_cap
         self.relative_error = relative_error
         self.counts: dict[str, int] = dict.fromkeys(
-            ("turns", "headline", "warmup", "cold", "failed", "flagged", "interrupted"), 0
-        )
+            ("turns", "headline", "warmup", "cold", "failed", "flagged", "interrupted",
+             "hangover_unstated"), 0
+        )  # fmt: skip
         self.failures: Counter[str] = Counter()
         self.e2e = self._stream()
         self.segments: dict[str, ValueStream] = {}
@@ -220,6 +221,7 @@ class SummaryAccumulator:
         c["failed"] += turn.failed
         c["flagged"] += bool(turn.flags)
         c["interrupted"] += turn.interrupted
+        c["hangover_unstated"] += HANGOVER_UNSTATED in turn.flags
         if turn.failed and turn.failure_reason:
             self._fail(f"{turn.failure_stage}: {turn.failure_reason}", str(turn.failure_stage))
         self.trust.add(turn)
@@ -315,7 +317,7 @@ class SummaryAccumulator:
         for v in loop_lag_ns:
             lags.add(float(v))
         empty = ValueStream(0)
-        counts = {k: v for k, v in self.counts.items() if k != "interrupted" or v}
+        counts = {k: v for k, v in self.counts.items() if k not in OPTIONAL_COUNTS or v}
         bands = {p: b for p in PERCENTILES if (b := self.bands.band(p, names, self.e2e))}
         return SummaryParts(
             counts=counts,
@@ -377,6 +379,10 @@ class SummaryAccumulator:
         )
         return streams + bands * (1 + len(self.segments)) + tally + len(self.failures)
 
+
+#: Counts that appear in the summary only when some turn had them (old documents stay as
+#: they were): barged-in live turns, agent turns whose trace states no VAD hangover.
+OPTIONAL_COUNTS = frozenset({"interrupted", "hangover_unstated"})
 
 #: Finished turns a runner keeps in memory (the most recent; the summary has them all).
 RECENT_TURNS = 1000

@@ -23,7 +23,7 @@ from voicelat.core.run_summary import (
 )
 from voicelat.core.schedule import from_intended_ns
 from voicelat.core.stats import PERCENTILES, Band, Distribution, percentile_band
-from voicelat.core.turn import Turn
+from voicelat.core.turn import HANGOVER_UNSTATED, Turn
 
 #: Per-turn figures summarized as distributions (ns unless the name says otherwise).
 FIGURES: tuple[str, ...] = (
@@ -88,6 +88,11 @@ def counts(turns: Sequence[Turn]) -> dict[str, int]:
     interrupted = sum(t.interrupted for t in turns)
     if interrupted:
         out["interrupted"] = interrupted
+    # Agent turns whose trace states no VAD hangover (counted in stt): the key appears when
+    # there are some (issue #30).
+    unstated = sum(HANGOVER_UNSTATED in t.flags for t in turns)
+    if unstated:
+        out["hangover_unstated"] = unstated
     return out
 
 

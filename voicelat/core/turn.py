@@ -11,6 +11,9 @@ from voicelat.core.secrets import scrub_json, scrub_secrets
 #: Flag of a live turn the user talked over (barge-in): its reply was cut short, so it is kept
 #: apart from the headline statistics even when its e2e was measured.
 INTERRUPTED = "interrupted"
+#: Flag of an agent turn whose trace states no VAD hangover: it is counted in ``stt``, not in
+#: ``endpointing`` (the summary counts such turns: ``counts.hangover_unstated``).
+HANGOVER_UNSTATED = "trace_hangover_unstated"
 
 
 @dataclass(frozen=True, slots=True)

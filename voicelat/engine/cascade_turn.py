@@ -24,7 +24,14 @@ from voicelat.core.recorder import TurnRecorder
 from voicelat.engine.phases import CascadeReply, Listener, Playback, cancel_tasks
 from voicelat.engine.stageset import CascadeStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
-from voicelat.engine.turn_input import FrameSource, Sink, TurnInput
+from voicelat.engine.turn_input import (
+    FRAME_MS,
+    NS_PER_MS,
+    FrameSource,
+    Sink,
+    TurnInput,
+    with_silence_tail,
+)
 
 __all__ = ["CascadeTurnEngine"]
 
@@ -60,6 +67,8 @@ class CascadeTurnEngine(TurnEngine):
         source: FrameSource | None = None,
     ) -> str | None:
         """The listening half: the transcript, or None with the turn failed."""
+        if source is None:
+            inp = self._with_room_to_endpoint(inp, rec)
         listener = Listener(self, inp, rec, source)
         stt_task = asyncio.create_task(listener.run_stt(stages.stt))
         warm: asyncio.Task[None] | None = None
@@ -80,6 +89,22 @@ class CascadeTurnEngine(TurnEngine):
             rec.fail("stt", "empty transcript (no speech recognized)")
             return None
         return transcript
+
+    def _with_room_to_endpoint(self, inp: TurnInput, rec: TurnRecorder) -> TurnInput:
+        """A clip whose trailing silence is shorter than the endpointer's hangover would end at
+        the end of the file, earlier than any microphone lets a VAD decide (a realtime or an
+        agent turn hears silence after the clip, as a phone line carries it): such a clip gets
+        the silence the hangover needs, and the turn says so (``endpoint:padded_tail``), so a
+        cascade is timed like the other kinds on the same clips (issue #30)."""
+        ep = self.pipeline.endpointing
+        if ep.mode != "vad" or inp.speech_end_ms is None:
+            return inp
+        tail_ms = inp.duration_ns // NS_PER_MS - inp.speech_end_ms
+        need_ms = ep.hangover_ms + 2 * FRAME_MS
+        if tail_ms >= need_ms:
+            return inp
+        rec.flag("endpoint:padded_tail")
+        return with_silence_tail(inp, need_ms - tail_ms + FRAME_MS)
 
     async def reply(
         self,

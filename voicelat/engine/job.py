@@ -284,10 +284,10 @@ def _plan_calls(
 
     if load.rate_per_s is not None:
         raise ConfigError("--rate starts single turns: calls run --concurrency N at once")
-    if (getattr(args, "workers", None) or 1) > 1 or getattr(args, "ray", None):
+    if getattr(args, "ray", None):
         raise ConfigError(
-            "--scenario runs its calls in one process: drop --workers/--ray (calls are not "
-            "sharded across workers yet)"
+            "--scenario with --ray: calls are not sharded over Ray actors yet; use --workers N "
+            "(whole calls per worker process) or one process"
         )
     if getattr(args, "turns", None) is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
@@ -343,7 +343,8 @@ def _execute_on_workers(
 
         info(f"ray: cluster at {preflight(ray)} answers")  # before any server starts
     else:
-        measured = sum(1 for p in plan if not p.warmup)
+        # A call never spans workers: calls are what is dealt, so they cap the count.
+        measured = len(runner.calls) or sum(1 for p in plan if not p.warmup)
         workers, warning = effective_workers(load, workers, measured)
         if warning:
             info(f"warning: {warning}")
@@ -399,4 +400,6 @@ def _pool(
         )
     from voicelat.engine.workers import WorkerPool
 
-    return WorkerPool(runner.pipeline, runner.fixtures, runner.out_dir, workers, **common)
+    return WorkerPool(
+        runner.pipeline, runner.fixtures, runner.out_dir, workers, calls=runner.calls, **common
+    )

@@ -331,6 +331,8 @@ class Runner:
                 n = min(load.concurrency, len(self.calls))
                 if n > 1:
                     sessions += await pool.open_many(range(1, n))
+                if self.barrier is not None:
+                    await self.barrier()  # worker processes: every worker's calls start together
                 probe.start()
                 await asyncio.gather(*(caller(s) for s in sessions))
         finally:

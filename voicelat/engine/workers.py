@@ -48,6 +48,7 @@ from multiprocessing import connection as mp_connection
 from pathlib import Path
 from typing import Any, cast
 
+from voicelat.core.call import CALL_ID, CallRecord
 from voicelat.core.clock import MonotonicClock
 from voicelat.core.errors import InfraError
 from voicelat.core.plan import PlannedTurn
@@ -55,6 +56,7 @@ from voicelat.core.recorder import TurnRecorder
 from voicelat.core.schedule import Load, arrival_offsets_ns
 from voicelat.core.streaming_summary import RecentTurns
 from voicelat.core.turn import Turn
+from voicelat.engine.call import PlannedCall
 from voicelat.engine.load import Barrier
 from voicelat.engine.probes import loop_kind, run_measuring_loop
 from voicelat.engine.progress import NullObserver, Observer
@@ -63,7 +65,7 @@ from voicelat.engine.stageset import StageSet
 from voicelat.engine.writer import TurnsWriterThread
 from voicelat.files.fixtures import Fixture
 from voicelat.files.pipeline import Pipeline
-from voicelat.files.results import TurnsWriter, write_summary
+from voicelat.files.results import TurnsWriter, write_calls, write_summary
 
 #: How far ahead of "all workers ready" the shared epoch is set: the go message must reach
 #: every worker (a queue hop and a thread wake-up each) before it.
@@ -88,6 +90,9 @@ class WorkerJob:
     #: Builds a session's stages from its GLOBAL id (a picklable callable; None: the
     #: pipeline's stages), as ``Runner.session_stages`` does (benches: a model per session).
     session_stages: StageFactory | None = None
+    #: ``--scenario``: this worker's whole calls (a call never spans workers); ``plan`` is
+    #: then their turns.
+    calls: Sequence[PlannedCall] = ()
 
 
 @dataclass
@@ -112,6 +117,8 @@ class WorkerReport:
     clock_offset_uncertainty_ns: int | None = None
     #: The worker process's CPU time over its run, every thread (None: not reported).
     cpu_s: float | None = None
+    #: ``--scenario``: the worker's finished calls (``CallRecord.to_json()`` each).
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
     def where(self) -> str:
         """``worker 1 (pid 1234)``, with its node under Ray."""
@@ -233,6 +240,7 @@ def worker_runner(job: WorkerJob, observer: Observer, barrier: Barrier) -> Runne
         barrier=barrier,
         stagger_offset=job.index / job.workers,
         schedule_ns=job.schedule_ns,
+        calls=job.calls,
     )
     if job.session_stages is not None:
         factory = job.session_stages
@@ -299,7 +307,10 @@ def worker_main(job: WorkerJob, out: Any, inbox: Any) -> None:
     except BaseException as exc:  # reported to the parent, which fails the missing turns
         error = f"{type(exc).__name__}: {exc}"
     cpu = round(time.process_time() - cpu0, 3)
-    out.put(("done", job.index, list(runner.loop_lag.lags), runner.sessions_opened, error, cpu))
+    calls = [r.to_json() for r in runner.call_records]
+    out.put(
+        ("done", job.index, list(runner.loop_lag.lags), runner.sessions_opened, error, cpu, calls)
+    )
 
 
 # -- the parent: the plan split and the merge (shared by the process pool and Ray) ---------------
@@ -318,6 +329,8 @@ class ShardedRun:
     stack_info: dict[str, Any] = field(default_factory=dict)
     #: Passed to every worker (see :attr:`WorkerJob.session_stages`).
     session_stages: StageFactory | None = None
+    #: ``--scenario``: the run's calls, dealt whole to the workers (round-robin).
+    calls: Sequence[PlannedCall] = ()
 
     def __post_init__(self) -> None:
         #: The most recent turns; ``turns.summary`` accumulates every worker's (bounded).
@@ -334,8 +347,14 @@ class ShardedRun:
         self.calibration: Any = None
 
     def jobs(self, plan: Sequence[PlannedTurn], load: Load) -> list[WorkerJob]:
-        """Each worker's share of ``plan`` and ``load``."""
+        """Each worker's share of ``plan`` and ``load`` (of whole calls, with ``calls``)."""
         shares = shard_plan(plan, self.workers)
+        call_shares: list[list[PlannedCall]] = [[] for _ in range(self.workers)]
+        if self.calls:
+            call_shares = [list(self.calls[k :: self.workers]) for k in range(self.workers)]
+            mine = [{c.first_index + i for c in cs for i in range(len(c.scenario.says))}
+                    for cs in call_shares]  # fmt: skip
+            shares = [[p for p in plan if p.index in mine[k]] for k in range(self.workers)]
         schedules: list[list[int]] | list[None] = [None] * self.workers
         if load.mode == "open":
             schedules = shard_schedule(plan, load, self.workers)
@@ -350,6 +369,7 @@ class ShardedRun:
                 self.out_dir / "workers" / f"w{k}",
                 schedules[k],
                 self.session_stages,
+                call_shares[k],
             )
             for k in range(self.workers)
         ]
@@ -426,9 +446,24 @@ class ShardedRun:
         self.fail_lost(jobs, writer, len(plan), record=status != "interrupted")
         writer.close()
         summary = self.summary(plan, load, status, started_wall)
+        if self.calls:
+            write_calls(self.out_dir, self.call_records())
         write_summary(self.out_dir, summary)
         self.outcome = RunOutcome.of(self.out_dir, self.turns, summary, status, len(plan))
         return self.outcome
+
+    def call_records(self) -> list[CallRecord]:
+        """Every worker's finished calls, their sessions made global as their turns' are."""
+        out = []
+        for r in self.reports:
+            for data in r.calls:
+                record = CallRecord.from_json(data)
+                if record.session is not None:
+                    record = dataclasses.replace(
+                        record, session=record.session * self.workers + r.index
+                    )
+                out.append(record)
+        return out
 
     def raise_if_all_failed(self) -> None:
         """``InfraError`` (exit 3) when every turn failed, as a single runner does."""
@@ -449,6 +484,10 @@ class ShardedRun:
         runner.sessions_opened = sum(r.sessions_opened for r in self.reports)
         runner.load = load  # the summary's load section
         runner.calibration = self.calibration
+        if self.calls:
+            runner.calls = self.calls
+            runner.call_records = self.call_records()
+            runner.call_turns = [t for t in self.turns if CALL_ID in t.extra]
         with contextlib.suppress(Exception):  # describing stages builds them; never fatal here
             runner.stages = StageSet.of(runner.build_stages())
         summary = runner.summary(plan, status, started_wall)
@@ -548,6 +587,7 @@ class WorkerPool(ShardedRun):
             self.accept(message[2], k, writer, total)
         elif kind == "done":
             report.loop_lag_ns, report.sessions_opened, report.error, report.cpu_s = message[2:6]
+            report.calls = list(message[6]) if len(message) > 6 else []
             report.done = True
 
 

@@ -48,7 +48,7 @@ from voicelat.core.plan import PlannedTurn, plan_turns
 from voicelat.files.pipeline import Pipeline, load_pipeline, parse_pipeline
 
 #: Tables a matrix shares with every combination (as in a pipeline file).
-SHARED_TABLES = ("endpointing", "chunker", "output", "turn", "budget")
+SHARED_TABLES = ("endpointing", "chunker", "output", "turn", "budget", "cost")
 _TOP_LEVEL = {"matrix", "exclude", *STAGES, *SHARED_TABLES}
 _MATRIX_KEYS = {"name", "description", "stack", "exclude"}
 

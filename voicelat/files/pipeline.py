@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicelat.core.cost import Prices, parse_prices
 from voicelat.core.errors import ConfigError
 from voicelat.core.network import NetworkProfile
 
 _TOP_LEVEL = {
     "pipeline", "stt", "llm", "tts", "s2s", "agent", "endpointing", "chunker", "output", "turn",
-    "budget", "network",
+    "budget", "cost", "network",
 }  # fmt: skip
 #: Keys of ``[agent]`` that are voicelat's (the trace listener), not the transport stage's.
 _AGENT_TRACE_KEYS = (
@@ -140,15 +141,23 @@ class Pipeline:
     #: A black-box agent pipeline's transport stage (``[agent]`` without the trace keys).
     agent: dict[str, Any] | None = None
     agent_traces: AgentTraces = AgentTraces()
+    #: Unit prices per stage (``[cost]``, or the prices file it names); None: not priced.
+    cost: Prices | None = None
     #: The pipeline's ``[network]`` table as a profile (``--network`` overrides it); None: none.
     network: NetworkProfile | None = None
 
     def to_json(self) -> dict[str, Any]:
+        priced = {"cost": self.cost.to_json()} if self.cost is not None else {}
         if self.s2s is not None:
-            return {**self._common_json(), "s2s": self.s2s}
+            return {**self._common_json(), "s2s": self.s2s, **priced}
         if self.agent is not None:
-            return {**self._common_json(), "agent": self.agent, "traces": vars(self.agent_traces)}
-        return self._common_json()
+            return {
+                **self._common_json(),
+                "agent": self.agent,
+                "traces": vars(self.agent_traces),
+                **priced,
+            }
+        return {**self._common_json(), **priced}
 
     def _common_json(self) -> dict[str, Any]:
         return {
@@ -267,8 +276,42 @@ def parse_pipeline(
         s2s=stages["s2s"] if "s2s" in kinds else None,
         agent=stages["agent"] if "agent" in kinds else None,
         agent_traces=agent_traces,
+        cost=_cost(data, where, path),
         network=_network(data, text, path, err),
     )
+
+
+def _cost(data: dict[str, Any], where: str, path: Path | None) -> Prices | None:
+    """The ``[cost]`` table, on top of the prices file its ``prices`` key names (relative to
+    the pipeline file)."""
+    table = data.get("cost")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [cost] must be a table")
+    base = None
+    named = table.get("prices")
+    if named is not None:
+        if not isinstance(named, str) or not named:
+            raise ConfigError(f"{where}: [cost] prices must name a prices file (a TOML path)")
+        file = Path(named) if path is None else path.parent / named
+        base = load_prices(file)
+    return parse_prices(table, source=where, base=base)
+
+
+def load_prices(path: Path) -> Prices:
+    """Read a prices file: a TOML file of one ``[cost]`` table's keys (currency, stage tables)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"prices file {path} does not exist (docs/COMPARE.md: Cost)") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read prices file {path}: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    if "prices" in data:
+        raise ConfigError(f"{path}: a prices file cannot name another prices file (prices =)")
+    return parse_prices(data.get("cost", data), source=str(path))
 
 
 def _network(data: dict[str, Any], text: str, path: Path | None, err: Any) -> NetworkProfile | None:

@@ -197,6 +197,19 @@ def _table_text(rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
+def _scores_text(doc: Mapping[str, Any], table: Any) -> list[str]:
+    """The price, quality and goodput table (report/fronts.py), when anything was scored."""
+    from voicelat.report.fronts import has_scores, scores_rows
+
+    if not has_scores(doc):
+        return []
+    return [
+        "",
+        "Price, quality and goodput (goodput: turns meeting every criterion listed)",
+        *table(scores_rows(doc)),
+    ]
+
+
 def comparison_text(doc: Mapping[str, Any]) -> str:
     """The ranking and segment tables for the terminal."""
     lines = [f"Comparison {doc.get('name', '')}: {_schedule_line(doc)}"]
@@ -204,6 +217,7 @@ def comparison_text(doc: Mapping[str, Any]) -> str:
     lines.append("")
     lines.extend(_table_text(ranking_rows(doc)))
     lines.extend(trust_lines(doc))
+    lines.extend(_scores_text(doc, _table_text))
     seg = segment_rows(doc)
     if len(seg) > 1:
         lines.append("")
@@ -271,6 +285,9 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
     lines += ["## Ranking", "", *_table_md(ranking_rows(doc)), ""]
     if untrusted(doc):
         lines += ["## Trust", "", *(f"- {line}" for line in trust_lines(doc)), ""]
+    scored = _scores_text(doc, _table_md)
+    if scored:
+        lines += ["## Price, quality and goodput", *scored, ""]
     seg = segment_rows(doc)
     if len(seg) > 1:
         lines += [

@@ -37,6 +37,7 @@ from voicelat.report.comparison import (
     segment_rows,
     trust_lines,
 )
+from voicelat.report.fronts import fronts_html
 from voicelat.report.svg import (
     PICTURE_CSS,
     Frame,
@@ -299,6 +300,7 @@ def comparison_html(
         "<h2>Ranking</h2>"
         + _table_html(ranking_rows(doc), classes)
         + "".join(f'<p class="warn">{escape(line)}</p>' for line in trust_lines(doc))
+        + fronts_html(doc, _table_html)
         + legend_html(_segments_of(combos))
         + "<h2>Every combination at P50</h2><p><small>The P50 band's mean composition per "
         "combination, in rank order (bars sum to the band's mean e2e); the black tick is the "

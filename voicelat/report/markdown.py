@@ -29,6 +29,8 @@ def _measured(c: Check) -> str:
         return f"{c.measured:.1%}"
     if c.unit == "turns":
         return f"{c.measured:.0f}"
+    if c.unit == "cost":
+        return f"{c.measured:.4g}"
     return f"{c.measured:.0f} ms"
 
 
@@ -39,6 +41,8 @@ def _limit(c: Check) -> str:
         return f"≤ {c.limit:.1%}"
     if c.unit == "turns":
         return f"≥ {c.limit:.0f}"
+    if c.unit == "cost":
+        return f"≤ {c.limit:g}"
     return f"≤ {c.limit:g} ms"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from voicelat.core.cost import fmt_money
 from voicelat.core.diagnostics import machine_judged, transport_judged
 from voicelat.core.display import fmt_ms
 from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
@@ -35,6 +36,8 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     lines.extend(provider_lines(s))
     lines.extend(_count_lines(s))
     lines.extend(call_lines(s))
+    lines.extend(cost_lines(s.extra.get("cost")))
+    lines.extend(quality_lines(s.extra.get("quality")))
     lines.extend(_load_lines(s))
     if (line := instrument_summary_line(s.extra.get("instrument"))) is not None:
         lines.append(line)
@@ -212,6 +215,12 @@ def _count_lines(s: RunSummary) -> list[str]:
         + (f", {c.interrupted} interrupted (barge-in)" if c.interrupted else ""),
     ]
     lines.extend(f"  failed x{f.count}: {f.reason}" for f in s.failures[:5])
+    if c.hangover_unstated:
+        lines.append(
+            f"note: {c.hangover_unstated} agent turn(s) whose trace states no VAD hangover: it "
+            "is counted in stt, not endpointing (put voicelat.vad_stop_secs on the agent's "
+            "spans; docs/AGENT-TRACES.md)"
+        )
     if c.turns and not c.headline:
         # `run -n 1 -w 0` used to end on "n=0" with no word on why.
         lines.append(
@@ -318,4 +327,47 @@ def _load_lines(s: RunSummary) -> list[str]:
         else:
             lines.append("TRUST: these figures may not be reliable:")
             lines.extend(f"  - {r.message}" for r in trust.reasons)
+    return lines
+
+
+def cost_lines(cost: object) -> list[str]:
+    """The summary's ``cost`` section (core/cost.py) in a few lines; none without one."""
+    if not isinstance(cost, Mapping) or not isinstance(cost.get("per_turn"), Mapping):
+        return []
+    cur, pt = str(cost.get("currency", "")), cost["per_turn"]
+    lines = [
+        f"cost: {fmt_money(pt.get('mean'), cur)} per turn (P90 {fmt_money(pt.get('p90'), cur)}, "
+        f"n={pt.get('n', 0)}), {fmt_money(cost.get('per_minute'), cur)} per minute of "
+        f"conversation, {fmt_money(cost.get('total'), cur)} for {cost.get('priced_turns', 0)}/"
+        f"{cost.get('turns', 0)} turns"
+    ]
+    stages = cost.get("stages")
+    for kind, st in stages.items() if isinstance(stages, Mapping) else ():
+        usage = "; ".join(st.get("usage") or [])
+        lines.append(f"  {kind}: {fmt_money(st.get('mean'), cur)} per turn ({usage})")
+    lines.extend(f"  not priced: {what}" for what in cost.get("unpriced") or [])
+    lines.extend(f"  cost left empty: {what}" for what in cost.get("missing") or [])
+    return lines
+
+
+def quality_lines(quality: object) -> list[str]:
+    """The summary's ``quality`` section (voicelat score: reply WER, DNSMOS); none without one."""
+    if not isinstance(quality, Mapping):
+        return []
+    lines: list[str] = []
+    w, m = quality.get("wer") or {}, quality.get("dnsmos") or {}
+    if w.get("n"):
+        took = quality.get("score_ms_per_turn")
+        lines.append(
+            f"reply WER: mean {w['mean']:.1%}, max {w['max']:.1%} over {w['n']} turns; "
+            f"{quality.get('truncated', 0)} truncated ({quality.get('transcriber', '?')}"
+            + (f"; {took:.0f} ms a turn to score)" if isinstance(took, int | float) else ")")
+        )
+    if m.get("n"):
+        lines.append(
+            f"DNSMOS (a model's opinion, not listeners'): OVRL {m['ovrl']:.2f}, "
+            f"SIG {m['sig']:.2f}, BAK {m['bak']:.2f} over {m['n']} turns"
+        )
+    skipped = quality.get("skipped") or {}
+    lines.extend(f"  not scored: {n} turn(s): {why}" for why, n in skipped.items())
     return lines

@@ -213,6 +213,11 @@ class _Reply:
         events: list[StageEvent] = []
         if isinstance(data.get("usage"), dict):
             self.usage = {k: int(v) for k, v in data["usage"].items() if isinstance(v, int)}
+            # Prompt-cache hits are billed apart (core/cost.py): keep the one nested count.
+            details = data["usage"].get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            if isinstance(cached, int) and not isinstance(cached, bool):
+                self.usage["cached_tokens"] = cached
         if isinstance(data.get("timings"), dict):
             timings = data["timings"].items()
             values = {k: float(v) for k, v in timings if isinstance(v, int | float)}

@@ -116,6 +116,12 @@ class OpenAIEmulator(Emulator):
         "audio_sse_done": False,
         "processing_ms_header": True,
         "llama_timings": False,
+        # Of a prompt's tokens, how many the service reports as served from its prompt cache
+        # (usage.prompt_tokens_details.cached_tokens; at most the prompt's).
+        "cached_prompt_tokens": 0,
+        # A planted defect for reply-quality tests: the speech endpoint leaves out the text's
+        # last N words (the truth's detail["spoken"] has what it said).
+        "drop_last_words": 0,
     }
 
     def __init__(self, config: EmulatorConfig) -> None:
@@ -273,14 +279,30 @@ class OpenAIEmulator(Emulator):
             created=int(time.time()),
             pieces=pieces,
             finish="length" if len(pieces) < full else "stop",
-            usage={
-                "prompt_tokens": len(words(prompt)),
-                "completion_tokens": len(pieces),
-                "total_tokens": len(words(prompt)) + len(pieces),
-            },
+            usage=self._usage(len(words(prompt)), pieces),
             reasoning_field=self.content["reasoning_field"],
             include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
         )
+
+    def _usage(self, n_prompt: int, pieces: list[tuple[str, str]]) -> dict[str, Any]:
+        """``usage`` as the chat API reports it: counts and their details (cached prompt
+        tokens, reasoning tokens within the completion's)."""
+        n_reasoning = sum(1 for kind, _ in pieces if kind == "reasoning")
+        return {
+            "prompt_tokens": n_prompt,
+            "completion_tokens": len(pieces),
+            "total_tokens": n_prompt + len(pieces),
+            "prompt_tokens_details": {
+                "cached_tokens": min(n_prompt, int(self.content["cached_prompt_tokens"])),
+                "audio_tokens": 0,
+            },
+            "completion_tokens_details": {
+                "reasoning_tokens": n_reasoning,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        }
 
     async def _stream(
         self, x: HttpExchange, reply: _Completion, t_headers: int, t_first: int
@@ -365,7 +387,10 @@ class OpenAIEmulator(Emulator):
         x.truth.model = model
         sse_mode = stream_format == "sse"
         x.truth.detail["stream_format"] = stream_format
-        pcm = await self.speaker.speak(text, SPEECH_RATE)
+        drop = int(self.content["drop_last_words"])
+        spoken = " ".join(text.split()[:-drop]) if drop > 0 else text
+        x.truth.detail["spoken"] = spoken
+        pcm = await self.speaker.speak(spoken, SPEECH_RATE) if spoken else b""
         chunks = pcm_chunks(pcm, SPEECH_RATE, self.content["chunk_ms"])
         if fmt == "wav" and chunks and not sse_mode:
             chunks[0] = wav_header(0xFFFFFFFF, SPEECH_RATE) + chunks[0]
@@ -485,7 +510,7 @@ class _Completion:
     pieces: list[tuple[str, str]]
     """(kind, text) per token; kind is "reasoning" or "content"."""
     finish: str
-    usage: dict[str, int]
+    usage: dict[str, Any]
     reasoning_field: str
     include_usage: bool
 
