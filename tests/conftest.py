@@ -12,6 +12,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Runs the tests start do not time the instrument reference (~3 s each, engine/calibrate.py)
+# unless they ask for it (--calibrate, or this variable): tests/engine/test_calibrate.py does.
+os.environ.setdefault("VOICELAT_CALIBRATE", "off")
+
 #: Ports that do not clash with a stack a developer keeps running on the defaults.
 TEST_STACK_ENV = {
     "VOICELAT_STT_PORT": "10311",

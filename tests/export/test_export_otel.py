@@ -191,3 +191,33 @@ def test_metrics_also_go_out_during_a_long_run(monkeypatch: pytest.MonkeyPatch) 
         if m.name == "voicelat.turns"
     ]
     assert totals == [1, 2, 3, 3]
+
+
+def test_a_calibrated_run_exports_its_instrument_error_as_a_gauge() -> None:
+    """The summary's instrument section (--calibrate) goes out as voicelat.instrument.error,
+    one point per quantile, in seconds; an uncalibrated run exports no such metric."""
+    pipeline = json.loads((RUN / "summary.json").read_text())["pipeline"]
+    section = {"status": "calibrated", "error_p50_ns": 400_000, "error_p99_ns": 1_500_000}
+
+    def exported(summary: dict[str, Any]) -> dict[str, Any]:
+        with otlp_receiver() as sink:
+            OtelExporter(sink.url, pipeline=pipeline, warn=lambda _: None).close(summary)
+        return {
+            m.name: m
+            for req in sink.metrics
+            for rm in req.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        }
+
+    gauge = exported({"instrument": section})["voicelat.instrument.error"]
+    assert gauge.unit == "s"
+    points = {
+        next(kv.value.string_value for kv in p.attributes if kv.key == "voicelat.quantile"): (
+            p.as_double
+        )
+        for p in gauge.gauge.data_points
+    }
+    assert points == {"p50": 0.0004, "p99": 0.0015}
+    uncalibrated = {"status": "uncalibrated", "error_p50_ns": None, "error_p99_ns": None}
+    assert "voicelat.instrument.error" not in exported({"instrument": uncalibrated})

@@ -95,6 +95,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     _add_load_arguments(p)
     _add_export_arguments(p)
     p.add_argument(
+        "--calibrate",
+        choices=("off", "quick", "full"),
+        default=None,
+        help="the instrument error bar: time a known-delay reference on this host before the "
+        "turns (quick, the default: ~3 s), also after them (full), or not (off); "
+        "docs/BENCHMARKS.md",
+    )
+    p.add_argument(
         "--network",
         default=None,
         metavar="PROFILE|FILE",

@@ -241,6 +241,9 @@ def execute_run(
     )
     try:
         runner.validate()
+        from voicelat.engine.calibrate import calibration_for
+
+        runner.calibration = calibration_for(args, runner.clock, info)
         # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
         # The exporters work on a thread of their own; the measuring loop only queues each turn.
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -347,6 +350,7 @@ def _execute_on_workers(
             info(f"warning: {warning}")
     with stack_for(runner.pipeline) as stack_info:
         pool = _pool(runner, workers, observer, argv, stack_info, ray)
+        pool.calibration = _calibrate_parent(runner.calibration, ray)
         try:
             runner.outcome = pool.run(plan, load)
             return runner.outcome
@@ -357,6 +361,18 @@ def _execute_on_workers(
         finally:
             if getattr(runner, "outcome", None) is None:
                 runner.outcome = getattr(pool, "outcome", None)
+
+
+def _calibrate_parent(calibration: Any, ray: str | None) -> Any:
+    """The pool's error bar: the reference timed here, in the parent, on this host (the
+    workers' host). On a Ray cluster the turns run on other hosts: not calibrated."""
+    if calibration is None:
+        return None
+    if ray:
+        calibration.skip("--ray: the turns run on the cluster's hosts, not on this one")
+    else:
+        run_measuring_loop(calibration.before())
+    return calibration
 
 
 def _pool(

@@ -134,6 +134,9 @@ class Runner:
     #: Whole calls instead of single turns (``run --scenario``): each a scenario run as one
     #: call on one session (``engine/call.py``); the plan is then their turns.
     calls: Sequence[PlannedCall] = ()
+    #: The instrument error bar's reference passes (``engine/calibrate.py``'s Calibration:
+    #: ``before()`` the measured turns, ``after()`` them, its ``section()`` in the summary).
+    calibration: Any = None
 
     def __post_init__(self) -> None:
         #: Each fixture's prepared input, by fixture id (:meth:`load_inputs`).
@@ -197,6 +200,8 @@ class Runner:
         stages0 = self._make_stages(0)
         if not self.inputs:
             self.load_inputs(stages0.input_rate)
+        if self.calibration is not None:
+            await self.calibration.before()  # never raises: a failed pass is "uncalibrated"
         started_wall = time.time()
         writer = TurnsWriterThread(TurnsWriter(self.out_dir))
         status = "complete"
@@ -230,6 +235,8 @@ class Runner:
         finally:
             await probe.stop()
             self.machine_samples = machine.stop()
+            if self.calibration is not None and status == "complete":
+                await self.calibration.after()  # once the probe is off: its lag is not the run's
             # A failed turns write (a full disk) must not stop the summary from being tried.
             with contextlib.suppress(InfraError):
                 writer.close()
@@ -390,6 +397,7 @@ class Runner:
             )
             | {"fixture_set_sha256": fixture_set_hash(list(self.fixtures))}
             | self._calls_part()
+            | ({"instrument": self.calibration.section()} if self.calibration is not None else {})
         )
 
     def _calls_part(self) -> dict[str, Any]:

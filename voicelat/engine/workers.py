@@ -343,6 +343,8 @@ class ShardedRun:
         #: section says about the transport (Ray: its address and nodes).
         self.event_loop = loop_kind()
         self.run_info: dict[str, Any] = {}
+        #: The run's instrument error bar (``engine/calibrate.py``), timed in the parent.
+        self.calibration: Any = None
 
     def jobs(self, plan: Sequence[PlannedTurn], load: Load) -> list[WorkerJob]:
         """Each worker's share of ``plan`` and ``load`` (of whole calls, with ``calls``)."""
@@ -481,6 +483,7 @@ class ShardedRun:
             runner.loop_lag.lags.extend(r.loop_lag_ns)
         runner.sessions_opened = sum(r.sessions_opened for r in self.reports)
         runner.load = load  # the summary's load section
+        runner.calibration = self.calibration
         if self.calls:
             runner.calls = self.calls
             runner.call_records = self.call_records()

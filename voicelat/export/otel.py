@@ -263,6 +263,12 @@ class OtelExporter:
         )
         self._turns = meter.create_counter("voicelat.turns", unit="{turn}")
         self._failures = meter.create_counter("voicelat.turn.failures", unit="{turn}")
+        self._instrument = meter.create_gauge(
+            "voicelat.instrument.error",
+            unit="s",
+            description="The run's instrument error bar (± on every figure; --calibrate), by "
+            "voicelat.quantile (p50, p99)",
+        )
 
     # -- the Exporter protocol ---------------------------------------------------------------
     def on_turn(self, turn: Turn) -> None:
@@ -282,12 +288,24 @@ class OtelExporter:
     def close(self, summary: Mapping[str, Any] | None) -> None:
         self._calls.end_all()
         if not self._disabled:
+            self._record_instrument(summary)
             self._flush_spans()
             self._export_metrics()
         _shutdown(self._span_exporter)
         _shutdown(self._metric_exporter)
 
     # -- internals ---------------------------------------------------------------------------
+    def _record_instrument(self, summary: Mapping[str, Any] | None) -> None:
+        """The summary's instrument error bar as a gauge (nothing when uncalibrated)."""
+        section = summary.get("instrument") if summary is not None else None
+        if not isinstance(section, Mapping) or section.get("status") != "calibrated":
+            return
+        base = {"voicelat.pipeline": str(self.pipeline.get("name") or "unnamed")}
+        for q in ("p50", "p99"):
+            value = section.get(f"error_{q}_ns")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                self._instrument.set(value / 1e9, base | {"voicelat.quantile": q})
+
     def _record_metrics(self, turn: Turn) -> None:
         base = {"voicelat.pipeline": str(self.pipeline.get("name") or "unnamed")}
         self._turns.add(1, base)

@@ -40,6 +40,7 @@ from voicelat.report.svg import (
     legend_html,
     timeline_svg,
 )
+from voicelat.report.text import instrument_summary_line
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;max-width:80em}
@@ -105,6 +106,9 @@ def _head(s: RunSummary, run_dir: str, gate: GateHeadline | None = None) -> str:
         + escape("; ".join(r.message for r in trust.reasons))
         + "</p>"
     )
+    line = instrument_summary_line(s.extra.get("instrument"))
+    if line is not None:
+        verdict += f"<p>{escape(line)}</p>"
     return (
         f"<h1>voicelat run: {escape(name)}</h1>"
         + ("" if gate is None else gate.html())

@@ -39,11 +39,42 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     lines.extend(cost_lines(s.extra.get("cost")))
     lines.extend(quality_lines(s.extra.get("quality")))
     lines.extend(_load_lines(s))
+    if (line := instrument_summary_line(s.extra.get("instrument"))) is not None:
+        lines.append(line)
     if s.run.status and s.run.status != "complete":
         lines.append(f"run status: {s.run.status}")
     if run_dir:
         lines.append(f"results: {run_dir}")
     return "\n".join(lines)
+
+
+def instrument_summary_line(section: object) -> str | None:
+    """The run's "± instrument error" line from its summary's ``instrument`` section
+    (``core/instrument.py``); None when the run has no such section (an older run)."""
+    if not isinstance(section, Mapping):
+        return None
+    ppm = section.get("clock_ppm")
+    clock = f"; clock {ppm:+.1f} ppm vs wall" if isinstance(ppm, int | float) else ""
+    p50, p99 = section.get("error_p50_ns"), section.get("error_p99_ns")
+    if section.get("status") != "calibrated" or not isinstance(p50, int | float):
+        return f"± instrument error: uncalibrated ({section.get('reason') or 'no reason given'}){clock}"
+    kinds = section.get("by_kind")
+    per = (
+        ", ".join(
+            f"{k} {fmt_ms(v.get('error_p99_ns'), decimals=1)}"
+            for k, v in kinds.items()
+            if isinstance(v, Mapping)
+        )
+        if isinstance(kinds, Mapping)
+        else ""
+    )
+    warning = section.get("reason")
+    return (
+        f"± instrument error: P50 {fmt_ms(p50, decimals=1)} ms, P99 "
+        f"{fmt_ms(p99, decimals=1)} ms ({section.get('turns')} reference turns, "
+        f"{section.get('mode')}{'; P99 ms by kind: ' + per if per else ''}){clock}"
+        + (f"; WARNING: {warning}" if warning else "")
+    )
 
 
 def call_lines(s: RunSummary) -> list[str]:
