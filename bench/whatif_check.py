@@ -202,7 +202,10 @@ def pool(dirs: list[Path], out: Path) -> dict[str, Any]:
     """
     out.mkdir(parents=True, exist_ok=True)
     lines = [ln for d in dirs for ln in (d / "turns.jsonl").read_text().splitlines() if ln.strip()]
-    (out / "turns.jsonl").write_text("\n".join(lines) + "\n")
+    # One run's turn indexes are unique (a repeated index is a damaged record the reader
+    # skips): the pooled turns are numbered anew.
+    pooled = [json.dumps(json.loads(ln) | {"index": k}) for k, ln in enumerate(lines)]
+    (out / "turns.jsonl").write_text("\n".join(pooled) + "\n")
     (out / "summary.json").write_text((dirs[0] / "summary.json").read_text())
     turns = [t for t in load_run(out).turns if t.headline and t.e2e_ns is not None]
     e2e = [t.e2e_ns for t in turns if t.e2e_ns is not None]

@@ -16,6 +16,7 @@ import pytest
 from tests.helpers import ROOT, read_turns, voicelat, wer
 from voicelat.audio import read_wav
 from voicelat.core.contract import CRITICAL_PATH, SEGMENTS
+from voicelat.core.run_summary import SCHEMA_VERSION
 
 pytestmark = pytest.mark.stack
 
@@ -117,7 +118,7 @@ def test_stage_figures_and_subspans_recorded(local_run: dict[str, Any]) -> None:
 
 def test_summary_is_versioned_and_complete(local_run: dict[str, Any]) -> None:
     s = json.loads((local_run["out"] / "summary.json").read_text())
-    assert s["schema_version"] == 1
+    assert s["schema_version"] == SCHEMA_VERSION
     assert s["run"]["status"] == "complete"
     assert s["counts"] == {
         "turns": 6,

@@ -41,6 +41,8 @@ def realtime_pipeline(em: Emulators, name: str = "emulated-openai-realtime", **s
         f"127.0.0.1:{server.emulator.default_port}", f"127.0.0.1:{server.port}"
     )
     data["s2s"].update(s2s)
+    if data["s2s"].get("turn_detection") == "none":
+        data["s2s"].pop("vad", None)  # no server VAD: its settings are refused (issue #30)
     return parse_pipeline(data, path=path)
 
 

@@ -76,7 +76,7 @@ def test_run_tui_two_turns_in_a_terminal(
     tmux("new-session", "-d", "-s", tmux_session, "-x", "120", "-y", "40", script)
     # The child's milestones reach the screen as they happen, then the run completes.
     _wait_for(tmux_session, "Live turn", 120)  # a milestone of the first turn is on screen
-    screen = _wait_for(tmux_session, "· complete ·", 180)
+    screen = _wait_for(tmux_session, "· complete", 180)
     assert "turns 3/3" in screen and "loop lag max" in screen
     assert "Traceback" not in screen
     tmux("send-keys", "-t", tmux_session, "q")
