@@ -133,9 +133,16 @@ class AgentRecorder(TurnRecorder):
         self._placed = self._traced(black_box)
         if self._placed:
             self.path, self.segment_names = AGENT_TRACED_PATH, AGENT_TRACED_SEGMENTS
-        else:
-            self.flag(UNTRACED)
-        return super().finish()
+            return super().finish()
+        # Flagged for this build of the turn only: a call's turn is built once before its
+        # trace is read (for the call's own bookkeeping) and again after.
+        fresh = UNTRACED not in self._flags
+        self.flag(UNTRACED)
+        try:
+            return super().finish()
+        finally:
+            if fresh:
+                self._flags.remove(UNTRACED)
 
     def _explain_silence(self, found: dict[str, int]) -> None:
         """A turn with no reply audio fails with what the agent's trace says went wrong (its

@@ -70,7 +70,9 @@ class AgentTurnEngine(TurnEngine):
         call_id = getattr(agent, "call_id", None)
         await self.read_trace(rec, call_id if isinstance(call_id, str) else None)
 
-    async def read_trace(self, rec: TurnRecorder, call_id: str | None = None) -> None:
+    async def read_trace(
+        self, rec: TurnRecorder, call_id: str | None = None, *, until_ns: int | None = None
+    ) -> None:
         """Hand ``rec`` the split of the agent's spans of this turn (None when nothing maps);
         a trace source that fails flags the turn and leaves it black-box. ``call_id``: the
         id the agent names this call by in its traces (the stage's ``call_id``: a Twilio
@@ -79,7 +81,9 @@ class AgentTurnEngine(TurnEngine):
         if self.trace_source is None or traces.mapping == "none" or not rec.t0_ns:
             return
         assert isinstance(rec, AgentRecorder)
-        window = (rec.t0_ns, self.clock.now_ns())
+        # ``until_ns``: where the turn ended when its trace is read later (a call's turns are
+        # read once the call is over: the window must not take in the turns after it).
+        window = (rec.t0_ns, self.clock.now_ns() if until_ns is None else until_ns)
         try:
             wait_s = traces.wait_ms / 1000
             if call_id is None:

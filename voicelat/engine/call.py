@@ -110,7 +110,7 @@ class _Call:
     #: Steps run so far (the first one may open the connection itself).
     steps_run: int = 0
     #: Agent turns whose trace is still being read (off the call's timeline).
-    traced: list[asyncio.Task[None]] = field(default_factory=list)
+    traced: list[tuple[TurnRecorder, str | None, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -163,18 +163,37 @@ class CallEngine:
                 if not await self._step(call, step, stages, done):
                     call.ended_early = True
                     break
-            if call.traced:
-                await asyncio.gather(*call.traced)
+        except BaseException:
+            for rec, _, _ in call.traced:  # cancelled mid-call: each turn is handed over untraced
+                done(rec.finish())
+            call.traced.clear()
+            raise
         finally:
-            for task in call.traced:
-                task.cancel()  # cancelled mid-call: each turn is handed over untraced
             if keeps:
                 hearing.keep_call = False  # type: ignore[attr-defined]
                 end = getattr(hearing, "end_call", None)
                 if end is not None:
                     with contextlib.suppress(Exception):
                         await end()
-        return self._record(call, clock.now_ns())
+        ended = clock.now_ns()
+        await self._read_traces(call, done)
+        return self._record(call, ended)
+
+    async def _read_traces(self, call: _Call, done: Callable[[Turn], None]) -> None:
+        """An agent call's turns, split with its spans once the call is over: an agent's
+        conversation span (where the bot states its VAD's stop_secs) is exported when its call
+        ends, and every stamp of the turns was taken long before (none moves)."""
+        engine = self.engine
+        pending, call.traced = call.traced, []
+        for k, (rec, ref, until) in enumerate(pending):
+            try:
+                if isinstance(engine, AgentTurnEngine):
+                    await engine.read_trace(rec, ref, until_ns=until)
+            except BaseException:
+                for left, _, _ in pending[k:]:
+                    done(left.finish())
+                raise
+            done(rec.finish())
 
     async def _step(
         self, call: _Call, step: Step, stages: StageSet, done: Callable[[Turn], None]
@@ -246,11 +265,11 @@ class CallEngine:
         call.reply_ended_ns = clock.now_ns()
         turn = rec.finish()
         if isinstance(engine, AgentTurnEngine) and engine.trace_source is not None:
-            # The trace wait is after every stamp of the turn; reading it in the background
-            # keeps the next step's gap on time (the call goes on while the spans arrive).
+            # Its trace is read once the call is over (see _read_traces): the next step's gap
+            # stays on time, and the agent's conversation span has arrived by then.
             call_ref = getattr(stages.hearing, "call_id", None)
             ref = call_ref if isinstance(call_ref, str) else None
-            call.traced.append(asyncio.create_task(_traced(engine, rec, ref, done)))
+            call.traced.append((rec, ref, call.reply_ended_ns))
         else:
             done(turn)
         call.indexes.append(turn.index)
@@ -390,16 +409,6 @@ class CallEngine:
             silences=tuple(call.silences),
             extra=_shape_extra(self.engine) | call.extra,
         )
-
-
-async def _traced(
-    engine: AgentTurnEngine, rec: TurnRecorder, call_ref: str | None, done: Callable[[Turn], None]
-) -> None:
-    """Split ``rec`` with the agent's spans, then hand the turn over (untraced if cancelled)."""
-    try:
-        await engine.read_trace(rec, call_ref)
-    finally:
-        done(rec.finish())
 
 
 def _shape_extra(engine: TurnEngine) -> dict[str, Any]:
