@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.calls.calls_helpers import CALLS, MS, openai_profile
 from tests.helpers import emulated_openai_pipeline
 from voicelat.core.call import CALL_ID, CALL_TURN
 from voicelat.core.plan import PlannedTurn
@@ -19,18 +20,8 @@ from voicelat.files.results import read_calls
 from voicelat.files.scenario import load_scenario
 from voicelat.report.text import call_lines
 
-ROOT = Path(__file__).resolve().parents[2]
-CALLS = ROOT / "fixtures" / "calls"
-MS = 1_000_000
 LEADING_SILENCE_MS = 30
-PROFILE = {
-    "openai": {
-        "latency": {"headers": 5, "ttft": 40, "token": 5, "stt_first": 20, "stt_final": 40,
-                    "tts_first_audio": 30, "tts_chunk": 5},
-        "content": {"leading_silence_ms": float(LEADING_SILENCE_MS), "reply": "Sure thing.",
-                    "ms_per_char": 10.0, "fixtures": str(CALLS)},
-    }
-}  # fmt: skip
+PROFILE = openai_profile("Sure thing.", float(LEADING_SILENCE_MS))
 
 
 def _scenario(tmp_path: Path) -> Path:

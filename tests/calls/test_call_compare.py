@@ -11,18 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.calls.calls_helpers import CALLS, ROOT, openai_profile
 from voicelat.emulate import Emulators
 
-ROOT = Path(__file__).resolve().parents[2]
-CALLS = ROOT / "fixtures" / "calls"
-PROFILE = {
-    "openai": {
-        "latency": {"headers": 5, "ttft": 40, "token": 5, "stt_first": 20, "stt_final": 40,
-                    "tts_first_audio": 30, "tts_chunk": 5},
-        "content": {"leading_silence_ms": 30.0, "reply": "Sure.", "ms_per_char": 10.0,
-                    "fixtures": str(CALLS)},
-    }
-}  # fmt: skip
+PROFILE = openai_profile()
 
 
 def _pipeline(tmp_path: Path, name: str, port: int) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.calls.calls_helpers import CALLS, openai_profile
 from tests.helpers import emulated_openai_pipeline
 from voicelat.core.call import CALL_ID
 from voicelat.core.plan import PlannedTurn
@@ -19,16 +20,7 @@ from voicelat.engine.workers import WorkerPool
 from voicelat.files.results import read_calls
 from voicelat.files.scenario import load_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
-CALLS = ROOT / "fixtures" / "calls"
-PROFILE = {
-    "openai": {
-        "latency": {"headers": 5, "ttft": 40, "token": 5, "stt_first": 20, "stt_final": 40,
-                    "tts_first_audio": 30, "tts_chunk": 5},
-        "content": {"leading_silence_ms": 30.0, "reply": "Sure.", "ms_per_char": 10.0,
-                    "fixtures": str(CALLS)},
-    }
-}  # fmt: skip
+PROFILE = openai_profile()
 
 
 async def test_calls_are_dealt_whole_to_the_workers(

@@ -54,7 +54,6 @@ from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import CascadeStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
 from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, TurnInput, silence_frame
-from voicelat.files.fixtures import Fixture
 
 __all__ = ["GREETING_WAIT_MS", "CallEngine"]
 
@@ -107,8 +106,6 @@ class _Call:
     failure_reason: str | None = None
     ended_early: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
-    #: Steps run so far (the first one may open the connection itself).
-    steps_run: int = 0
     #: Agent turns whose trace is still being read (off the call's timeline).
     traced: list[tuple[TurnRecorder, str | None, int]] = field(default_factory=list)
 
@@ -159,7 +156,14 @@ class CallEngine:
         )
         call.reply_ended_ns = call.connected_ns
         try:
-            for step in scenario.steps:
+            for k, step in enumerate(scenario.steps):
+                if k and self._hung_up(stages):
+                    # A new connection would be another call, with none of this one's
+                    # context: the rest of the call fails here, named.
+                    call.failed_step = call.failed_step or step.line
+                    call.failure_reason = call.failure_reason or "the agent closed the call"
+                    call.ended_early = True
+                    break
                 if not await self._step(call, step, stages, done):
                     call.ended_early = True
                     break
@@ -199,12 +203,6 @@ class CallEngine:
         self, call: _Call, step: Step, stages: StageSet, done: Callable[[Turn], None]
     ) -> bool:
         """Run ``step``; False when the call must end here."""
-        if self._hung_up(call, stages):
-            # A new connection would be another call, with none of this one's context: the
-            # rest of the call fails here, named.
-            call.failed_step = call.failed_step or step.line
-            call.failure_reason = call.failure_reason or "the agent closed the call"
-            return False
         if step.kind == "greeting":
             reason = await self._greeting(call, stages)
             if reason is not None and call.failed_step is None:
@@ -220,13 +218,9 @@ class CallEngine:
             return call.scenario.on_failure == "continue"
         return True
 
-    def _hung_up(self, call: _Call, stages: StageSet) -> bool:
+    def _hung_up(self, stages: StageSet) -> bool:
         """Whether the call's connection closed since it started (realtime and agents)."""
-        first = call.steps_run == 0
-        call.steps_run += 1
-        if not self._line_shape or first:
-            return False
-        return getattr(stages.hearing, "call_open", None) is False
+        return self._line_shape and getattr(stages.hearing, "call_open", None) is False
 
     # -- a `say` step: one measured turn ---------------------------------------------------------
     async def _say(
@@ -331,11 +325,13 @@ class CallEngine:
             if hears_open:
                 hearing.accept_from_open = False  # type: ignore[attr-defined]
         call.reply_ended_ns = engine.clock.now_ns()
-        heard = rec.milestones().get("output_first_audible")
-        first_audio = rec.milestones().get("first_audio", rec.milestones().get("tts_first_byte"))
+        built = rec.finish()  # the greeting is not a turn of the run: its figures are the call's
+        seen = rec.milestones()
+        heard = seen.get("output_first_audible")
+        first_audio = seen.get("first_audio", seen.get("tts_first_byte"))
         if first_audio is not None:
             call.extra["greeting_first_audio_ns"] = first_audio - call.connected_ns
-        played = rec.finish().figures.get("reply_audio_ns")
+        played = built.figures.get("reply_audio_ns")
         if isinstance(played, int) and played > 0:
             call.extra["greeting_audio_ns"] = played
         if heard is not None:
@@ -345,8 +341,7 @@ class CallEngine:
         greeting = call.scenario.greeting if not self._line_shape else (rec.reply() or "")
         if greeting and heard is not None:
             call.conversation = call.conversation.then(greeting)
-        failed = rec.finish()
-        return failed.failure_reason if failed.failure_stage not in (None, "turn") else None
+        return built.failure_reason if built.failure_stage not in (None, "turn") else None
 
     async def _speak(
         self, planned: PlannedTurn, rec: TurnRecorder, stages: CascadeStageSet, text: str
@@ -432,7 +427,4 @@ def _with_lead_silence(inp: TurnInput, lead_ns: int) -> TurnInput:
 
 def _silence_input(rate: int, ms: int) -> TurnInput:
     """An input of ``ms`` of silence and no speech (a greeting's or a silence step's line)."""
-    live = TurnInput.live("(line)", rate)
-    fixture = Fixture("(line)", live.fixture.path, None, None, None, "", annotated=False)
-    frames = [silence_frame(rate)] * (ms // FRAME_MS)
-    return replace(live, fixture=fixture, frames=frames)
+    return replace(TurnInput.live("(line)", rate), frames=[silence_frame(rate)] * (ms // FRAME_MS))
