@@ -28,9 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from voicelat.core.call import (
     CALL_CONNECTED,
@@ -55,7 +55,7 @@ from voicelat.engine.stageset import CascadeStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
 from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, TurnInput, silence_frame
 
-__all__ = ["GREETING_WAIT_MS", "CallEngine"]
+__all__ = ["GREETING_WAIT_MS", "CallEngine", "CallView", "SourcedStep", "StepSource"]
 
 #: How long the line stays silent waiting for an expected greeting before it is missing.
 GREETING_WAIT_MS = 8000
@@ -83,6 +83,37 @@ def plan_calls(scenarios: Sequence[Scenario], repeat: int = 1) -> list[PlannedCa
     return planned
 
 
+@dataclass(frozen=True)
+class CallView:
+    """What a :class:`StepSource` sees of its call before each step: the call, its finished
+    turns so far (in order; an agent's are refined by its trace once the call is over) and
+    the greeting's text when it was heard."""
+
+    call_id: str
+    scenario: Scenario
+    turns: tuple[Turn, ...]
+    greeting: str | None
+
+
+@dataclass(frozen=True)
+class SourcedStep:
+    """A step a :class:`StepSource` made, with the input of a ``say`` step it rendered
+    (None: the step names one of the engine's prepared inputs)."""
+
+    step: Step
+    input: TurnInput | None = None
+
+
+class StepSource(Protocol):
+    """Where a call's steps come from when they are not a fixed script (a simulated caller
+    decides its next line from what the agent said). Called between steps, outside every
+    turn's timed window; None ends the call."""
+
+    async def next_step(self, view: CallView) -> SourcedStep | None:
+        """The call's next step, or None when the call is over."""
+        ...
+
+
 @dataclass
 class _Call:
     """One call's running state."""
@@ -108,6 +139,9 @@ class _Call:
     extra: dict[str, Any] = field(default_factory=dict)
     #: Agent turns whose trace is still being read (off the call's timeline).
     traced: list[tuple[TurnRecorder, str | None, int]] = field(default_factory=list)
+    #: This call's finished turns, in order (what a step source sees).
+    turns: list[Turn] = field(default_factory=list)
+    greeting_text: str | None = None
 
 
 @dataclass
@@ -116,7 +150,7 @@ class CallEngine:
     ``inputs``: each fixture a scenario speaks, prepared at the hearing stage's rate."""
 
     engine: TurnEngine
-    inputs: Mapping[str, TurnInput]
+    inputs: dict[str, TurnInput]
 
     @property
     def _line_shape(self) -> bool:
@@ -132,9 +166,11 @@ class CallEngine:
         first_index: int,
         done: Callable[[Turn], None],
         session: int | None = None,
+        source: StepSource | None = None,
     ) -> CallRecord:
         """Run ``scenario`` as one call on ``stages``; each finished turn goes to ``done`` at
-        once (numbered from ``first_index``); returns the call's record."""
+        once (numbered from ``first_index``); returns the call's record. ``source``: where
+        the steps come from instead of ``scenario.steps`` (see :class:`StepSource`)."""
         hearing = stages.hearing
         keeps = self._line_shape and hasattr(hearing, "keep_call")
         if keeps:
@@ -156,8 +192,10 @@ class CallEngine:
         )
         call.reply_ended_ns = call.connected_ns
         try:
-            for k, step in enumerate(scenario.steps):
-                if k and self._hung_up(stages):
+            k = 0
+            async for step in self._steps(call, source):
+                k += 1
+                if k > 1 and self._hung_up(stages):
                     # A new connection would be another call, with none of this one's
                     # context: the rest of the call fails here, named.
                     call.failed_step = call.failed_step or step.line
@@ -182,6 +220,21 @@ class CallEngine:
         ended = clock.now_ns()
         await self._read_traces(call, done)
         return self._record(call, ended)
+
+    async def _steps(self, call: _Call, source: StepSource | None) -> AsyncIterator[Step]:
+        """The call's steps: the scenario's, or the source's until it says the call is over."""
+        if source is None:
+            for step in call.scenario.steps:
+                yield step
+            return
+        while True:
+            view = CallView(call.call_id, call.scenario, tuple(call.turns), call.greeting_text)
+            made = await source.next_step(view)
+            if made is None:
+                return
+            if made.input is not None and made.step.fixture is not None:
+                self.inputs[made.step.fixture] = made.input
+            yield made.step
 
     async def _read_traces(self, call: _Call, done: Callable[[Turn], None]) -> None:
         """An agent call's turns, split with its spans once the call is over: an agent's
@@ -267,6 +320,7 @@ class CallEngine:
         else:
             done(turn)
         call.indexes.append(turn.index)
+        call.turns.append(turn)
         if turn.ok:
             call.completed += 1
             if turn.e2e_ns is not None:
@@ -341,6 +395,7 @@ class CallEngine:
         greeting = call.scenario.greeting if not self._line_shape else (rec.reply() or "")
         if greeting and heard is not None:
             call.conversation = call.conversation.then(greeting)
+            call.greeting_text = greeting
         return built.failure_reason if built.failure_stage not in (None, "turn") else None
 
     async def _speak(
