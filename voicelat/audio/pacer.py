@@ -77,8 +77,13 @@ class Pacer:
         clock: Clock | None = None,
         sleep: SleepFn | None = None,
         spin_ns: int | None = None,
+        start_ns: int | None = None,
     ) -> int:
         """Send ``frames[k]`` at ``t0 + (k + 1) * frame_ns`` via ``send(k, frame)``.
+
+        ``start_ns``: ``t0`` itself, instead of now (a stream that goes on where another
+        pacer left it: a call's interruption heard by one turn, then the next; a frame
+        already due goes at once).
 
         ``t0_ns`` is stamped when the run starts: it is the time of the first sample. Stops
         after the last frame, after a ``send`` that raised :class:`StopPacing` (that frame
@@ -95,7 +100,7 @@ class Pacer:
         self.intended_ns = []
         self.actual_ns = []
         try:
-            t0 = clk.now_ns()
+            t0 = clk.now_ns() if start_ns is None else start_ns
             self.t0_ns = t0
             for k, frame in enumerate(frames):
                 if self._stopped:

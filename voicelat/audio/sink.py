@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+from voicelat.audio.audible import AudibleRuns
 from voicelat.audio.onset import OnsetDetector
 from voicelat.audio.pacer import SleepFn, sleep_until
 from voicelat.audio.wav import PCM, write_wav
@@ -79,6 +80,8 @@ class SimulatedSink:
         self._fake_sleep = sleep
         self._spin = spin_ns or 0
         self._detector = OnsetDetector(threshold_dbfs, window_ms)
+        self._threshold_dbfs, self._window_ms = threshold_dbfs, window_ms
+        self._audible: AudibleRuns | None = None
         self._onset_override: int | None = None
 
         self.rate: int | None = None
@@ -122,6 +125,11 @@ class SimulatedSink:
     def cancelled(self) -> bool:
         """:meth:`cancel` was called."""
         return self._cancelled
+
+    @property
+    def last_arrival_ns(self) -> int | None:
+        """When the last audio fed so far arrived."""
+        return self._last_arrival_ns
 
     @property
     def onset_sample(self) -> int | None:
@@ -170,6 +178,9 @@ class SimulatedSink:
             self._recorded.append(data)
         if self._onset_override is None and self._detector.onset is None:
             self._detector.feed(data, rate)
+        if self._audible is None:
+            self._audible = AudibleRuns(rate, self._threshold_dbfs, self._window_ms)
+        self._audible.feed(data)
         if self.first_audible_ns is None:
             self._check_audible()
         if self._waiting:
@@ -248,6 +259,37 @@ class SimulatedSink:
             await self._wait_for_audio(dry=True)
         self._played_final = self.fed_samples
         self.ended_ns = self._end_of_buffer_ns()
+
+    def sample_time_ns(self, index: int) -> int | None:
+        """When sample ``index`` of the fed stream plays (None: not placed on the device's
+        timeline yet)."""
+        if self.rate is None:
+            return None
+        for first, anchor in reversed(self._segments):
+            if first <= index:
+                return anchor + (index - first) * NS_PER_S // self.rate
+        return None
+
+    def audible_spans_ns(self) -> list[tuple[int, int]]:
+        """The reply's audible stretches as they played (or will play) at the ear: play times
+        ``(start, end)`` of the loud runs, cut at a cancel (``core/bargein.py``)."""
+        if self._audible is None:
+            return []
+        played = self._played_final if self._played_final is not None else self.fed_samples
+        spans = []
+        for first, end in self._audible.clipped(played):
+            # The end is the last sample's own end: at a run's end an underrun may follow,
+            # and the next segment's anchor is not when this sample stopped playing.
+            a, b = self.sample_time_ns(first), self.sample_time_ns(end - 1)
+            if a is not None and b is not None and self.rate:
+                spans.append((a, b + NS_PER_S // self.rate))
+        return spans
+
+    @property
+    def last_audible_ns(self) -> int | None:
+        """When the reply's last audible sample (so far) ends at the ear."""
+        spans = self.audible_spans_ns()
+        return spans[-1][1] if spans else None
 
     def _end_of_buffer_ns(self) -> int:
         """When the last sample fed so far finishes playing."""

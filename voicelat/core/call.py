@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from voicelat.core.bargein import OverlayOutcome, barge_in_section
 from voicelat.core.stats import Distribution
 from voicelat.core.turn import Turn
 
@@ -31,6 +32,11 @@ __all__ = [
     "CALL_GREETING",
     "CALL_ID",
     "CALL_TURN",
+    "DEFAULT_AFTER_MS",
+    "INTERRUPTED",
+    "INTERRUPTING",
+    "OVERLAY_STEPS",
+    "TURN_STEPS",
     "CallRecord",
     "Scenario",
     "SilenceOutcome",
@@ -47,18 +53,31 @@ CALL_ID = "call_id"
 CALL_TURN = "call_turn"
 CALL_CONNECTED = "call_connected_ns"
 CALL_GREETING = "call_greeting_ns"
+#: The ``extra`` key of a turn whose input cut into the reply before it (an ``interrupt``).
+INTERRUPTING = "interrupting"
+#: The ``extra`` key of a turn whose reply an interruption stopped.
+INTERRUPTED = "interrupted"
 #: Turn indexes from this one on share a row in the per-index table ("5+").
 MAX_INDEX_ROWS = 10
 NS_PER_MS = 1_000_000
 
-StepKind = Literal["say", "silence", "greeting"]
+StepKind = Literal["say", "silence", "greeting", "interrupt", "backchannel", "noise"]
+#: The steps that play during the previous step's reply (``core/bargein.py``).
+OVERLAY_STEPS = ("interrupt", "backchannel", "noise")
+#: The steps the user speaks a measured turn in (an interruption is the next turn).
+TURN_STEPS = ("say", "interrupt")
+#: An overlay's default offset: this long after the reply became audible.
+DEFAULT_AFTER_MS = 1000
 
 
 @dataclass(frozen=True)
 class Step:
     """One step of a scenario (see the module docstring). ``fixture``: for ``say``;
     ``ms``: the silence's length; ``gap_ms``/``spread_ms``: the human gap after the reply;
-    ``at_ms``: a fixed start on the call's clock instead; ``line``: where it was written."""
+    ``at_ms``: a fixed start on the call's clock instead; ``line``: where it was written.
+    Overlays (``interrupt``, ``backchannel``, ``noise``) play ``fixture`` during the previous
+    step's reply, ``after_ms`` after it became audible; ``pause_ms``: the pause that counts
+    as a false barge-in on a backchannel or noise (``core/bargein.py``)."""
 
     kind: StepKind
     fixture: str | None = None
@@ -67,6 +86,13 @@ class Step:
     spread_ms: int = 0
     at_ms: int | None = None
     line: str = ""
+    after_ms: int = DEFAULT_AFTER_MS
+    pause_ms: int | None = None
+
+    @property
+    def overlay(self) -> bool:
+        """The step plays during the previous step's reply."""
+        return self.kind in OVERLAY_STEPS
 
 
 @dataclass(frozen=True)
@@ -86,8 +112,13 @@ class Scenario:
 
     @property
     def says(self) -> tuple[Step, ...]:
-        """The steps the user speaks in (the call's measured turns)."""
-        return tuple(s for s in self.steps if s.kind == "say")
+        """The steps the user speaks in (the call's measured turns; an interruption is one)."""
+        return tuple(s for s in self.steps if s.kind in TURN_STEPS)
+
+    @property
+    def overlays(self) -> tuple[Step, ...]:
+        """The steps that play during a reply."""
+        return tuple(s for s in self.steps if s.overlay)
 
     @property
     def greets(self) -> bool:
@@ -95,8 +126,8 @@ class Scenario:
         return any(s.kind == "greeting" for s in self.steps)
 
     def fixture_ids(self) -> list[str]:
-        """The fixtures the scenario speaks, in order (repeats kept)."""
-        return [s.fixture for s in self.says if s.fixture is not None]
+        """The fixtures the scenario plays, in order (repeats kept; overlays included)."""
+        return [s.fixture for s in self.steps if s.fixture is not None]
 
 
 def gap_ns(step: Step, rng: random.Random) -> int:
@@ -142,6 +173,8 @@ class CallRecord:
     silences: tuple[SilenceOutcome, ...] = ()
     session: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Each overlay step's outcome (interruptions, backchannels, noise; ``core/bargein.py``).
+    overlays: tuple[OverlayOutcome, ...] = ()
 
     @property
     def duration_ns(self) -> int:
@@ -174,6 +207,7 @@ class CallRecord:
             "silences": [
                 {"ms": s.ms, "agent_spoke_after_ns": s.agent_spoke_after_ns} for s in self.silences
             ],
+            **({"overlays": [o.to_json() for o in self.overlays]} if self.overlays else {}),
             **({"extra": self.extra} if self.extra else {}),
         }
 
@@ -203,6 +237,11 @@ class CallRecord:
                 if isinstance(s, Mapping)
             ),
             extra=dict(data.get("extra") or {}),
+            overlays=tuple(
+                OverlayOutcome.from_json(o)
+                for o in data.get("overlays") or ()
+                if isinstance(o, Mapping)
+            ),
         )
 
 
@@ -229,6 +268,10 @@ def calls_section(calls: Sequence[CallRecord], turns: Iterable[Turn]) -> dict[st
     Every ok turn of a call counts in its index's row, warm-up and cold ones too: the index is
     the point (turn 1 of a call is the one on a fresh connection)."""
     turns = [t for t in turns if isinstance(t.extra.get(CALL_ID), str)]
+    overlays = [o for c in calls for o in c.overlays]
+    interrupting = [
+        t.e2e_ns for t in turns if t.extra.get(INTERRUPTING) and t.ok and t.e2e_ns is not None
+    ]
     greetings = [c.greeting_ns for c in calls if c.greeting_ns is not None]
     dead_air = [c.dead_air_max_ns for c in calls if c.dead_air_max_ns is not None]
     by_index = _by_index(turns)
@@ -256,4 +299,5 @@ def calls_section(calls: Sequence[CallRecord], turns: Iterable[Turn]) -> dict[st
             for c in calls
             if c.failed_step is not None
         ][:50],
+        **({"barge_in": barge_in_section(overlays, interrupting)} if overlays else {}),
     }

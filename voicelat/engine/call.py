@@ -32,11 +32,15 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from voicelat.audio import SimulatedSink
+from voicelat.core.bargein import OverlayOutcome
 from voicelat.core.call import (
     CALL_CONNECTED,
     CALL_GREETING,
     CALL_ID,
     CALL_TURN,
+    INTERRUPTED,
+    INTERRUPTING,
     CallRecord,
     Scenario,
     SilenceOutcome,
@@ -49,11 +53,19 @@ from voicelat.core.recorder import TurnRecorder
 from voicelat.core.turn import Turn
 from voicelat.engine.agent_turn import AgentTurnEngine
 from voicelat.engine.cascade_turn import CascadeTurnEngine
-from voicelat.engine.phases import CascadeReply, Playback
+from voicelat.engine.overlay import BargeInVad, LineOverlay, OverlayRun, TappedPacer
+from voicelat.engine.phases import CascadeReply, Playback, cancel_tasks
 from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import CascadeStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
-from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, TurnInput, silence_frame
+from voicelat.engine.turn_input import (
+    FRAME_MS,
+    NS_PER_MS,
+    FrameSource,
+    Sink,
+    TurnInput,
+    silence_frame,
+)
 
 __all__ = ["GREETING_WAIT_MS", "CallEngine", "CallView", "SourcedStep", "StepSource"]
 
@@ -61,6 +73,12 @@ __all__ = ["GREETING_WAIT_MS", "CallEngine", "CallView", "SourcedStep", "StepSou
 GREETING_WAIT_MS = 8000
 #: How long after a silence step's end a re-prompt that started may take to finish.
 _SILENCE_GRACE_S = 0.5
+#: How long the line is heard after a backchannel or noise for the agent's reaction to it.
+_REACTION_S = 8.0
+
+
+async def _discard(k: int, frame: bytes) -> None:
+    """A backchannel's frames on voicelat's own line: only its barge-in VAD hears them."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +160,17 @@ class _Call:
     #: This call's finished turns, in order (what a step source sees).
     turns: list[Turn] = field(default_factory=list)
     greeting_text: str | None = None
+    overlays: list[OverlayOutcome] = field(default_factory=list)
+
+
+@dataclass
+class _TurnPlan:
+    """A turn of the call made before it runs (an interruption's, while the reply plays)."""
+
+    planned: PlannedTurn
+    inp: TurnInput
+    rec: TurnRecorder
+    call_turn: int
 
 
 @dataclass
@@ -193,7 +222,7 @@ class CallEngine:
         call.reply_ended_ns = call.connected_ns
         try:
             k = 0
-            async for step in self._steps(call, source):
+            async for step, overlays in self._chains(self._steps(call, source)):
                 k += 1
                 if k > 1 and self._hung_up(stages):
                     # A new connection would be another call, with none of this one's
@@ -202,7 +231,7 @@ class CallEngine:
                     call.failure_reason = call.failure_reason or "the agent closed the call"
                     call.ended_early = True
                     break
-                if not await self._step(call, step, stages, done):
+                if not await self._step(call, step, stages, done, overlays):
                     call.ended_early = True
                     break
         except BaseException:
@@ -236,6 +265,24 @@ class CallEngine:
                 self.inputs[made.step.fixture] = made.input
             yield made.step
 
+    @staticmethod
+    async def _chains(
+        steps: AsyncIterator[Step],
+    ) -> AsyncIterator[tuple[Step, tuple[Step, ...]]]:
+        """Each step with the overlay steps right after it (they play during its reply, and
+        an interruption's own reply takes the overlays after it)."""
+        current: Step | None = None
+        overlays: list[Step] = []
+        async for step in steps:
+            if step.overlay and current is not None:
+                overlays.append(step)
+                continue
+            if current is not None:
+                yield current, tuple(overlays)
+            current, overlays = step, []
+        if current is not None:
+            yield current, tuple(overlays)
+
     async def _read_traces(self, call: _Call, done: Callable[[Turn], None]) -> None:
         """An agent call's turns, split with its spans once the call is over: an agent's
         conversation span (where the bot states its VAD's stop_secs) is exported when its call
@@ -253,9 +300,15 @@ class CallEngine:
             done(rec.finish())
 
     async def _step(
-        self, call: _Call, step: Step, stages: StageSet, done: Callable[[Turn], None]
+        self,
+        call: _Call,
+        step: Step,
+        stages: StageSet,
+        done: Callable[[Turn], None],
+        overlays: tuple[Step, ...] = (),
     ) -> bool:
-        """Run ``step``; False when the call must end here."""
+        """Run ``step`` (with the overlays during its reply); False when the call must end
+        here."""
         if step.kind == "greeting":
             reason = await self._greeting(call, stages)
             if reason is not None and call.failed_step is None:
@@ -264,12 +317,29 @@ class CallEngine:
         if step.kind == "silence":
             await self._silence(call, step, stages)
             return True
-        turn = await self._say(call, step, stages, done)
-        if not turn.ok:
-            if call.failed_step is None:
-                call.failed_step, call.failure_reason = step.line, turn.failure_reason
+        turns = await self._turns(call, step, overlays, stages, done)
+        for turn_step, turn in turns:
+            if not turn.ok and call.failed_step is None:
+                call.failed_step, call.failure_reason = turn_step.line, turn.failure_reason
+        if any(not t.ok for _, t in turns):
             return call.scenario.on_failure == "continue"
         return True
+
+    async def _turns(
+        self,
+        call: _Call,
+        step: Step,
+        overlays: tuple[Step, ...],
+        stages: StageSet,
+        done: Callable[[Turn], None],
+    ) -> list[tuple[Step, Turn]]:
+        """``step``'s turn and, when an interruption cuts into its reply, the interrupting
+        turn (and so on down the chain of overlays)."""
+        if not overlays:
+            return [(step, await self._say(call, step, stages, done))]
+        if self._line_shape:
+            return await self._line_chain(call, step, overlays, stages, done)
+        return await self._cascade_chain(call, step, overlays, stages, done)
 
     def _hung_up(self, stages: StageSet) -> bool:
         """Whether the call's connection closed since it started (realtime and agents)."""
@@ -277,17 +347,62 @@ class CallEngine:
 
     # -- a `say` step: one measured turn ---------------------------------------------------------
     async def _say(
-        self, call: _Call, step: Step, stages: StageSet, done: Callable[[Turn], None]
+        self,
+        call: _Call,
+        step: Step,
+        stages: StageSet,
+        done: Callable[[Turn], None],
+        *,
+        turn: _TurnPlan | None = None,
+        line: Callable[[Playback], LineOverlay] | None = None,
+        resume: tuple[int, int] | None = None,
+        source: FrameSource | None = None,
+        sink: SimulatedSink | None = None,
+        hold: Callable[[asyncio.Task[None]], None] | None = None,
     ) -> Turn:
-        """One measured turn; it goes to ``done`` now, or once its agent trace is read."""
-        engine, clock = self.engine, self.engine.clock
+        """One measured turn; it goes to ``done`` now, or once its agent trace is read.
+        ``turn``: its plan when made already (an interruption's); ``line``/``resume``: an
+        overlay on a realtime or agent call's line, an input going on from the last turn's
+        line; ``source``/``sink``/``hold``: the cascade's (an interruption heard by the
+        barge-in VAD, the sink it flushes, the reply it cancels)."""
+        engine = self.engine
+        plan = turn if turn is not None else self._plan_turn(call, step)
+        planned, inp, rec = plan.planned, plan.inp, plan.rec
+        interrupting = resume is not None or source is not None
+        lead_ns = 0 if interrupting else self._lead_ns(call, step)
+        if lead_ns < 0:
+            rec.flag("call:step_late")
+        lead_ns = max(0, lead_ns)
+        if self._line_shape:
+            if resume is None:
+                inp = _with_lead_silence(inp, lead_ns)
+                rec.extra("lead_silence_ms", lead_ns // NS_PER_MS)
+            body = converse_turn(
+                engine,
+                stages.hearing,  # type: ignore[arg-type]
+                planned,
+                inp,
+                rec,
+                overlay=line,
+                resume=resume,
+            )
+        else:
+            await asyncio.sleep(lead_ns / 1e9)
+            cascade = CascadeStageSet.expect(stages)
+            body = self._cascade_body(planned, inp, rec, cascade, call, source=source, sink=sink)
+        await engine.measure(
+            planned, stages, inp, rec=rec, body=body, session=call.session, hold=hold
+        )
+        return self._turn_over(call, rec, stages, done)
+
+    def _plan_turn(self, call: _Call, step: Step) -> _TurnPlan:
+        """The next turn of the call: its plan, input and recorder (with the call's extras)."""
         assert step.fixture is not None
         call.turn_number += 1
         planned = PlannedTurn(call.next_index, step.fixture, 0, False)
         call.next_index += 1
         inp = self.inputs[step.fixture]
-        lead_ns = self._lead_ns(call, step)
-        rec = engine.recorder(planned, expected=inp.fixture.text)
+        rec = self.engine.recorder(planned, expected=inp.fixture.text)
         rec.extra(CALL_ID, call.call_id)
         rec.extra(CALL_TURN, call.turn_number)
         rec.extra("scenario", call.scenario.name)
@@ -298,25 +413,23 @@ class CallEngine:
             rec.extra(CALL_GREETING, call.greeting_ns)
             if "greeting_audio_ns" in call.extra:
                 rec.extra("call_greeting_audio_ns", call.extra["greeting_audio_ns"])
-        if lead_ns < 0:
-            rec.flag("call:step_late")
-        lead_ns = max(0, lead_ns)
-        if self._line_shape:
-            inp = _with_lead_silence(inp, lead_ns)
-            rec.extra("lead_silence_ms", lead_ns // NS_PER_MS)
-            body = converse_turn(engine, stages.hearing, planned, inp, rec)  # type: ignore[arg-type]
-        else:
-            await asyncio.sleep(lead_ns / 1e9)
-            body = self._cascade_body(planned, inp, rec, CascadeStageSet.expect(stages), call)
-        await engine.measure(planned, stages, inp, rec=rec, body=body, session=call.session)
-        call.reply_ended_ns = clock.now_ns()
+        if step.kind == "interrupt":
+            rec.extra(INTERRUPTING, True)
+        return _TurnPlan(planned, inp, rec, call.turn_number)
+
+    def _turn_over(
+        self, call: _Call, rec: TurnRecorder, stages: StageSet, done: Callable[[Turn], None]
+    ) -> Turn:
+        """A measured turn is over: handed to ``done`` (or kept for its trace), counted."""
+        engine, clock = self.engine, self.engine.clock
+        call.reply_ended_ns = max(call.reply_ended_ns, clock.now_ns())
         turn = rec.finish()
         if isinstance(engine, AgentTurnEngine) and engine.trace_source is not None:
             # Its trace is read once the call is over (see _read_traces): the next step's gap
             # stays on time, and the agent's conversation span has arrived by then.
             call_ref = getattr(stages.hearing, "call_id", None)
             ref = call_ref if isinstance(call_ref, str) else None
-            call.traced.append((rec, ref, call.reply_ended_ns))
+            call.traced.append((rec, ref, clock.now_ns()))
         else:
             done(turn)
         call.indexes.append(turn.index)
@@ -329,6 +442,231 @@ class CallEngine:
             transcript = turn.transcript or ""
             call.conversation = call.conversation.with_text(transcript).then(turn.reply or "")
         return turn
+
+    # -- overlays: speech during a reply (core/bargein.py) ---------------------------------------
+    def _overlay_run(self, call: _Call, overlay: Step) -> OverlayRun:
+        assert overlay.fixture is not None
+        return OverlayRun(overlay, self.inputs[overlay.fixture], call.turn_number)
+
+    async def _cascade_chain(
+        self,
+        call: _Call,
+        step: Step,
+        overlays: tuple[Step, ...],
+        stages: StageSet,
+        done: Callable[[Turn], None],
+        *,
+        turn: _TurnPlan | None = None,
+        source: FrameSource | None = None,
+    ) -> list[tuple[Step, Turn]]:
+        """voicelat's cascade: ``step``'s turn while its barge-in VAD hears the overlay
+        played into its reply; an interruption is the next turn, heard from its first frame
+        while the reply still plays (and cut, as ``[turn_taking]`` says)."""
+        engine, clock = self.engine, self.engine.clock
+        plan = turn if turn is not None else self._plan_turn(call, step)
+        overlay, rest = overlays[0], overlays[1:]
+        ov = self._overlay_run(call, overlay)
+        sink = engine.default_sink(plan.planned)
+        held: list[asyncio.Task[None]] = []
+        measured = asyncio.create_task(
+            self._say(
+                call, step, stages, done, turn=plan, source=source, sink=sink, hold=held.append
+            )
+        )
+        vad = BargeInVad(engine.pipeline.turn_taking)
+
+        def stop() -> None:
+            """Interrupted: the reply's LLM stream and TTS request are cancelled, the sink
+            flushed (the order a real agent does it in)."""
+            ov.detected_ns = clock.now_ns()
+            ov.last_byte_ns = sink.last_arrival_ns
+            for task in held:
+                task.cancel()
+            ov.cancel_ns = clock.now_ns()
+            sink.cancel()
+            ov.stopped = True
+            plan.rec.flag("barge_in:stopped")
+            plan.rec.extra(INTERRUPTED, True)
+
+        def tap(k: int, frame: bytes) -> None:
+            if k == 0 and pacer.t0_ns is not None:
+                ov.started(pacer.t0_ns)
+            if vad.feed(frame) and not measured.done():
+                stop()
+
+        pacer = TappedPacer(tap, clock)
+        nxt: asyncio.Task[list[tuple[Step, Turn]]] | None = None
+        out: list[tuple[Step, Turn]] = []
+        try:
+            if await self._overlay_due(ov, sink, measured):
+                if overlay.kind == "interrupt":
+                    nplan = self._plan_turn(call, overlay)
+                    nxt = asyncio.create_task(
+                        self._cascade_next(call, overlay, rest, stages, done, nplan, pacer)
+                    )
+                else:
+                    await pacer.run(ov.inp.frames, _discard)
+            out.append((step, await measured))
+        finally:
+            await cancel_tasks(measured)
+            call.overlays.append(ov.outcome(sink.audible_spans_ns()))
+        if nxt is not None:
+            out += await nxt
+        elif overlay.kind == "interrupt":  # the reply ended first: the interruption is a turn
+            out += await self._turns(call, overlay, rest, stages, done)
+        return out
+
+    async def _cascade_next(
+        self,
+        call: _Call,
+        step: Step,
+        overlays: tuple[Step, ...],
+        stages: StageSet,
+        done: Callable[[Turn], None],
+        plan: _TurnPlan,
+        source: FrameSource,
+    ) -> list[tuple[Step, Turn]]:
+        """The interrupting turn, heard from ``source`` (with its own overlays, if any)."""
+        if overlays:
+            return await self._cascade_chain(
+                call, step, overlays, stages, done, turn=plan, source=source
+            )
+        return [(step, await self._say(call, step, stages, done, turn=plan, source=source))]
+
+    async def _overlay_due(
+        self, ov: OverlayRun, sink: SimulatedSink, measured: asyncio.Task[Turn]
+    ) -> bool:
+        """Wait until the overlay is due (``after_ms`` after the reply became audible); False
+        when the reply ended first (recorded as such: nothing to interrupt)."""
+        heard = asyncio.create_task(sink.audible.wait())
+        try:
+            await asyncio.wait({measured, heard}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_tasks(heard)
+        first = sink.first_audible_ns
+        if first is None or measured.done():
+            ov.reply_ended_before = True
+            return False
+        delay = (first + ov.step.after_ms * NS_PER_MS - self.engine.clock.now_ns()) / 1e9
+        if delay > 0:
+            await asyncio.wait({measured}, timeout=delay)
+        if measured.done():
+            ov.reply_ended_before = True
+            return False
+        return True
+
+    async def _line_chain(
+        self,
+        call: _Call,
+        step: Step,
+        overlays: tuple[Step, ...],
+        stages: StageSet,
+        done: Callable[[Turn], None],
+        *,
+        resume: tuple[int, int] | None = None,
+        turn: _TurnPlan | None = None,
+    ) -> list[tuple[Step, Turn]]:
+        """A realtime or agent call: the overlay goes on the open line during ``step``'s
+        reply; what is left of an interruption is the next turn's input, going on."""
+        clock = self.engine.clock
+        overlay, rest = overlays[0], overlays[1:]
+        ov = self._overlay_run(call, overlay)
+        made: list[LineOverlay] = []
+        sinks: list[Sink] = []
+        hearing = stages.hearing
+
+        async def interrupt(run: OverlayRun) -> None:
+            """Detected: voicelat's side of the stop, as the protocol says (the sink flushed:
+            a ``clear``, a client's local flush; OpenAI's cancel and truncate)."""
+            out = sinks[0]
+            rate = getattr(out, "rate", None) or 1
+            played_ms = getattr(out, "played_samples", 0) * 1000 // rate
+            cancel = getattr(out, "cancel", None)
+            if cancel is not None:
+                cancel()
+            send = getattr(hearing, "interrupt", None)
+            if send is not None:
+                try:
+                    run.cancel_ns = await send(played_ms)
+                except Exception as exc:  # recorded with the provider's answer
+                    run.refused = f"{type(exc).__name__}: {exc}"
+
+        def line(playback: Playback) -> LineOverlay:
+            sinks.append(playback.out)
+            made.append(
+                LineOverlay(
+                    ov,
+                    stages.input_rate,
+                    clock,
+                    lambda: playback.out.first_audible_ns,
+                    lambda: bool(getattr(playback.out, "finished", False)),
+                    interrupt,
+                )
+            )
+            return made[0]
+
+        out = [
+            (step, await self._say(call, step, stages, done, turn=turn, line=line, resume=resume))
+        ]
+        spans: list[tuple[int, int]] = []
+        if sinks and hasattr(sinks[0], "audible_spans_ns"):
+            spans = sinks[0].audible_spans_ns()
+        lo = made[0] if made else None
+        if lo is not None and not ov.stopped and ov.onset_ns is not None and spans:
+            # No signal from the agent: it stopped if its audio ended during the overlay (or
+            # soon after it), which a reply's natural end may also do: labelled inferred.
+            end = (ov.speech_end_ns or ov.onset_ns) + 1_500 * NS_PER_MS
+            if ov.onset_ns <= spans[-1][1] <= end:
+                ov.stopped = True
+                ov.extra["stop_inferred"] = True
+        call.overlays.append(ov.outcome(spans))
+        left = lo.remainder if lo is not None else []
+        again = (
+            (ov.t0_ns, (lo.next_due_ns or clock.now_ns()) - FRAME_MS * NS_PER_MS) if lo else None
+        )
+        if overlay.kind == "interrupt":
+            nplan = self._plan_turn(call, overlay)
+            if ov.t0_ns is not None and again is not None and again[0] is not None:
+                nplan.inp = replace(nplan.inp, frames=left)
+                resumed: tuple[int, int] | None = (again[0], again[1])
+            else:
+                resumed = None
+            if rest:
+                out += await self._line_chain(
+                    call, overlay, rest, stages, done, resume=resumed, turn=nplan
+                )
+            else:
+                out.append(
+                    (
+                        overlay,
+                        await self._say(call, overlay, stages, done, turn=nplan, resume=resumed),
+                    )
+                )
+        elif left or ov.stopped:
+            await self._absorb(call, stages, ov, left, again)
+        return out
+
+    async def _absorb(
+        self,
+        call: _Call,
+        stages: StageSet,
+        ov: OverlayRun,
+        left: list[bytes],
+        again: tuple[int | None, int] | None,
+    ) -> None:
+        """After a backchannel or noise on the line: the rest of it goes on the line, and
+        what the agent says to it (a false barge-in's new reply) is heard, unmeasured, so
+        the next step's turn starts on a quiet line."""
+        engine = self.engine
+        planned = PlannedTurn(-1, "(reaction)", 0, True)
+        rec = engine.recorder(planned)
+        inp = replace(ov.inp, frames=left)
+        resume = (again[0], again[1]) if again is not None and again[0] is not None else None
+        body = converse_turn(engine, stages.hearing, planned, inp, rec, resume=resume)  # type: ignore[arg-type]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_REACTION_S):
+                await engine.measure(planned, stages, inp, rec=rec, body=body, scheduled=False)
+        call.reply_ended_ns = engine.clock.now_ns()
 
     def _lead_ns(self, call: _Call, step: Step) -> int:
         """How long before the step's first frame: the human gap after the reply, or up to the
@@ -346,12 +684,16 @@ class CallEngine:
         rec: TurnRecorder,
         stages: CascadeStageSet,
         call: _Call,
+        *,
+        source: FrameSource | None = None,
+        sink: Sink | None = None,
     ) -> None:
         engine = self.engine
         assert isinstance(engine, CascadeTurnEngine)
-        transcript = await engine.hear(inp, rec, stages)
+        transcript = await engine.hear(inp, rec, stages, source)
         if transcript is not None:
-            await engine.reply(planned, rec, call.conversation.with_text(transcript), stages)
+            prompt = call.conversation.with_text(transcript)
+            await engine.reply(planned, rec, prompt, stages, sink=sink)
 
     # -- the greeting ------------------------------------------------------------------------------
     async def _greeting(self, call: _Call, stages: StageSet) -> str | None:
@@ -458,6 +800,7 @@ class CallEngine:
             ended_early=call.ended_early,
             silences=tuple(call.silences),
             extra=_shape_extra(self.engine) | call.extra,
+            overlays=tuple(call.overlays),
         )
 
 

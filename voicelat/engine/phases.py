@@ -82,6 +82,9 @@ class Listener:
     ``[endpointing] mode = "vad"``, a realtime stage without server VAD); otherwise the stage
     does (``provider_eot``). ``line``: where the frames go instead of the listener's own queue
     (a call's open line, which outlives the turn); :meth:`audio` then yields nothing.
+    ``resume``: ``(t0, start)``: the input began at ``t0`` on an earlier turn's line (an
+    interruption heard while the reply played) and its frames go on from ``start`` (when the
+    first of them was due, minus a frame): ``t0`` and the speech bounds stay the input's own.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class Listener:
         *,
         endpointer_decides: bool | None = None,
         line: asyncio.Queue[bytes | None] | None = None,
+        resume: tuple[int, int] | None = None,
     ) -> None:
         ep = ctx.pipeline.endpointing
         self.ctx, self.inp, self.rec = ctx, inp, rec
@@ -116,6 +120,7 @@ class Listener:
         if source is None:
             source = self.pacer = Pacer(frame_ms=FRAME_MS, clock=ctx.clock)
         self.source: FrameSource = source
+        self.resume = resume
         self._now = ctx.clock.now_ns
 
     async def audio(self) -> AsyncIterator[bytes]:
@@ -147,12 +152,13 @@ class Listener:
         """Play the input's frames (or the source's) into :meth:`send` until it stops."""
         todo = self.inp.frames if frames is None else frames
         if self.pacer is not None:
-            await self.pacer.run(todo, self.send, spin_ns=self.ctx.spin_ns)
+            start = self.resume[1] if self.resume is not None else None
+            await self.pacer.run(todo, self.send, spin_ns=self.ctx.spin_ns, start_ns=start)
         else:
             await self.source.run(todo, self.send)
 
     def _first_frame(self) -> None:
-        t0 = self.source.t0_ns
+        t0 = self.source.t0_ns if self.resume is None else self.resume[0]
         assert t0 is not None
         rec, inp = self.rec, self.inp
         rec.t0_ns = t0
@@ -190,14 +196,15 @@ class Listener:
         if self.stt_done.is_set():
             raise StopPacing
 
-    def audio_ended(self) -> None:
-        """The frames stopped: end of audio without an endpoint, the STT's end, pacer lag."""
+    def audio_ended(self, *, end_line: bool = True) -> None:
+        """The frames stopped: end of audio without an endpoint, the STT's end, pacer lag.
+        ``end_line``: False keeps the line open (an overlay goes on it during the reply)."""
         rec = self.rec
         if not self.endpoint_seen and self.endpointer_decides:
             t = self._now()
             rec.mark("endpoint", t)
             rec.flag("endpoint:end_of_audio")
-        if self.own_line:
+        if self.own_line and end_line:
             self.line.put_nowait(None)
         lags = self.source.lags_ns
         if lags:
@@ -216,6 +223,8 @@ class Playback:
         self.ctx, self.rec, self.out = ctx, rec, out
         self.onset = OnsetDetector()
         self.first_audio_ns: int | None = None
+        #: When the reply's last audio so far arrived (a barge-in's drain ends there).
+        self.last_audio_ns: int | None = None
         #: How much reply audio was fed (ns of audio, whatever its rate).
         self.audio_ns = 0
         self.tasks: tuple[asyncio.Task[None], ...] = ()
@@ -232,6 +241,7 @@ class Playback:
         first = self.first_audio_ns is None
         if first:
             self.first_audio_ns = ev.t_ns
+        self.last_audio_ns = ev.t_ns
         self.out.feed(ev.pcm, ev.rate, ev.t_ns)
         self.audio_ns += len(ev.pcm) // 2 * 1_000_000_000 // ev.rate
         found = self.onset.feed(ev.pcm, ev.rate)

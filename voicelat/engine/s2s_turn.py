@@ -24,7 +24,7 @@ which the agent shape shares):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -32,6 +32,7 @@ from voicelat.core.events import Audio, Done, EndOfTurn, Failed, ServerSpeech, S
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.recorder import TurnRecorder
 from voicelat.core.s2s import S2SRecorder
+from voicelat.engine.overlay import LineOverlay
 from voicelat.engine.phases import Listener, Playback, cancel_tasks, closing
 from voicelat.engine.stageset import S2SStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
@@ -72,27 +73,47 @@ async def converse_turn(
     *,
     source: FrameSource | None = None,
     sink: Sink | None = None,
+    overlay: Callable[[Playback], LineOverlay] | None = None,
+    resume: tuple[int, int] | None = None,
 ) -> None:
     """One turn of a stage whose one stream hears the user and answers (realtime, agent):
-    its events are recorded under ``engine.stage_key``."""
+    its events are recorded under ``engine.stage_key``. ``overlay``: makes the
+    :class:`~voicelat.engine.overlay.LineOverlay` that keeps the line going during the reply
+    (a call's interruption or backchannel); ``resume``: see
+    :class:`~voicelat.engine.phases.Listener`."""
     if source is None:
         inp = with_silence_tail(inp)
     # Our endpointer decides only when the server does not.
-    listener = Listener(engine, inp, rec, source, endpointer_decides=not stage.endpoint_by_server)
+    listener = Listener(
+        engine, inp, rec, source, endpointer_decides=not stage.endpoint_by_server, resume=resume
+    )
     playback = Playback(engine, rec, sink if sink is not None else engine.default_sink(planned))
+    line = overlay(playback) if overlay is not None else None
     events = stage.converse(listener.audio())
-    talk = asyncio.create_task(_converse(engine, events, listener, playback))
+    watch = line.on_event if line is not None else None
+    talk = asyncio.create_task(_converse(engine, events, listener, playback, watch))
+    keeper: asyncio.Task[None] | None = None
     playback.start()
     try:
         await listener.listen()
         if stage.endpoint_by_server and not listener.provider_eot.is_set():
             rec.flag("endpoint:not_detected")
-        listener.audio_ended()
+        listener.audio_ended(end_line=line is None)
+        if line is not None:
+            keeper = asyncio.create_task(line.keep_line(listener.line))
         await talk
+        if line is not None and keeper is not None:
+            line.stop()
+            await keeper
+            listener.line.put_nowait(None)
         await playback.played()
     finally:
-        await cancel_tasks(talk)
+        if line is not None:
+            line.stop()
+        await cancel_tasks(talk, keeper)
         await playback.stop()
+    if line is not None and playback.last_audio_ns is not None:
+        line.run.last_byte_ns = playback.last_audio_ns
     playback.record_figures(engine.stage_key)
 
 
@@ -101,13 +122,17 @@ async def _converse(
     events: AsyncIterator[StageEvent],
     listener: Listener,
     playback: Playback,
+    watch: Callable[[StageEvent], None] | None = None,
 ) -> None:
-    """The stage's events: endpoint (stops the pacer), reply audio into the sink."""
+    """The stage's events: endpoint (stops the pacer), reply audio into the sink; each also
+    to ``watch`` (an overlay's detection)."""
     rec, key = listener.rec, engine.stage_key
     try:
         async with closing(events) as stream:
             async for ev in stream:
                 rec.on_event(key, ev)
+                if watch is not None:
+                    watch(ev)
                 if isinstance(ev, ServerSpeech | EndOfTurn) and not getattr(ev, "started", False):
                     if not listener.provider_eot.is_set():
                         listener.provider_eot.set()

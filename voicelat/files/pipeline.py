@@ -19,7 +19,7 @@ from voicelat.core.network import NetworkProfile
 
 _TOP_LEVEL = {
     "pipeline", "stt", "llm", "tts", "s2s", "agent", "endpointing", "chunker", "output", "turn",
-    "budget", "cost", "network",
+    "budget", "cost", "network", "turn_taking",
 }  # fmt: skip
 #: Keys of ``[agent]`` that are voicelat's (the trace listener), not the transport stage's.
 _AGENT_TRACE_KEYS = (
@@ -105,6 +105,20 @@ class TurnConfig:
 
 
 @dataclass(frozen=True)
+class TurnTaking:
+    """How voicelat's own cascade takes an interruption while it speaks (``[turn_taking]``;
+    docs/BARGE_IN.md): a VAD hears the line during the reply; speech that lasts
+    ``min_speech_ms`` is an interruption, and with ``barge_in`` on the reply is cancelled
+    (LLM stream and TTS request closed, the sink flushed)."""
+
+    barge_in: bool = True
+    #: Speech shorter than this never interrupts ("mm-hmm" is ~0.3-0.5 s, a sentence longer).
+    min_speech_ms: int = 300
+    #: The VAD's level during the reply (dBFS; the endpointer's by default).
+    threshold_dbfs: float = -40.0
+
+
+@dataclass(frozen=True)
 class AgentTraces:
     """How an agent pipeline reads the agent's own spans (``[agent] traces``, ``trace_wait_ms``)."""
 
@@ -134,6 +148,7 @@ class Pipeline:
     chunker: ChunkerConfig = ChunkerConfig()
     output: OutputConfig = OutputConfig()
     turn: TurnConfig = TurnConfig()
+    turn_taking: TurnTaking = TurnTaking()
     budget: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     #: A speech-to-speech pipeline's one stage (``[s2s]``); then stt, llm and tts are empty.
@@ -172,6 +187,7 @@ class Pipeline:
             "chunker": vars(self.chunker),
             "output": vars(self.output),
             "turn": vars(self.turn),
+            "turn_taking": vars(self.turn_taking),
         }
 
 
@@ -271,6 +287,7 @@ def parse_pipeline(
         chunker=_chunker(_table(data, "chunker", err), err),
         output=_output(_table(data, "output", err), err),
         turn=_turn(_table(data, "turn", err), err),
+        turn_taking=_turn_taking(_table(data, "turn_taking", err), err),
         budget=_table(data, "budget", err),
         description=desc if isinstance(desc, str) else "",
         s2s=stages["s2s"] if "s2s" in kinds else None,
@@ -423,6 +440,19 @@ def _turn(tu: dict[str, Any], err: Any) -> TurnConfig:
     )
     _only(tu, {"timeout_s", "pacer_lag_limit_ms", "busy_wait"}, "turn", err)
     return turn
+
+
+def _turn_taking(tt: dict[str, Any], err: Any) -> TurnTaking:
+    barge_in = tt.get("barge_in", True)
+    if not isinstance(barge_in, bool):
+        raise err("turn_taking", "barge_in", "must be true or false")
+    taking = TurnTaking(
+        barge_in=barge_in,
+        min_speech_ms=_int(tt, "min_speech_ms", 300, "turn_taking", err, lo=0, hi=10000),
+        threshold_dbfs=_num(tt, "threshold_dbfs", -40.0, "turn_taking", err, lo=-120, hi=0),
+    )
+    _only(tt, {"barge_in", "min_speech_ms", "threshold_dbfs"}, "turn_taking", err)
+    return taking
 
 
 def _table(data: dict[str, Any], name: str, err: Any) -> dict[str, Any]:

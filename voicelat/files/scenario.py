@@ -21,6 +21,14 @@
     say = "booking_02"
     at_ms = 20000                    # at a fixed offset on the call's clock instead
     [[step]]
+    interrupt = "int_01_wait"        # cut into the previous step's reply (the next turn)
+    after_ms = 1200                  # after that reply became audible (default 1000)
+    [[step]]
+    backchannel = "bc_mmhmm"         # "mm-hmm" during the reply: the agent should go on
+    [[step]]
+    noise = "noise_cough"            # a non-speech burst during the reply
+    pause_ms = 600                   # a pause longer than this is a false barge-in
+    [[step]]
     include = "common/goodbye.toml"  # that file's steps, here
 
 A file or a folder of ``*.toml`` files (each one scenario) is read. Every mistake is one
@@ -35,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.call import Scenario, Step
+from voicelat.core.call import OVERLAY_STEPS, Scenario, Step
 from voicelat.core.errors import ConfigError
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 
@@ -43,9 +51,15 @@ __all__ = ["LoadedScenario", "load_scenario", "load_scenarios"]
 
 #: The longest gap, silence or fixed offset a step may ask for (an hour of call).
 MAX_MS = 3_600_000
-_STEP_KINDS = "say = FIXTURE, silence = MS, expect_greeting = true or include = FILE"
+_STEP_KINDS = (
+    "say = FIXTURE, interrupt = FIXTURE, backchannel = FIXTURE, noise = FIXTURE, "
+    "silence = MS, expect_greeting = true or include = FILE"
+)
+_KINDS = ("say", "silence", "expect_greeting", *OVERLAY_STEPS)
 _TOP_KEYS = {"name", "description", "fixtures", "on_failure", "seed", "greeting", "step"}
-_STEP_KEYS = {"say", "silence", "expect_greeting", "include", "gap_ms", "spread_ms", "at_ms"}
+_STEP_KEYS = {
+    *_KINDS, "include", "gap_ms", "spread_ms", "at_ms", "after_ms", "pause_ms"
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,7 @@ def load_scenario(path: Path, fixtures_dir: Path | None = None) -> LoadedScenari
             f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_TOP_KEYS))})"
         )
     steps = _steps(path, data, chain=(path.resolve(),))
+    _check_overlays(steps)
     if not any(s.kind == "say" for s in steps):
         raise ConfigError(f"{path}: the scenario has no `say` step: add [[step]] say = FIXTURE")
     on_failure = data.get("on_failure", "continue")
@@ -157,13 +172,17 @@ def _step(where: str, table: Mapping[str, Any]) -> Step:
     unknown = sorted(set(table) - _STEP_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}: a step is {_STEP_KINDS}")
-    kinds = [k for k in ("say", "silence", "expect_greeting") if k in table]
+    kinds = [k for k in _KINDS if k in table]
     if len(kinds) != 1:
         what = "no step kind" if not kinds else f"two step kinds ({', '.join(kinds)})"
         raise ConfigError(f"{where}: {what}: write exactly one of {_STEP_KINDS}")
     timing = {k: _ms(where, k, table[k]) for k in ("gap_ms", "spread_ms", "at_ms") if k in table}
     if kinds[0] != "say" and timing:
         raise ConfigError(f"{where}: gap_ms, spread_ms and at_ms time a `say` step only")
+    if kinds[0] in OVERLAY_STEPS:
+        return _overlay(where, kinds[0], table)
+    if "after_ms" in table or "pause_ms" in table:
+        raise ConfigError(f"{where}: after_ms and pause_ms time an overlay step only ({_OVERLAYS})")
     if "at_ms" in timing and ("gap_ms" in timing or "spread_ms" in timing):
         raise ConfigError(f"{where}: at_ms is a fixed start: drop gap_ms/spread_ms, or at_ms")
     if timing.get("spread_ms", 0) > timing.get("gap_ms", Step.gap_ms):
@@ -190,6 +209,30 @@ def _step(where: str, table: Mapping[str, Any]) -> Step:
     )
 
 
+_OVERLAYS = "interrupt, backchannel or noise"
+
+
+def _overlay(where: str, kind: str, table: Mapping[str, Any]) -> Step:
+    fixture = table[kind]
+    if not isinstance(fixture, str) or not fixture:
+        raise ConfigError(f"{where}: {kind} names a fixture id (from the fixtures' manifest.json)")
+    after = _ms(where, "after_ms", table.get("after_ms", Step.after_ms))
+    pause = _ms(where, "pause_ms", table["pause_ms"]) if "pause_ms" in table else None
+    if pause is not None and kind == "interrupt":
+        raise ConfigError(f"{where}: pause_ms judges a backchannel or noise, not an interrupt")
+    return Step(kind, fixture=fixture, after_ms=after, pause_ms=pause, line=where)  # type: ignore[arg-type]
+
+
+def _check_overlays(steps: Sequence[Step]) -> None:
+    """An overlay plays during the reply of the step before it: a say or an interrupt."""
+    for before, step in zip([None, *steps], steps, strict=False):
+        if step.overlay and (before is None or before.kind not in ("say", "interrupt")):
+            raise ConfigError(
+                f"{step.line}: a {step.kind} step plays during the previous step's reply: "
+                "put it right after a say (or interrupt) step"
+            )
+
+
 def _ms(where: str, key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{where}: {key} is milliseconds (a number), not {value!r}")
@@ -210,8 +253,8 @@ def _fixtures(
     if not directory.is_dir():
         raise ConfigError(f"{path}: fixtures folder {directory} does not exist")
     known = {f.id: f for f in load_fixtures(directory)}
-    for step in scenario.says:
-        if step.fixture not in known:
+    for step in scenario.steps:
+        if step.fixture is not None and step.fixture not in known:
             near = ", ".join(sorted(known)[:6])
             raise ConfigError(
                 f"{step.line}: no fixture {step.fixture!r} in {directory} (it has: {near}...)"

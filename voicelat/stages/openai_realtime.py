@@ -34,6 +34,7 @@ from voicelat.stages.protocols.openai_realtime import (
     RATE,
     TURN_DETECTION,
     OpenAIRealtimeProtocol,
+    barge_in_messages,
     session_update,
 )
 
@@ -109,6 +110,7 @@ class OpenAIRealtime(WsStage):
         o = self.options = parse_options(OpenAIRealtimeOptions, table, options)
         super().__init__(table, o)
         self.endpoint_by_server = o.turn_detection != "none"
+        self._turn_protocol: OpenAIRealtimeProtocol | None = None
         self._update = json_text(
             session_update(
                 turn_detection=o.turn_detection,
@@ -159,7 +161,22 @@ class OpenAIRealtime(WsStage):
             yield event
 
     def _protocol(self, conn: WsConn) -> OpenAIRealtimeProtocol:
-        return OpenAIRealtimeProtocol(conn.url, manual=not self.endpoint_by_server)
+        self._turn_protocol = OpenAIRealtimeProtocol(conn.url, manual=not self.endpoint_by_server)
+        return self._turn_protocol
+
+    async def interrupt(self, played_ms: int) -> int | None:
+        """The user cut in: cancel the response and truncate what it said at ``played_ms``
+        (what the user heard). Returns the stamp the cancel went out at (None: no open
+        session to send it on)."""
+        proto, conn = self._turn_protocol, self._conn
+        if conn is None or not conn.open:
+            return None
+        item = proto.item_id if proto is not None else None
+        sent: int | None = None
+        for message in barge_in_messages(item, played_ms):
+            t = await conn.send(message)
+            sent = t if sent is None else sent
+        return sent
 
 
 def _obj(value: Any) -> dict[str, Any]:

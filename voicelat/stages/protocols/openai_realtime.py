@@ -35,7 +35,14 @@ from voicelat.core.events import (
 )
 from voicelat.stages.protocols.base import Send, WsProtocol, json_object, json_text
 
-__all__ = ["RATE", "TURN_DETECTION", "OpenAIRealtimeProtocol", "session_update", "usage_counts"]
+__all__ = [
+    "RATE",
+    "TURN_DETECTION",
+    "OpenAIRealtimeProtocol",
+    "barge_in_messages",
+    "session_update",
+    "usage_counts",
+]
 
 #: ``audio/pcm`` is 24 kHz only.
 RATE = 24000
@@ -54,6 +61,7 @@ _TEXT_DELTA = frozenset(
 _BENIGN = frozenset({"response_cancel_not_active", "conversation_already_has_active_response"})
 _COMMIT = json_text({"type": "input_audio_buffer.commit"})
 _RESPONSE_CREATE = json_text({"type": "response.create"})
+_RESPONSE_CANCEL = json_text({"type": "response.cancel"})
 
 
 def session_update(
@@ -110,6 +118,8 @@ class OpenAIRealtimeProtocol(WsProtocol[bytes]):
         super().__init__(url)
         self.manual = manual
         self.last_type = "(none)"
+        #: The assistant item the response is speaking (what a barge-in truncates).
+        self.item_id: str | None = None
 
     def send_input(self, item: bytes) -> Iterator[Send]:
         if item:
@@ -144,6 +154,12 @@ class OpenAIRealtimeProtocol(WsProtocol[bytes]):
             return [ServerSpeech(t_ns, True, _int(data.get("audio_start_ms")))]
         if kind == "input_audio_buffer.speech_stopped":
             return [ServerSpeech(t_ns, False, _int(data.get("audio_end_ms")))]
+        if kind == "response.output_item.added":
+            item = data.get("item")
+            item_id = item.get("id") if isinstance(item, dict) else None
+            if isinstance(item_id, str):
+                self.item_id = item_id
+            return []
         if kind == "response.created":
             response = data.get("response")
             rid = response.get("id") if isinstance(response, dict) else None
@@ -193,6 +209,26 @@ class OpenAIRealtimeProtocol(WsProtocol[bytes]):
         message = e.get("message") or "error event without a message"
         tag = code or e.get("type")
         return [self._error(t_ns, f"{message}{f' ({tag})' if tag else ''}")]
+
+
+def barge_in_messages(item_id: str | None, played_ms: int) -> list[str]:
+    """What a client sends when the user cuts in (PROTOCOLS-AGENTS.md §1): ``response.cancel``
+    (the server may have cancelled already under ``interrupt_response``: its
+    ``response_cancel_not_active`` is benign), then ``conversation.item.truncate`` of the
+    assistant item at what the user heard, so the model's context holds only that."""
+    out = [_RESPONSE_CANCEL]
+    if item_id is not None:
+        out.append(
+            json_text(
+                {
+                    "type": "conversation.item.truncate",
+                    "item_id": item_id,
+                    "content_index": 0,
+                    "audio_end_ms": max(0, played_ms),
+                }
+            )
+        )
+    return out
 
 
 def _int(value: Any) -> int | None:
