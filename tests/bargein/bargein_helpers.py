@@ -1,0 +1,34 @@
+"""What the barge-in tests share: scenarios written into a test's folder and a long reply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.calls.calls_helpers import CALLS
+
+MS = 1_000_000
+#: A reply long enough to cut into: the emulators' TTS speaks 10 ms per character (~3.6 s).
+LONG_REPLY = (
+    "The forecast for today is mostly sunny with a light breeze from the west, "
+    "highs around twenty two degrees, and a small chance of rain late in the evening, "
+    "so you may want to bring a light jacket if you are out after dark."
+)
+
+
+def scenario(tmp_path: Path, name: str, steps: str) -> Path:
+    """A scenario file named ``name`` with ``steps`` (TOML ``[[step]]`` tables)."""
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'name = "{name}"\nfixtures = "{CALLS}"\n{steps}', encoding="utf-8")
+    return path
+
+
+INTERRUPT_STEPS = (
+    '[[step]]\nsay = "short_01_weather"\n'
+    '[[step]]\ninterrupt = "int_01_wait"\nafter_ms = 500\n'
+    '[[step]]\nsay = "short_03_thanks"\ngap_ms = 300\n'
+)
+BACKCHANNEL_STEPS = (
+    '[[step]]\nsay = "short_01_weather"\n'
+    '[[step]]\nbackchannel = "bc_mmhmm"\nafter_ms = 500\n'
+    '[[step]]\nsay = "short_03_thanks"\ngap_ms = 300\n'
+)
