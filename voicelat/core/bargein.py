@@ -149,6 +149,16 @@ class OverlayOutcome:
         return stop_segments(self.onset_ns, marks, self.last_audible_ns)
 
     @property
+    def provider_drain_ns(self) -> int | None:
+        """How long the provider or agent kept streaming after the interruption was
+        detected (its last audio byte's arrival), whatever the ear heard of it: a client that
+        flushes its playback at the detection does not hear this drain, but it is the
+        provider's stop (None: no detection, or no audio after it)."""
+        if self.detected_ns is None or self.last_byte_ns is None:
+            return None
+        return max(0, self.last_byte_ns - self.detected_ns)
+
+    @property
     def talk_over_ns(self) -> int | None:
         """Both sides audible: the overlay's speech against the agent's audible spans."""
         if not self.measured or self.onset_ns is None:
@@ -195,6 +205,7 @@ class OverlayOutcome:
             "stop_ns": self.stop_ns,
             "never_stopped": self.never_stopped,
             "segments": self.segments,
+            "provider_drain_ns": self.provider_drain_ns,
             "talk_over_ns": self.talk_over_ns,
             "pause_ns": self.pause_ns,
             "false_barge_in": self.false_barge_in,
@@ -244,6 +255,7 @@ def barge_in_section(
     interrupts = [o for o in items if o.kind == "interrupt"]
     measured = [o for o in interrupts if o.measured]
     stops = [o.stop_ns for o in measured if o.stop_ns is not None]
+    drains = [o.provider_drain_ns for o in measured if o.provider_drain_ns is not None]
     seg_values: dict[str, list[int]] = {}
     for o in measured:
         for name, value in o.segments.items():
@@ -268,6 +280,7 @@ def barge_in_section(
         "refused": sum(1 for o in items if o.refused),
         "stop": Distribution.of(stops).to_json(),
         "segments": {k: Distribution.of(v).to_json() for k, v in seg_values.items()},
+        "provider_drain": Distribution.of(drains).to_json(),
         "never_stopped_talk_over": Distribution.of(
             [o.talk_over_ns or 0 for o in measured if o.never_stopped]
         ).to_json(),
