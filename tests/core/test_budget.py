@@ -73,8 +73,9 @@ def test_unknown_segment_lists_valid_keys_and_suggests() -> None:
         parse_budget({"llm_ttfb": {"p90_ms": 3}}, source="b.toml")
     msg = str(exc.value)
     assert msg.startswith("b.toml: [budget] llm_ttfb is not a known key (did you mean llm_ttft?)")
-    assert "valid keys: agent_response, aggregation, cost_per_turn, dead_air_max, e2e, " in msg
-    assert "e2e_first_turn, e2e_later_turns, endpointing, greeting, handoff, " in msg
+    assert "valid keys: agent_response, aggregation, barge_in_stop, cost_per_turn, " in msg
+    assert "dead_air_max, e2e, e2e_first_turn, e2e_later_turns, endpointing, " in msg
+    assert "false_barge_in_rate, greeting, handoff, " in msg
     assert "leading_silence, llm_ttft, max_failure_rate, min_turns, model, playout, " in msg
     assert "stt, transport, tts_ttfb" in msg
     assert "\n" not in msg

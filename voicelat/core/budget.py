@@ -16,6 +16,9 @@ A budget is a ``[budget]`` table, in a budget file or in the pipeline file::
     p90_ms = 250
     [budget.greeting]         # a run of calls: the greeting, turn 1, the later turns
     p90_ms = 1500             # (e2e_first_turn, e2e_later_turns) and dead_air_max
+    [budget.barge_in_stop]    # interruptions: onset -> the agent silent at the ear
+    p90_ms = 800              # (an interruption it never stopped for fails the line)
+    false_barge_in_rate = 0.1 # (under [budget]) backchannels/noise the agent stopped on
 
 Every limit becomes one :class:`Check`; a value equal to its limit passes.
 """
@@ -44,7 +47,12 @@ METRICS: tuple[str, ...] = (E2E, *ALL_SEGMENTS, *CALL_METRICS)
 PERCENTILE_KEYS: dict[str, int] = {"p50_ms": 50, "p90_ms": 90, "p99_ms": 99}
 #: Scalar keys directly under ``[budget]``. ``cost_per_turn``: the mean cost of a completed
 #: turn, in the currency of the pipeline's ``[cost]`` prices (core/cost.py).
-SCALAR_KEYS: tuple[str, ...] = ("max_failure_rate", "min_turns", "cost_per_turn")
+SCALAR_KEYS: tuple[str, ...] = (
+    "max_failure_rate",
+    "min_turns",
+    "cost_per_turn",
+    "false_barge_in_rate",
+)
 
 #: Below five warm turns a P90 is the maximum of the sample: too few to call a verdict on.
 DEFAULT_MIN_TURNS = 5
@@ -77,6 +85,8 @@ class Budget:
     source: str = "defaults"
     #: The ceiling on the mean cost of a completed turn (None: cost is not gated).
     cost_per_turn: float | None = None
+    #: The ceiling on false barge-ins per backchannel or noise step (None: not gated).
+    false_barge_in_rate: float | None = None
 
     def limit_ns(self, metric: str, p: int) -> float | None:
         """The limit (ns) on ``metric`` at percentile ``p``, or None when the budget sets none."""
@@ -145,9 +155,14 @@ def parse_budget(
     min_turns = DEFAULT_MIN_TURNS
     max_failure_rate = DEFAULT_MAX_FAILURE_RATE
     cost_per_turn: float | None = None
+    false_rate: float | None = None
     valid = valid_budget_keys()
     for key, value in table.items():
-        if key == "cost_per_turn":
+        if key == "false_barge_in_rate":
+            if not _is_number(value) or not 0 <= value <= 1:
+                raise err("budget", key, f"must be a fraction within 0..1, not {value!r}")
+            false_rate = float(value)
+        elif key == "cost_per_turn":
             if not _is_number(value) or value < 0:
                 raise err("budget", key, f"must be a cost of 0 or more (a number), not {value!r}")
             cost_per_turn = float(value)
@@ -177,7 +192,7 @@ def parse_budget(
             raise unknown("budget", key, valid)
     # Contract order (e2e first, then the critical path), then percentile: reports read top-down.
     limits.sort(key=lambda lim: (METRICS.index(lim.metric), lim.percentile))
-    return Budget(tuple(limits), max_failure_rate, min_turns, source, cost_per_turn)
+    return Budget(tuple(limits), max_failure_rate, min_turns, source, cost_per_turn, false_rate)
 
 
 def lenient_budget(table: Mapping[str, Any], *, source: str = "budget") -> Budget:
@@ -263,10 +278,50 @@ def evaluate_budget(budget: Budget, summary: SummaryLike) -> list[Check]:
             "ratio",
         )
     )
-    checks.extend(_limit_check(lim, s.metric(lim.metric), n) for lim in budget.limits)
+    barge = s.calls.barge_in if s.calls is not None else None
+    for lim in budget.limits:
+        check = _limit_check(lim, s.metric(lim.metric), n)
+        if lim.metric == "barge_in_stop":
+            check = _stop_check(check, lim, barge)
+        checks.append(check)
     if budget.cost_per_turn is not None:
         checks.append(cost_check(budget.cost_per_turn, s.extra.get("cost")))
+    if budget.false_barge_in_rate is not None:
+        checks.append(false_barge_in_check(budget.false_barge_in_rate, barge))
     return checks
+
+
+def _stop_check(check: Check, lim: Limit, barge: Any) -> Check:
+    """A stop latency limit: an interruption the agent never stopped for has no stop time,
+    so it would be missing from the percentile; any such fails the line, named."""
+    never = getattr(barge, "never_stopped", 0)
+    if never:
+        return Check(
+            "budget", check.name, False,
+            f"{lim.name}: {never} interruption(s) never stopped the reply (talked over to its "
+            f"end) against limit {fmt_ms(lim.limit_ms * NS_PER_MS)} ms",
+            check.measured, check.limit,
+        )  # fmt: skip
+    return check
+
+
+def false_barge_in_check(limit: float, barge: Any) -> Check:
+    """False barge-ins per backchannel or noise step against ``limit``; a run with none of
+    those steps fails (an unmeasured rate never passes)."""
+    rate = getattr(barge, "false_barge_in_rate", None)
+    if rate is None:
+        return Check(
+            "budget", "false barge-in rate", False,
+            f"false barge-in rate: no value (the scenarios have no backchannel or noise step) "
+            f"against limit {limit:.0%}", None, limit, "ratio",
+        )  # fmt: skip
+    ok = rate <= limit
+    return Check(
+        "budget", "false barge-in rate", ok,
+        f"false barge-in rate {barge.false_barge_ins}/{barge.backchannels} ({rate:.0%}) "
+        f"{'<=' if ok else '>'} limit {limit:.0%}",
+        rate, limit, "ratio",
+    )  # fmt: skip
 
 
 def cost_check(limit: float, cost: object) -> Check:

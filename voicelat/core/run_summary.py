@@ -281,7 +281,64 @@ class RunInfo:
 
 #: Top-level sections of :class:`RunSummary`, in the order ``summary.json`` writes them.
 #: The call figures a budget may limit (``[budget.greeting]`` ...), from ``calls``.
-CALL_METRICS: tuple[str, ...] = ("greeting", "e2e_first_turn", "e2e_later_turns", "dead_air_max")
+CALL_METRICS: tuple[str, ...] = (
+    "greeting",
+    "e2e_first_turn",
+    "e2e_later_turns",
+    "dead_air_max",
+    "barge_in_stop",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BargeInSummary:
+    """The ``calls.barge_in`` section (core/bargein.py ``barge_in_section``): stop latency at
+    the ear and its waterfall, never-stopped interruptions, false barge-ins on backchannels
+    and noise, talk-over, and the e2e of the interrupting utterances."""
+
+    interrupts: int = 0
+    interrupts_measured: int = 0
+    reply_ended_before: int = 0
+    stopped: int = 0
+    never_stopped: int = 0
+    refused: int = 0
+    stop: DistSummary = field(default_factory=DistSummary)
+    segments: Mapping[str, DistSummary] = field(default_factory=dict)
+    provider_drain: DistSummary = field(default_factory=DistSummary)
+    never_stopped_talk_over: DistSummary = field(default_factory=DistSummary)
+    backchannels: int = 0
+    false_barge_ins: int = 0
+    false_barge_in_rate: float | None = None
+    by_kind: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    pause: DistSummary = field(default_factory=DistSummary)
+    talk_over: DistSummary = field(default_factory=DistSummary)
+    interruption_e2e: DistSummary = field(default_factory=DistSummary)
+
+    _DISTS = ("stop", "provider_drain", "never_stopped_talk_over", "pause", "talk_over",
+              "interruption_e2e")  # fmt: skip
+    _COUNTS = ("interrupts", "interrupts_measured", "reply_ended_before", "stopped",
+               "never_stopped", "refused", "backchannels", "false_barge_ins")  # fmt: skip
+
+    def to_json(self) -> JSONDict:
+        out: JSONDict = {k: getattr(self, k) for k in self._COUNTS}
+        out |= {k: getattr(self, k).to_json() for k in self._DISTS}
+        out["segments"] = {k: d.to_json() for k, d in self.segments.items()}
+        out["false_barge_in_rate"] = self.false_barge_in_rate
+        out["by_kind"] = {k: dict(v) for k, v in self.by_kind.items()}
+        return out
+
+    @classmethod
+    def from_json(cls, data: object) -> BargeInSummary:
+        d = _map(data)
+        rate = _num(d.get("false_barge_in_rate"))
+        return cls(
+            **{k: _int(d.get(k)) for k in cls._COUNTS},  # type: ignore[arg-type]
+            **{k: DistSummary.from_json(d.get(k)) for k in cls._DISTS},  # type: ignore[arg-type]
+            segments=_dists(d.get("segments")),
+            false_barge_in_rate=None if rate is None else float(rate),
+            by_kind={str(k): {str(a): _int(b) for a, b in _map(v).items()}
+                     for k, v in _map(d.get("by_kind")).items()},
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,9 +362,13 @@ class CallsSummary:
     duration: DistSummary = field(default_factory=DistSummary)
     scenarios: tuple[str, ...] = ()
     failed_steps: tuple[Mapping[str, Any], ...] = ()
+    #: Interruptions, backchannels and noise during replies (None: the calls had none).
+    barge_in: BargeInSummary | None = None
 
     def metric(self, name: str) -> DistSummary:
         """One of :data:`CALL_METRICS`."""
+        if name == "barge_in_stop":
+            return self.barge_in.stop if self.barge_in is not None else DistSummary()
         return {
             "greeting": self.greeting,
             "e2e_first_turn": self.e2e_first_turn,
@@ -334,6 +395,7 @@ class CallsSummary:
             "duration": self.duration.to_json(),
             "scenarios": list(self.scenarios),
             "failed_steps": [dict(f) for f in self.failed_steps],
+            **({"barge_in": self.barge_in.to_json()} if self.barge_in is not None else {}),
         }
 
     @classmethod
@@ -356,6 +418,7 @@ class CallsSummary:
             duration=DistSummary.from_json(d.get("duration")),
             scenarios=tuple(str(x) for x in d.get("scenarios") or ()),
             failed_steps=tuple(_map(f) for f in d.get("failed_steps") or ()),
+            barge_in=BargeInSummary.from_json(d["barge_in"]) if "barge_in" in d else None,
         )
 
 
@@ -536,6 +599,7 @@ SummaryLike = RunSummary | Mapping[str, Any]
 __all__ = [
     "CALL_METRICS",
     "SCHEMA_VERSION",
+    "BargeInSummary",
     "CallsSummary",
     "Counts",
     "DistSummary",

@@ -113,6 +113,46 @@ def call_lines(s: RunSummary) -> list[str]:
         f"  failed: {f.get('call_id')} {f.get('step')}: {f.get('reason')}"
         for f in c.failed_steps[:5]
     )
+    return lines + barge_in_lines(s)
+
+
+def barge_in_lines(s: RunSummary) -> list[str]:
+    """Interruptions and backchannels: the stop latency at the ear and its waterfall, never
+    stopped, false barge-ins, talk-over, the response to an interruption."""
+    b = s.calls.barge_in if s.calls is not None else None
+    if b is None:
+        return []
+    stop = b.stop
+    lines = [
+        f"barge-in: {b.interrupts} interruptions ({b.stopped} stopped, {b.never_stopped} never "
+        f"stopped, {b.reply_ended_before} after the reply ended); stop at the ear P50 "
+        f"{fmt_ms(stop.p50)} ms  P90 {fmt_ms(stop.p90)} ms (n={stop.n})"
+    ]
+    if b.segments:
+        parts = "  ".join(f"{k} {fmt_ms(d.p50)}" for k, d in b.segments.items())
+        lines.append(f"  stop waterfall P50 ms: {parts} (segments sum to each stop)")
+    if b.provider_drain.n:
+        lines.append(
+            f"  provider kept streaming after the detection P50 {fmt_ms(b.provider_drain.p50)} "
+            f"ms (n={b.provider_drain.n}; not heard: voicelat flushed its playback)"
+        )
+    if b.never_stopped:
+        t = b.never_stopped_talk_over
+        lines.append(f"  never stopped: talked over the user P50 {fmt_ms(t.p50)} ms")
+    if b.backchannels:
+        rate = f"{b.false_barge_in_rate:.0%}" if b.false_barge_in_rate is not None else "-"
+        lines.append(
+            f"  false barge-ins: {b.false_barge_ins}/{b.backchannels} backchannel/noise steps "
+            f"({rate}); longest pause P50 {fmt_ms(b.pause.p50)} ms  P90 {fmt_ms(b.pause.p90)} ms"
+        )
+    if b.talk_over.n:
+        lines.append(f"  talk-over (both audible) P50 {fmt_ms(b.talk_over.p50)} ms")
+    if b.interruption_e2e.n:
+        e = b.interruption_e2e
+        lines.append(
+            f"  response to an interruption (e2e from its speech end) P50 {fmt_ms(e.p50)} ms "
+            f"(n={e.n})"
+        )
     return lines
 
 

@@ -1,0 +1,106 @@
+"""The barge-in figures with plain integers: the stop waterfall sums, missing marks fold into
+the next segment, pauses and talk-over from audible spans, the summary section, the budget
+lines, the scenario steps and their mistakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.bargein.bargein_helpers import scenario
+from voicelat.core.bargein import OverlayOutcome, barge_in_section, longest_gap_ns, stop_segments
+from voicelat.core.budget import evaluate_budget, parse_budget
+from voicelat.core.errors import ConfigError
+from voicelat.core.run_summary import BargeInSummary, CallsSummary, RunSummary
+from voicelat.files.scenario import load_scenario
+
+
+def test_the_stop_waterfall_sums_and_folds_missing_marks() -> None:
+    full = stop_segments(100, {"detected": 150, "cancel": 160, "last_byte": 200}, 300)
+    assert full == {"detection": 50, "cancel": 10, "drain": 40, "flush": 100}
+    # An agent without traces: no detection, no cancel of ours; only its last byte.
+    agent = stop_segments(100, {"detected": None, "cancel": None, "last_byte": 250}, 300)
+    assert agent == {"detection+cancel+drain": 150, "flush": 50}
+    # Marks out of order (the last byte came before the detection) are clamped: still sums.
+    early = stop_segments(100, {"detected": 150, "cancel": 160, "last_byte": 120}, 170)
+    assert early == {"detection": 50, "cancel": 10, "drain": 0, "flush": 10}
+    assert sum(early.values()) == 70
+
+
+def test_pauses_talk_over_and_false_barge_ins_come_from_the_audible_spans() -> None:
+    spans = ((0, 900), (1700, 3000))
+    assert longest_gap_ns(spans, 1000, 2000) == 700
+    assert longest_gap_ns(spans, 1800, 2000) == 0
+    held = OverlayOutcome("backchannel", "bc", "s", 1, onset_ns=1000, speech_end_ns=1400,
+                          audible=((0, 3000),), pause_threshold_ns=600)  # fmt: skip
+    assert held.false_barge_in is False and held.talk_over_ns == 400
+    paused = OverlayOutcome("backchannel", "bc", "s", 1, onset_ns=1000, speech_end_ns=1400,
+                            audible=spans, pause_threshold_ns=600)  # fmt: skip
+    assert paused.pause_ns == 700 and paused.false_barge_in is True and paused.talk_over_ns == 0
+    never = OverlayOutcome("interrupt", "i", "s", 1, onset_ns=1000, speech_end_ns=2000,
+                           audible=((0, 5000),), last_audible_ns=5000)  # fmt: skip
+    assert never.never_stopped and never.stop_ns is None and never.talk_over_ns == 1000
+    late = OverlayOutcome("interrupt", "i", "s", 1, reply_ended_before=True)
+    assert not late.measured and not late.never_stopped
+    assert OverlayOutcome.from_json(paused.to_json()) == paused
+
+
+def _stopped(stop: int) -> OverlayOutcome:
+    return OverlayOutcome("interrupt", "i", "s", 1, onset_ns=1000, speech_end_ns=3000,
+                          detected_ns=1000 + stop // 2, cancel_ns=1000 + stop // 2,
+                          last_audible_ns=1000 + stop, stopped=True,
+                          audible=((0, 1000 + stop),))  # fmt: skip
+
+
+def test_the_section_and_the_budget_lines() -> None:
+    never = OverlayOutcome("interrupt", "i", "s", 1, onset_ns=0, speech_end_ns=10,
+                           audible=((0, 50),), last_audible_ns=50)  # fmt: skip
+    bc = OverlayOutcome("backchannel", "bc", "s", 2, onset_ns=0, speech_end_ns=10,
+                        stopped=True, audible=((0, 5),))  # fmt: skip
+    section = barge_in_section([_stopped(200_000_000), _stopped(400_000_000), never, bc], [900])
+    assert section["interrupts"] == 3 and section["stopped"] == 2 and section["never_stopped"] == 1
+    assert section["stop"]["max"] == 400_000_000 and section["false_barge_in_rate"] == 1.0
+    assert section["interruption_e2e"]["n"] == 1
+    calls = CallsSummary(n=1, barge_in=BargeInSummary.from_json(section))
+    summary = RunSummary(calls=calls)
+    budget = parse_budget({"barge_in_stop": {"p90_ms": 500}, "false_barge_in_rate": 0.5,
+                           "min_turns": 1})  # fmt: skip
+    checks = {c.name: c for c in evaluate_budget(budget, summary)}
+    # An interruption that was never stopped fails the stop line, whatever the percentile.
+    assert not checks["barge_in_stop P90"].passed
+    assert "never stopped" in checks["barge_in_stop P90"].message
+    assert not checks["false barge-in rate"].passed
+    ok = CallsSummary(n=1, barge_in=BargeInSummary.from_json(
+        barge_in_section([_stopped(200_000_000), _stopped(300_000_000)])))  # fmt: skip
+    checks = {c.name: c for c in evaluate_budget(budget, RunSummary(calls=ok))}
+    assert checks["barge_in_stop P90"].passed
+    # No backchannel step: the rate is unmeasured, and an unmeasured rate never passes.
+    assert (
+        not checks["false barge-in rate"].passed
+        and "no value" in checks["false barge-in rate"].message
+    )
+    with pytest.raises(ConfigError, match="false_barge_in_rate must be a fraction"):
+        parse_budget({"false_barge_in_rate": 2})
+
+
+def test_overlay_steps_are_read_and_their_mistakes_named(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "ok", '[[step]]\nsay = "short_01_weather"\n'
+                    '[[step]]\ninterrupt = "int_01_wait"\nafter_ms = 700\n'
+                    '[[step]]\nbackchannel = "bc_yeah"\npause_ms = 500\n')  # fmt: skip
+    sc = load_scenario(path).scenario
+    assert [s.kind for s in sc.steps] == ["say", "interrupt", "backchannel"]
+    assert [s.fixture for s in sc.says] == ["short_01_weather", "int_01_wait"]
+    assert sc.steps[1].after_ms == 700 and sc.steps[2].pause_ms == 500
+    bad = {
+        "first": ('[[step]]\nbackchannel = "bc_yeah"\n[[step]]\nsay = "short_01_weather"\n',
+                  "plays during the previous step's reply"),
+        "pause": ('[[step]]\nsay = "short_01_weather"\n[[step]]\ninterrupt = "int_01_wait"\n'
+                  'pause_ms = 3\n', "pause_ms judges a backchannel"),
+        "after": ('[[step]]\nsay = "short_01_weather"\nafter_ms = 3\n', "after_ms and pause_ms"),
+        "missing": ('[[step]]\nsay = "short_01_weather"\n[[step]]\nnoise = "nope"\n',
+                    "no fixture 'nope'"),
+    }  # fmt: skip
+    for name, (steps, message) in bad.items():
+        with pytest.raises(ConfigError, match=message):
+            load_scenario(scenario(tmp_path, name, steps))
