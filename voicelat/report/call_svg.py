@@ -4,17 +4,27 @@ Two lanes on the call's clock (0 = connected): the caller's speech (each turn's 
 ``speech_start`` -> ``speech_end``) and the agent's audio at the ear (the greeting, and each
 reply from its first audible sample for as long as it played). Between them, each turn's wait
 (``speech_end`` -> ``output_first_audible``, its e2e) is a dashed line with its milliseconds.
+Speech during a reply (``core/bargein.py``) sits on the caller's lane in its own colour
+(interruption, backchannel, noise); an interruption's stop (its onset -> the agent's last
+audible sample) is a bar under the agent's lane with its milliseconds, or "never stopped".
 Every mark carries ``data-*`` attributes (call, turn, start and end ns from connected), so a
 test reads the picture back with an XML parser.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from voicelat.core.call import CALL_CONNECTED, CALL_GREETING, CALL_ID, CALL_TURN, CallRecord
+from voicelat.core.call import (
+    CALL_CONNECTED,
+    CALL_GREETING,
+    CALL_ID,
+    CALL_TURN,
+    INTERRUPTING,
+    CallRecord,
+)
 from voicelat.core.display import fmt_ms
 from voicelat.core.palette import FAILED_COLOUR, MARKER_COLOUR
 from voicelat.core.turn import Turn
@@ -24,8 +34,9 @@ __all__ = ["CallLanes", "call_lanes", "call_timeline_svg", "calls_from_turns", "
 SVG_NS = "http://www.w3.org/2000/svg"
 _USER_COLOUR = "#4c78a8"
 _AGENT_COLOUR = "#59a14f"
-_W, _H, _LEFT, _RIGHT = 760.0, 96.0, 92.0, 14.0
+_W, _H, _LEFT, _RIGHT = 760.0, 110.0, 92.0, 14.0
 _USER_Y, _AGENT_Y, _LANE_H = 18.0, 52.0, 16.0
+_OVERLAY_COLOURS = {"interrupt": "#e15759", "backchannel": "#b07aa1", "noise": "#9c755f"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,20 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class Overlay:
+    """Speech during a reply: its kind, its speech (ns from connected), and for an
+    interruption its stop at the ear (None: never stopped, or nothing to stop)."""
+
+    kind: str
+    turn: int
+    start_ns: int
+    end_ns: int
+    stop_ns: int | None = None
+    never_stopped: bool = False
+    false_barge_in: bool = False
+
+
+@dataclass(frozen=True)
 class CallLanes:
     """What the timeline of one call draws (ns from connected)."""
 
@@ -57,6 +82,7 @@ class CallLanes:
     agent: tuple[Span, ...]
     waits: tuple[Wait, ...]
     failed: tuple[int, ...]
+    overlays: tuple[Overlay, ...] = ()
 
 
 def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
@@ -76,21 +102,41 @@ def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
         (t for t in turns if t.extra.get(CALL_ID) == record.call_id),
         key=lambda t: int(t.extra.get(CALL_TURN) or 0),
     )
+    cut = {o.call_turn: o.last_audible_ns for o in record.overlays if o.stopped}
     for t in mine:
         k, m, base = int(t.extra.get(CALL_TURN) or 0), t.milestones, t.t0_ns - zero
-        if "speech_start" in m and "speech_end" in m:
+        if "speech_start" in m and "speech_end" in m and not t.extra.get(INTERRUPTING):
             user.append(Span(k, base + m["speech_start"], base + m["speech_end"], f"turn {k}"))
         heard = m.get("output_first_audible")
         if heard is not None:
             played = t.figures.get("reply_audio_ns")
             length = int(played) if isinstance(played, int | float) and played > 0 else 1
+            stopped_at = cut.get(k)
+            if stopped_at is not None:  # an interruption cut it: it played to there
+                length = max(1, stopped_at - zero - (base + heard))
             agent.append(Span(k, base + heard, base + heard + length))
         if t.ok and t.e2e_ns is not None and "speech_end" in m and heard is not None:
             waits.append(Wait(k, base + m["speech_end"], base + heard))
         if not t.ok:
             failed.append(k)
-    end = max([record.duration_ns, *(s.end_ns for s in (*user, *agent))], default=1)
-    return CallLanes(record.call_id, end, tuple(user), tuple(agent), tuple(waits), tuple(failed))
+    overlays = tuple(
+        Overlay(
+            o.kind,
+            o.call_turn,
+            o.onset_ns - zero,
+            (o.speech_end_ns or o.onset_ns) - zero,
+            o.stop_ns,
+            o.never_stopped,
+            bool(o.false_barge_in),
+        )
+        for o in record.overlays
+        if o.onset_ns is not None
+    )
+    ends = [s.end_ns for s in (*user, *agent)] + [o.end_ns for o in overlays]
+    end = max([record.duration_ns, *ends], default=1)
+    return CallLanes(
+        record.call_id, end, tuple(user), tuple(agent), tuple(waits), tuple(failed), overlays
+    )
 
 
 def calls_from_turns(turns: Sequence[Turn]) -> list[CallRecord]:
@@ -166,6 +212,7 @@ def call_timeline_svg(lanes: CallLanes) -> str:
             f'<text class="mark" x="{mid:.1f}" y="{_AGENT_Y - 9:.1f}" text-anchor="middle" '
             f'fill="{MARKER_COLOUR}">{ms}</text>'
         )
+    parts += [_overlay_svg(o, x, lanes.duration_ns) for o in lanes.overlays]
     parts.append(
         f'<line x1="{_LEFT:.1f}" x2="{_LEFT + plot:.1f}" y1="{_H - 18:.1f}" y2="{_H - 18:.1f}" '
         f'stroke="#888"/><text class="tick" x="{_LEFT:.1f}" y="{_H - 5:.1f}">0 s (connected)'
@@ -173,6 +220,32 @@ def call_timeline_svg(lanes: CallLanes) -> str:
         f"{total / 1e9:.1f} s</text></svg>"
     )
     return "".join(parts)
+
+
+def _overlay_svg(o: Overlay, x: Callable[[int], float], duration_ns: int) -> str:
+    """Speech during a reply on the caller's lane; an interruption's stop under the agent's."""
+    colour = _OVERLAY_COLOURS.get(o.kind, MARKER_COLOUR)
+    tip = f"{o.kind} during turn {o.turn}'s reply"
+    if o.false_barge_in:
+        tip += ": a false barge-in (the agent stopped or paused)"
+    out = (
+        f'<rect class="overlay {o.kind}" data-turn="{o.turn}" data-start-ns="{o.start_ns}" '
+        f'data-end-ns="{o.end_ns}" x="{x(o.start_ns):.2f}" y="{_USER_Y:.1f}" '
+        f'width="{max(1.0, x(o.end_ns) - x(o.start_ns)):.2f}" height="{_LANE_H:.0f}" '
+        f'fill="{colour}"><title>{escape(tip)}</title></rect>'
+    )
+    if o.kind != "interrupt" or (o.stop_ns is None and not o.never_stopped):
+        return out
+    y = _AGENT_Y + _LANE_H + 4
+    stop = o.stop_ns if o.stop_ns is not None else duration_ns - o.start_ns
+    label = f"stop {fmt_ms(o.stop_ns)} ms" if o.stop_ns is not None else "never stopped"
+    return out + (
+        f'<line class="stop" data-turn="{o.turn}" data-ns="{o.stop_ns or ""}" '
+        f'x1="{x(o.start_ns):.2f}" x2="{x(o.start_ns + stop):.2f}" y1="{y:.1f}" '
+        f'y2="{y:.1f}" stroke="{colour}" stroke-width="2"/>'
+        f'<text class="mark" x="{x(o.start_ns):.1f}" y="{y + 10:.1f}" fill="{colour}">'
+        f"{label}</text>"
+    )
 
 
 def calls_html(records: Sequence[CallRecord], turns: Sequence[Turn], *, most: int = 12) -> str:
@@ -193,7 +266,10 @@ def calls_html(records: Sequence[CallRecord], turns: Sequence[Turn], *, most: in
     return (
         "<h2>Calls</h2><p><small>Each call on its own clock (0 = connected): the caller's "
         f'speech (<span style="color:{_USER_COLOUR}">blue</span>), the agent\'s audio at the '
-        f'ear (<span style="color:{_AGENT_COLOUR}">green</span>), each turn\'s wait (dashed, '
+        f'ear (<span style="color:{_AGENT_COLOUR}">green</span>), '
+        f'<span style="color:{_OVERLAY_COLOURS["interrupt"]}">interruptions</span> (with their '
+        "stop at the ear under the agent's lane), backchannels and noise on the caller's lane, "
+        "each turn's wait (dashed, "
         f'its e2e in ms); <span style="color:{FAILED_COLOUR}">red</span>: a failed turn.'
         "</small></p>" + body + more
     )

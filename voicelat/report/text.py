@@ -131,7 +131,7 @@ def barge_in_lines(s: RunSummary) -> list[str]:
     if b.segments:
         parts = "  ".join(f"{k} {fmt_ms(d.p50)}" for k, d in b.segments.items())
         lines.append(f"  stop waterfall P50 ms: {parts} (segments sum to each stop)")
-    if b.provider_drain.n:
+    if b.provider_drain.n and b.provider_drain.max:
         lines.append(
             f"  provider kept streaming after the detection P50 {fmt_ms(b.provider_drain.p50)} "
             f"ms (n={b.provider_drain.n}; not heard: voicelat flushed its playback)"
