@@ -34,11 +34,13 @@ from typing import Any, Literal
 from voicelat.core.stats import Distribution
 
 __all__ = [
+    "BARGE_IN",
     "OVERLAY_KINDS",
     "PAUSE_THRESHOLD_NS",
     "STOP_SEGMENTS",
     "OverlayKind",
     "OverlayOutcome",
+    "barge_in_extra",
     "barge_in_section",
     "longest_gap_ns",
     "stop_segments",
@@ -54,6 +56,8 @@ STOP_SEGMENTS = ("detection", "cancel", "drain", "flush")
 PAUSE_THRESHOLD_NS = 600_000_000
 
 Span = tuple[int, int]
+#: The ``extra`` key of a turn an overlay played into: its outcome's figures (exporters).
+BARGE_IN = "barge_in"
 
 
 def longest_gap_ns(spans: Sequence[Span], start_ns: int, end_ns: int) -> int:
@@ -239,6 +243,29 @@ class OverlayOutcome:
             pause_threshold_ns=int(data.get("pause_threshold_ns") or PAUSE_THRESHOLD_NS),
             extra=dict(data.get("extra") or {}),
         )
+
+
+def barge_in_extra(o: OverlayOutcome, t0_ns: int) -> dict[str, Any]:
+    """The figures of ``o`` a turn carries (``extra.barge_in``; the OTLP event on its span,
+    the Prometheus histograms): times relative to the turn's ``t0_ns``."""
+
+    def rel(t: int | None) -> int | None:
+        return None if t is None else t - t0_ns
+
+    return {
+        "kind": o.kind,
+        "fixture": o.fixture,
+        "onset_ns": rel(o.onset_ns),
+        "last_audible_ns": rel(o.last_audible_ns),
+        "stop_ns": o.stop_ns,
+        "segments": o.segments,
+        "never_stopped": o.never_stopped,
+        "reply_ended_before": o.reply_ended_before,
+        "false_barge_in": o.false_barge_in,
+        "pause_ns": o.pause_ns,
+        "talk_over_ns": o.talk_over_ns,
+        "provider_drain_ns": o.provider_drain_ns,
+    }
 
 
 def _int(value: Any) -> int | None:

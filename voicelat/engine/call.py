@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from voicelat.audio import SimulatedSink
-from voicelat.core.bargein import OverlayOutcome
+from voicelat.core.bargein import BARGE_IN, OverlayOutcome, barge_in_extra
 from voicelat.core.call import (
     CALL_CONNECTED,
     CALL_GREETING,
@@ -73,6 +73,9 @@ __all__ = ["GREETING_WAIT_MS", "CallEngine", "CallView", "SourcedStep", "StepSou
 GREETING_WAIT_MS = 8000
 #: How long after a silence step's end a re-prompt that started may take to finish.
 _SILENCE_GRACE_S = 0.5
+#: An agent that says nothing of an interruption stopped for it if its audio ended by this
+#: long after the interruption's speech did.
+_INFER_STOP_NS = 1_500 * NS_PER_MS
 #: How long the line is heard after a backchannel or noise for the agent's reaction to it.
 _REACTION_S = 8.0
 
@@ -161,6 +164,8 @@ class _Call:
     turns: list[Turn] = field(default_factory=list)
     greeting_text: str | None = None
     overlays: list[OverlayOutcome] = field(default_factory=list)
+    #: Turns (by call_turn) whose reply an overlay plays into: the outcome, once it is over.
+    watching: dict[int, Callable[[], OverlayOutcome]] = field(default_factory=dict)
 
 
 @dataclass
@@ -393,7 +398,7 @@ class CallEngine:
         await engine.measure(
             planned, stages, inp, rec=rec, body=body, session=call.session, hold=hold
         )
-        return self._turn_over(call, rec, stages, done)
+        return self._turn_over(call, rec, stages, done, plan.call_turn)
 
     def _plan_turn(self, call: _Call, step: Step) -> _TurnPlan:
         """The next turn of the call: its plan, input and recorder (with the call's extras)."""
@@ -418,11 +423,22 @@ class CallEngine:
         return _TurnPlan(planned, inp, rec, call.turn_number)
 
     def _turn_over(
-        self, call: _Call, rec: TurnRecorder, stages: StageSet, done: Callable[[Turn], None]
+        self,
+        call: _Call,
+        rec: TurnRecorder,
+        stages: StageSet,
+        done: Callable[[Turn], None],
+        call_turn: int,
     ) -> Turn:
         """A measured turn is over: handed to ``done`` (or kept for its trace), counted."""
         engine, clock = self.engine, self.engine.clock
         call.reply_ended_ns = max(call.reply_ended_ns, clock.now_ns())
+        watch = call.watching.pop(call_turn, None)
+        if watch is not None:
+            # The overlay's outcome, on the turn its speech played into (the exporters' view).
+            outcome = watch()
+            call.overlays.append(outcome)
+            rec.extra(BARGE_IN, barge_in_extra(outcome, rec.t0_ns))
         turn = rec.finish()
         if isinstance(engine, AgentTurnEngine) and engine.trace_source is not None:
             # Its trace is read once the call is over (see _read_traces): the next step's gap
@@ -444,9 +460,9 @@ class CallEngine:
         return turn
 
     # -- overlays: speech during a reply (core/bargein.py) ---------------------------------------
-    def _overlay_run(self, call: _Call, overlay: Step) -> OverlayRun:
+    def _overlay_run(self, call: _Call, overlay: Step, call_turn: int) -> OverlayRun:
         assert overlay.fixture is not None
-        return OverlayRun(overlay, self.inputs[overlay.fixture], call.turn_number)
+        return OverlayRun(overlay, self.inputs[overlay.fixture], call_turn)
 
     async def _cascade_chain(
         self,
@@ -465,8 +481,9 @@ class CallEngine:
         engine, clock = self.engine, self.engine.clock
         plan = turn if turn is not None else self._plan_turn(call, step)
         overlay, rest = overlays[0], overlays[1:]
-        ov = self._overlay_run(call, overlay)
+        ov = self._overlay_run(call, overlay, plan.call_turn)
         sink = engine.default_sink(plan.planned)
+        call.watching[plan.call_turn] = lambda: ov.outcome(sink.audible_spans_ns())
         held: list[asyncio.Task[None]] = []
         measured = asyncio.create_task(
             self._say(
@@ -509,7 +526,6 @@ class CallEngine:
             out.append((step, await measured))
         finally:
             await cancel_tasks(measured)
-            call.overlays.append(ov.outcome(sink.audible_spans_ns()))
         if nxt is not None:
             out += await nxt
         elif overlay.kind == "interrupt":  # the reply ended first: the interruption is a turn
@@ -570,10 +586,12 @@ class CallEngine:
         reply; what is left of an interruption is the next turn's input, going on."""
         clock = self.engine.clock
         overlay, rest = overlays[0], overlays[1:]
-        ov = self._overlay_run(call, overlay)
+        plan = turn if turn is not None else self._plan_turn(call, step)
+        ov = self._overlay_run(call, overlay, plan.call_turn)
         made: list[LineOverlay] = []
         sinks: list[Sink] = []
         hearing = stages.hearing
+        call.watching[plan.call_turn] = lambda: _line_outcome(ov, sinks)
 
         async def interrupt(run: OverlayRun) -> None:
             """Detected: voicelat's side of the stop, as the protocol says (the sink flushed:
@@ -605,21 +623,9 @@ class CallEngine:
             )
             return made[0]
 
-        out = [
-            (step, await self._say(call, step, stages, done, turn=turn, line=line, resume=resume))
-        ]
-        spans: list[tuple[int, int]] = []
-        if sinks and hasattr(sinks[0], "audible_spans_ns"):
-            spans = sinks[0].audible_spans_ns()
+        said = await self._say(call, step, stages, done, turn=plan, line=line, resume=resume)
+        out = [(step, said)]
         lo = made[0] if made else None
-        if lo is not None and not ov.stopped and ov.onset_ns is not None and spans:
-            # No signal from the agent: it stopped if its audio ended during the overlay (or
-            # soon after it), which a reply's natural end may also do: labelled inferred.
-            end = (ov.speech_end_ns or ov.onset_ns) + 1_500 * NS_PER_MS
-            if ov.onset_ns <= spans[-1][1] <= end:
-                ov.stopped = True
-                ov.extra["stop_inferred"] = True
-        call.overlays.append(ov.outcome(spans))
         left = lo.remainder if lo is not None else []
         again = (
             (ov.t0_ns, (lo.next_due_ns or clock.now_ns()) - FRAME_MS * NS_PER_MS) if lo else None
@@ -802,6 +808,22 @@ class CallEngine:
             extra=_shape_extra(self.engine) | call.extra,
             overlays=tuple(call.overlays),
         )
+
+
+def _line_outcome(ov: OverlayRun, sinks: Sequence[Sink]) -> OverlayOutcome:
+    """A line overlay's outcome from its sink's audible spans. With no signal from the agent
+    (no ``speech_started``, ``interrupted`` or ``clear``), it stopped if its audio ended
+    during the overlay or soon after it, which a reply's natural end may also do: labelled
+    ``stop_inferred``."""
+    spans: list[tuple[int, int]] = []
+    if sinks and hasattr(sinks[0], "audible_spans_ns"):
+        spans = sinks[0].audible_spans_ns()
+    if not ov.stopped and ov.onset_ns is not None and spans:
+        end = (ov.speech_end_ns or ov.onset_ns) + _INFER_STOP_NS
+        if ov.onset_ns <= spans[-1][1] <= end:
+            ov.stopped = True
+            ov.extra["stop_inferred"] = True
+    return ov.outcome(spans)
 
 
 def _shape_extra(engine: TurnEngine) -> dict[str, Any]:
