@@ -39,6 +39,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
+from voicelat.core.bargein import BARGE_IN
 from voicelat.core.call import CALL_CONNECTED, CALL_GREETING, CALL_ID
 from voicelat.core.contract import ALL_SEGMENTS
 from voicelat.core.definitions import AGENT, CASCADE, S2S, kind_of
@@ -586,6 +587,33 @@ def turn_span_plan(turn: Turn, pipeline: Mapping[str, Any]) -> list[SpanPlan]:
     return [root, *children]
 
 
+def barge_in_events(turn: Turn) -> list[tuple[str, int, dict[str, Any]]]:
+    """Speech during the turn's reply (``extra.barge_in``, core/bargein.py) as span events:
+    ``voicelat.barge_in`` at the overlay's onset with its kind and figures (the stop latency
+    at the ear and each waterfall segment, never stopped, false barge-in, pause, talk-over),
+    and ``voicelat.barge_in.stopped`` at the agent's last audible sample when it stopped."""
+    b = turn.extra.get(BARGE_IN)
+    if not isinstance(b, Mapping) or not isinstance(b.get("onset_ns"), int):
+        return []
+    attrs: dict[str, Any] = {"voicelat.barge_in.kind": str(b.get("kind", ""))}
+    for key in ("stop_ns", "pause_ns", "talk_over_ns", "provider_drain_ns"):
+        if isinstance(b.get(key), int):
+            attrs[f"voicelat.barge_in.{key}"] = b[key]
+    for key in ("never_stopped", "false_barge_in", "reply_ended_before"):
+        if isinstance(b.get(key), bool):
+            attrs[f"voicelat.barge_in.{key}"] = b[key]
+    segments = b.get("segments")
+    for name, value in segments.items() if isinstance(segments, Mapping) else ():
+        attrs[f"voicelat.barge_in.segment.{name.replace('+', '_')}_ns"] = value
+    out = [("voicelat.barge_in", int(b["onset_ns"]), attrs)]
+    stopped = b.get("last_audible_ns")
+    if isinstance(b.get("stop_ns"), int) and isinstance(stopped, int):
+        out.append(
+            ("voicelat.barge_in.stopped", stopped, {"voicelat.barge_in.stop_ns": b["stop_ns"]})
+        )
+    return out
+
+
 def first_response_events(turn: Turn) -> list[tuple[str, int, dict[str, Any]]]:
     """openinference#3418's first-response moments the turn observed: ``(event name, t_ns after
     t0, attributes)``, each attribute set naming its clock and its origin explicitly."""
@@ -667,7 +695,7 @@ def emit_turn_spans(
         attributes=root_plan.attributes,
         start_time=base,
     )
-    for name, t, attrs in first_response_events(turn):
+    for name, t, attrs in (*first_response_events(turn), *barge_in_events(turn)):
         root.add_event(name, attributes=attrs, timestamp=base + t)
     if root_plan.error is not None:
         root.set_status(Status(StatusCode.ERROR, root_plan.error))

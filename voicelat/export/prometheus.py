@@ -22,6 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
+from voicelat.core.bargein import BARGE_IN
 from voicelat.core.call import CALL_GREETING, CALL_TURN, index_label
 from voicelat.core.contract import SEGMENTS
 from voicelat.core.turn import Turn
@@ -138,6 +139,22 @@ class PrometheusExporter:
             buckets=lat,
             registry=reg,
         )
+        # Speech during replies (core/bargein.py): each interruption's stop at the ear, and
+        # every overlay counted by kind and outcome (stopped, never_stopped, false_barge_in,
+        # kept_talking, reply_ended_before).
+        self.barge_in_stop = Histogram(
+            f"{PREFIX}_barge_in_stop_seconds",
+            "An interruption's onset to the agent's last audible sample at the ear",
+            ["pipeline"],
+            buckets=lat,
+            registry=reg,
+        )
+        self.overlays = Counter(
+            f"{PREFIX}_overlays",
+            "Speech during a reply, by kind and what the agent did",
+            ["pipeline", "kind", "outcome"],
+            registry=reg,
+        )
         self.loop_lag = Histogram(
             f"{PREFIX}_loop_lag_seconds",
             "Lag of the measuring event loop",
@@ -180,6 +197,21 @@ class PrometheusExporter:
             )
         if isinstance(greeting, int):
             self.greeting.labels(self.pipeline).observe(seconds(greeting))
+        b = turn.extra.get(BARGE_IN)
+        if isinstance(b, Mapping):
+            self._on_overlay(b)
+
+    def _on_overlay(self, b: Mapping[str, Any]) -> None:
+        kind = str(b.get("kind", "interrupt"))
+        if isinstance(b.get("stop_ns"), int):
+            self.barge_in_stop.labels(self.pipeline).observe(seconds(b["stop_ns"]))
+        if b.get("reply_ended_before"):
+            outcome = "reply_ended_before"
+        elif kind == "interrupt":
+            outcome = "never_stopped" if b.get("never_stopped") else "stopped"
+        else:
+            outcome = "false_barge_in" if b.get("false_barge_in") else "kept_talking"
+        self.overlays.labels(self.pipeline, kind, outcome).inc()
 
     def on_loop_lag(self, lag_ns: int) -> None:
         """A probe sample; once these arrive, the per-turn maxima are no longer counted."""
