@@ -14,7 +14,10 @@ using ``SmallWebRTCRequestHandler``, as pipecat's runner does), the Silero VAD b
 pipecat (``VADProcessor``), and :class:`CannedReply`, which answers each user turn (the VAD's
 stop) with a canned clip after ``--delay-ms``: ``--lead-ms`` of digital silence, then a
 ``--tone-ms`` 440 Hz tone, at the output transport's rate (``--out-rate``). ``--mode mute``
-never answers. RTVI stays on (pipecat's default).
+never answers. RTVI stays on (pipecat's default). ``--interruptible``: the user's speech
+starting during a reply (the VAD's start) interrupts it, as Pipecat does it
+(``broadcast_interruption``: the output transport drops its queued audio and the serializer
+tells the client); without it the bot talks over the user to the end of its clip.
 
 It prints ``READY`` once it listens, then one JSON line per event with ``time.monotonic_ns()``
 (the same clock as voicelat's on one host): ``vad_stop`` (the VAD decided), ``reply`` (the clip
@@ -45,6 +48,7 @@ from pipecat.frames.frames import (
     TTSAudioRawFrame,
     TTSStartedFrame,
     TTSStoppedFrame,
+    VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
@@ -71,13 +75,23 @@ class CannedReply(FrameProcessor):
     calls, and without ``TTSStoppedFrame`` the last partial chunk of one reply would open the
     next one."""
 
-    def __init__(self, clip: bytes, rate: int, delay_ms: int, mute: bool) -> None:
+    def __init__(
+        self, clip: bytes, rate: int, delay_ms: int, mute: bool, interruptible: bool = False
+    ) -> None:
         super().__init__()
         self.clip, self.rate, self.delay_s, self.mute = clip, rate, delay_ms / 1000, mute
+        self.interruptible = interruptible
+        self.replying_until = 0.0  # monotonic s: the clip's end, once pushed
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         await self.push_frame(frame, direction)
+        if isinstance(frame, VADUserStartedSpeakingFrame):
+            if self.interruptible and time.monotonic() < self.replying_until:
+                log("interrupt")
+                self.replying_until = 0.0
+                await self.broadcast_interruption()
+            return
         if isinstance(frame, VADUserStoppedSpeakingFrame):
             log("vad_stop")
             if self.mute:
@@ -88,6 +102,7 @@ class CannedReply(FrameProcessor):
             # transport's last partial chunk; without it the tail would open the next reply).
             context = f"reply-{time.monotonic_ns()}"
             log("reply", samples=len(self.clip) // 2)
+            self.replying_until = time.monotonic() + len(self.clip) / 2 / self.rate + 0.5
             await self.push_frame(TTSStartedFrame(context_id=context))
             await self.push_frame(TTSAudioRawFrame(self.clip, self.rate, 1, context_id=context))
             await self.push_frame(TTSStoppedFrame(context_id=context))
@@ -136,7 +151,7 @@ def _pipeline(transport: Any, args: argparse.Namespace) -> PipelineWorker:
     )
     rate = args.clip_rate or args.out_rate  # another rate than the transport's: pipecat resamples
     clip = canned_clip(args.lead_ms, args.tone_ms, rate)
-    reply = CannedReply(clip, rate, args.delay_ms, args.mode == "mute")
+    reply = CannedReply(clip, rate, args.delay_ms, args.mode == "mute", args.interruptible)
     _log_writes(transport.output())
     pipeline = Pipeline([transport.input(), vad, reply, transport.output()])
     worker = PipelineWorker(
@@ -268,6 +283,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=("answer", "mute", "refuse"), default="answer")
     parser.add_argument("--allowed-origin", default="", help="ws: refuse other Origins (403)")
     parser.add_argument("--greet", action="store_true", help="speak the clip first on connect")
+    parser.add_argument(
+        "--interruptible", action="store_true", help="the user's speech interrupts a reply"
+    )
     args = parser.parse_args()
     asyncio.run(run_ws(args) if args.transport == "ws" else run_webrtc(args))
 

@@ -74,7 +74,8 @@ GREETING_WAIT_MS = 8000
 #: How long after a silence step's end a re-prompt that started may take to finish.
 _SILENCE_GRACE_S = 0.5
 #: An agent that says nothing of an interruption stopped for it if its audio ended by this
-#: long after the interruption's speech did.
+#: long after the interruption's onset (a stop is rarely slower; a reply that happens to end
+#: then is taken for a stop: ``stop_inferred`` says so).
 _INFER_STOP_NS = 1_500 * NS_PER_MS
 #: How long the line is heard after a backchannel or noise for the agent's reaction to it.
 _REACTION_S = 8.0
@@ -812,14 +813,14 @@ class CallEngine:
 
 def _line_outcome(ov: OverlayRun, sinks: Sequence[Sink]) -> OverlayOutcome:
     """A line overlay's outcome from its sink's audible spans. With no signal from the agent
-    (no ``speech_started``, ``interrupted`` or ``clear``), it stopped if its audio ended
-    during the overlay or soon after it, which a reply's natural end may also do: labelled
+    (no ``speech_started``, ``interrupted`` or ``clear``), it stopped if its audio ended soon
+    after the interruption's onset, which a reply's natural end may also do: labelled
     ``stop_inferred``."""
     spans: list[tuple[int, int]] = []
     if sinks and hasattr(sinks[0], "audible_spans_ns"):
         spans = sinks[0].audible_spans_ns()
     if not ov.stopped and ov.onset_ns is not None and spans:
-        end = (ov.speech_end_ns or ov.onset_ns) + _INFER_STOP_NS
+        end = ov.onset_ns + _INFER_STOP_NS
         if ov.onset_ns <= spans[-1][1] <= end:
             ov.stopped = True
             ov.extra["stop_inferred"] = True

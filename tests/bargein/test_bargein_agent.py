@@ -1,0 +1,67 @@
+"""Barge-in through a REAL Pipecat bot (tests/agents/pipecat_transport_agent.py: Pipecat's own
+websocket transport and protobuf serializer, its bundled Silero VAD, a 5 s canned reply): with
+interruptions allowed the bot's interruption frame is the detection, voicelat flushes its
+playback and the stop is timed at the ear; with them off the bot talks over the caller to
+the end of its reply, which is "never stopped" with its talk-over, not a failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.bargein.bargein_helpers import INTERRUPT_STEPS, scenario
+from tests.calls.test_call_agent import MS
+from tests.stages.agent_helpers import pipecat_agent
+from voicelat.core.plan import PlannedTurn
+from voicelat.engine.call import plan_calls
+from voicelat.engine.runner import Runner
+from voicelat.engine.stageset import AgentStageSet
+from voicelat.files.pipeline import parse_pipeline
+from voicelat.files.results import read_calls
+from voicelat.files.scenario import load_scenario
+from voicelat.stages.pipecat_ws import PipecatWs
+
+
+async def _run(tmp_path: Path, url: str) -> Runner:
+    loaded = load_scenario(scenario(tmp_path, "bot", INTERRUPT_STEPS))
+    calls = plan_calls([loaded.scenario])
+    plan = [PlannedTurn(i, f, 0, False) for i, f in enumerate(loaded.scenario.fixture_ids())]
+    table = {"stage": "pipecat-ws", "url": url, "reply_idle_ms": 400}
+    pipeline = parse_pipeline({"agent": table, "turn": {"timeout_s": 25}})
+    runner = Runner(pipeline, list(loaded.fixtures.values()), tmp_path / "out", calls=calls)
+    made = PipecatWs(pipeline.agent or {})
+    runner.build_stages = lambda: AgentStageSet.agent_of(made)  # type: ignore[method-assign]
+    await runner.run(plan)
+    return runner
+
+
+@pytest.mark.parametrize("interruptible", [True, False])
+async def test_a_pipecat_bot_is_interrupted_or_talks_over_the_caller(
+    tmp_path: Path, interruptible: bool
+) -> None:
+    port = 9291 if interruptible else 9292
+    extra = ["--tone-ms", "5000", "--stop-ms", "300"] + (
+        ["--interruptible"] if interruptible else []
+    )
+    with pipecat_agent("ws", port, *extra) as agent:
+        runner = await _run(tmp_path, f"ws://127.0.0.1:{port}")
+    turns = sorted(runner.turns, key=lambda t: t.index)
+    assert len(turns) == 3 and all(t.ok for t in turns), [t.failure_reason for t in turns]
+    (record,) = read_calls(tmp_path / "out")
+    (ov,) = record.overlays
+    assert ov.measured and ov.onset_ns is not None
+    if interruptible:
+        assert agent.named("interrupt"), agent.events
+        assert ov.stopped and ov.stop_ns is not None and not ov.extra.get("stop_inferred")
+        # The bot's detection is its Silero VAD's start (0.2 s of speech) after the onset;
+        # the segments sum to the stop, and the reply was cut long before its 5 s.
+        assert sum(ov.segments.values()) == ov.stop_ns
+        assert 150 * MS <= ov.stop_ns <= 1_500 * MS, ov.segments
+        assert ov.last_audible_ns is not None and ov.detected_ns is not None
+        assert ov.last_audible_ns - ov.detected_ns <= 21 * MS  # voicelat flushed at once
+    else:
+        assert not agent.named("interrupt")
+        assert ov.never_stopped and ov.stop_ns is None
+        # It talked over the whole interruption while its 5 s reply played on.
+        assert ov.talk_over_ns is not None and ov.talk_over_ns >= 2_000 * MS
