@@ -19,7 +19,7 @@ plus the agent's OWN reported figures (``agent_reported_*_ms``) for reports to s
 voicelat's, and flags for what the trace did not say. Ordering and clamping of the milestones
 against voicelat's own (``speech_end``, ``first_audio``) is the recorder's job, not this one's.
 
-Two mappings, each documented in docs/AGENT-TRACES.md:
+Four mappings, documented in docs/AGENT-TRACES.md and docs/PRODUCTION.md:
 
 ``"pipecat"``
     Pipecat 1.14's span tree (``conversation`` > ``turn`` > ``stt`` / ``llm`` / ``tts``,
@@ -28,6 +28,12 @@ Two mappings, each documented in docs/AGENT-TRACES.md:
     the OpenTelemetry GenAI semantic conventions, for other frameworks: ``invoke_agent``
     containers, ``speech_to_text`` / ``chat`` / ``text_to_speech`` operations,
     ``gen_ai.response.time_to_first_chunk`` in seconds, the realtime ``user_speech`` span.
+``"livekit"``
+    LiveKit Agents 1.x (``agent_turn`` > ``llm_node`` / ``tts_node`` / ``agent_speaking``, the
+    ``user_turn`` beside it): :mod:`voicelat.core.livekit_trace`.
+``"openai-agents"``
+    the OpenAI Agents SDK's voice pipeline as an OTel bridge exports it (``speech_group`` >
+    ``speech``, ``transcription`` beside it): :mod:`voicelat.core.openai_agents_trace`.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ __all__ = [
     "AgentSpan",
     "AttrValue",
     "TraceSplit",
+    "TurnTiming",
     "is_turn_container",
     "seconds_ns",
     "span_role",
@@ -79,7 +86,10 @@ FLAG_HANGOVER_UNSTATED = HANGOVER_UNSTATED
 #: what the caller heard (silence) explained by what the agent did.
 LLM_EMPTY_REASON = "the LLM answered with no text"
 
-MAPPINGS = ("pipecat", "genai")
+MAPPINGS = ("pipecat", "genai", "livekit", "openai-agents")
+
+#: The mappings whose frameworks time a turn their own way (a module each, not a _Rules chain).
+FRAMEWORK_MAPPINGS = frozenset({"livekit", "openai-agents"})
 
 #: An attribute the agent may put on any span of its trace (Pipecat: ``PipelineWorker(...,
 #: additional_span_attributes={VAD_STOP_ATTR: vad.params.stop_secs})``, which lands on the
@@ -117,6 +127,23 @@ class TraceSplit:
     #: What the trace says went wrong when the agent did not answer (:data:`LLM_EMPTY_REASON`),
     #: for the failure reason of a turn without reply audio; None when it says nothing.
     diagnosis: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnTiming:
+    """A turn's t=0, end and raw agent milestones (absolute ns, the agent's clock), with the
+    labels saying what t=0 and the end are (:mod:`voicelat.core.traced`)."""
+
+    t0: int | None
+    end: int | None
+    raw: dict[str, int]
+    t0_label: str
+    end_label: str
+    hangover_ns: int | None
+    flags: tuple[str, ...]
+    reported: Mapping[str, float]
+    hangover_source: str | None = None  # "trace" | "option" | "framework" | None (none known)
+    diagnosis: str | None = None  # as TraceSplit.diagnosis
 
 
 @dataclass(frozen=True)
@@ -180,7 +207,31 @@ _RULES: dict[str, _Rules] = {
         incomplete_key=None,
         latency_key=None,
     ),
+    # Containers and roles only (for the receiver, watch and the checks); the timing is the
+    # framework module's (split_from_spans dispatches).
+    "livekit": _Rules(
+        is_turn=lambda s: s.name == "agent_turn",
+        role=lambda s: {"llm_node": "llm", "tts_node": "tts", "user_turn": "endpoint"}.get(s.name),
+        ttfb_key="lk.response.ttft",
+        endpoint_from_stt_ttfb=False,
+        incomplete_key=None,
+        latency_key=None,
+    ),
+    "openai-agents": _Rules(
+        is_turn=lambda s: s.name == "speech_group",
+        role=lambda s: _openai_role(s),
+        ttfb_key="first_content_at",
+        endpoint_from_stt_ttfb=False,
+        incomplete_key=None,
+        latency_key=None,
+    ),
 }
+
+
+def _openai_role(span: AgentSpan) -> str | None:
+    from voicelat.core import openai_agents_trace  # it imports this module: not at the top
+
+    return openai_agents_trace.role(span)
 
 
 def split_from_spans(
@@ -196,6 +247,8 @@ def split_from_spans(
     rules = _RULES.get(mapping)
     if rules is None:
         raise ConfigError(f"unknown trace mapping {mapping!r}: use one of {', '.join(MAPPINGS)}")
+    if mapping in FRAMEWORK_MAPPINGS:
+        return _framework_split(spans, window, mapping)
     lo, hi = window
     inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
     by_id = {s.span_id: s for s in spans}
@@ -231,6 +284,29 @@ def split_from_spans(
         return None
     return TraceSplit(
         milestones=milestones, reported=reported, flags=tuple(flags), diagnosis=diagnosis
+    )
+
+
+def _framework_split(
+    spans: Sequence[AgentSpan], window: tuple[int, int], mapping: str
+) -> TraceSplit | None:
+    """A LiveKit or OpenAI Agents turn in ``window``, as a split (the first container that
+    spoke, as the chain mappings take it)."""
+    from voicelat.core.framework_turns import turn_timings  # imports this module
+
+    lo, hi = window
+    inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
+    timed = turn_timings(inside, mapping)
+    if not timed:
+        return None
+    flags = [FLAG_MULTIPLE_TURNS] if len(timed) > 1 else []
+    spoke = [t for t in timed if t.end is not None]
+    chosen = (spoke or timed)[0]
+    return TraceSplit(
+        milestones=dict(chosen.raw),
+        reported=dict(chosen.reported),
+        flags=tuple(dict.fromkeys([*flags, *chosen.flags])),
+        diagnosis=chosen.diagnosis,
     )
 
 
