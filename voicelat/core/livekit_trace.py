@@ -64,6 +64,9 @@ __all__ = [
 TURN = "agent_turn"
 USER_TURN = "user_turn"
 _ROLES = {"llm_node": "llm", "tts_node": "tts", USER_TURN: "endpoint"}
+#: The span stating the endpointing delay LiveKit waited: ``eou_detection`` (with a turn
+#: detector model; 1.7) or ``eou_wait`` (1.8).
+_EOU_SPANS = ("eou_wait", "eou_detection")
 
 #: LiveKit wrote 0 for its end-of-turn delay (it could not compute it: no VAD end of speech, a
 #: stale anchor, LiveKit issue #6093): t=0 is the turn's commit, endpointing 0.
@@ -172,6 +175,56 @@ def _tts_times(members: Sequence[AgentSpan]) -> tuple[int, int] | None:
     return None
 
 
+def _delay(turn: AgentSpan, user: AgentSpan, key: str) -> int | None:
+    """A user-side delay (s) as ns, from the user_turn, else the agent_turn (1.8 copies
+    ``lk.end_of_turn_delay`` and ``lk.transcription_delay`` onto it); 0 stays 0 (unmeasured)."""
+    value = seconds_ns(user.attributes.get(key))
+    return seconds_ns(turn.attributes.get(key)) if value is None else value
+
+
+def _user_side(
+    turn: AgentSpan,
+    members: Sequence[AgentSpan],
+    user: AgentSpan,
+    t0: int | None,
+    raw: dict[str, int],
+    reported: dict[str, float],
+    flags: list[str],
+) -> tuple[int, str]:
+    """t=0, its label and the endpoint / transcript milestones of a voice turn.
+
+    LiveKit commits a user turn (the ``user_turn`` span's end) once its endpointing delay has
+    passed since the end of speech AND the final transcript is in. The endpoint is the end of
+    that delay (``lk.eou.endpointing_delay`` of its ``eou_wait`` / ``eou_detection`` span, at
+    most the commit); the transcript is the end of speech + ``lk.transcription_delay`` (at
+    least the endpoint: what held the commit past the delay is STT's); the rest up to the LLM's
+    first token (the commit, ``on_user_turn_completed``, the request) is llm_ttft's."""
+    eot = _delay(turn, user, "lk.end_of_turn_delay")
+    label = "livekit_end_of_speech"
+    if eot:  # LiveKit writes 0 when it could not compute it
+        reported["agent_reported_end_of_turn_delay_ms"] = eot / 1e6
+        t0 = user.end_ns - eot if t0 is None else t0
+    elif t0 is None:
+        flags.append(FLAG_EOU_UNMEASURED)
+        t0, label = user.end_ns, "livekit_turn_commit"
+    eou = next(
+        (_first(members, n, user.span_id) for n in _EOU_SPANS if _first(members, n, user.span_id)),
+        None,
+    )
+    delay = None if eou is None else seconds_ns(eou.attributes.get("lk.eou.endpointing_delay"))
+    if delay is not None:
+        reported["agent_reported_endpointing_delay_ms"] = delay / 1e6
+    endpoint = user.end_ns if delay is None or label != "livekit_end_of_speech" else t0 + delay
+    raw["agent_endpoint"] = endpoint = min(max(endpoint, t0), user.end_ns)
+    stt = _delay(turn, user, "lk.transcription_delay")
+    if stt and label == "livekit_end_of_speech":
+        reported["agent_reported_transcription_delay_ms"] = stt / 1e6
+        raw["agent_stt_final"] = min(max(endpoint, t0 + stt), max(user.end_ns, endpoint))
+    else:
+        raw["agent_stt_final"] = user.end_ns
+    return t0, label
+
+
 def timing(
     turn: AgentSpan, members: Sequence[AgentSpan], user: AgentSpan | None
 ) -> TurnTiming | None:
@@ -191,26 +244,7 @@ def timing(
     if speaking is not None and e2e is not None:
         t0 = speaking.start_ns - e2e
     if user is not None:
-        raw["agent_endpoint"] = user.end_ns
-        eot = seconds_ns(user.attributes.get("lk.end_of_turn_delay"))
-        stt = seconds_ns(user.attributes.get("lk.transcription_delay"))
-        eou = _first(members, "eou_detection", user.span_id)
-        delay = None if eou is None else seconds_ns(eou.attributes.get("lk.eou.endpointing_delay"))
-        if delay is not None:
-            reported["agent_reported_endpointing_delay_ms"] = delay / 1e6
-        if eot:  # LiveKit writes 0 when it could not compute it
-            reported["agent_reported_end_of_turn_delay_ms"] = eot / 1e6
-            t0 = user.end_ns - eot if t0 is None else t0
-        elif t0 is None:
-            flags.append(FLAG_EOU_UNMEASURED)
-            t0, t0_label = user.end_ns, "livekit_turn_commit"
-        if stt and t0_label == "livekit_end_of_speech" and t0 is not None:
-            reported["agent_reported_transcription_delay_ms"] = stt / 1e6
-            # LiveKit commits a turn on a final transcript: stt after the commit is 0 unless it
-            # came later (the transcription delay itself runs inside endpointing).
-            raw["agent_stt_final"] = max(user.end_ns, t0 + stt)
-        else:
-            raw["agent_stt_final"] = user.end_ns
+        t0, t0_label = _user_side(turn, members, user, t0, raw, reported, flags)
     else:
         t0, t0_label = turn.start_ns, "livekit_text_input"
         raw["agent_endpoint"] = raw["agent_stt_final"] = t0

@@ -1,9 +1,11 @@
-"""Record REAL LiveKit Agents spans into ``livekit-text.otlp.json`` beside this script.
+"""Record REAL LiveKit Agents spans into ``livekit-text.otlp.json`` / ``livekit-voice.otlp.json``.
 
 Not a test, and not run by CI (livekit-agents is not a voicelat dependency): run it by hand in
-a virtualenv with ``livekit-agents==1.8.9`` and ``opentelemetry-sdk`` when LiveKit changes::
+a virtualenv with ``livekit-agents==1.8.9``, ``livekit-plugins-silero==1.8.9`` and
+``opentelemetry-sdk`` when LiveKit changes::
 
-    python tests/data/traces/record_livekit.py
+    python tests/data/traces/record_livekit.py          # text turns
+    python tests/data/traces/record_livekit.py --voice  # voice turns
 
 A real ``AgentSession`` runs with no room and no LiveKit server (``session.start(agent)``),
 its spans through ``livekit.agents.telemetry.set_tracer_provider`` into an in-memory exporter,
@@ -11,10 +13,13 @@ then written as one OTLP JSON ``ExportTraceServiceRequest`` (hex ids) by opentel
 encoder. Its LLM is scripted (a fixed reply streamed after 120 ms), its TTS a silent one
 (80 ms to the first byte, through LiveKit's own ChunkedStream and StreamAdapter), its audio
 output a sink that reports playback started on the first frame it is given, as LiveKit's
-RoomIO does when it pushes the frame to the track. Two text turns through
-``session.run(user_input=...)``: LiveKit's spans of a text turn have no ``user_turn`` (no
-VAD, no STT); a voice turn's ``user_turn`` / ``eou_detection`` spans are not recorded here.
-String attributes over 512 characters are cut.
+RoomIO does when it pushes the frame to the track. Text: two turns through
+``session.run(user_input=...)`` (LiveKit's spans of a text turn have no ``user_turn``: no VAD,
+no STT). Voice: ``fixtures/weather_paris.wav`` twice, paced in real time as the session's audio
+input (0.5 s of silence before, 3 s after each), LiveKit's Silero VAD with its defaults,
+``turn_detection="vad"`` and a scripted non-streaming STT (150 ms; LiveKit runs it on the
+VAD's segments): ``user_speaking``, ``user_turn`` and ``eou_wait`` spans beside each reply.
+String attributes over 512 characters are cut. recorded-livekit.json says when.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import sys
 import time
+import wave
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
-from livekit.agents import Agent, AgentSession, llm, tts
+from livekit import rtc
+from livekit.agents import Agent, AgentSession, llm, stt, tts
 from livekit.agents.llm import ChatChunk, ChoiceDelta
 from livekit.agents.telemetry import set_tracer_provider
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
@@ -38,11 +46,19 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-OUT = Path(__file__).resolve().parent / "livekit-text.otlp.json"
+HERE = Path(__file__).resolve().parent
+WAV = HERE.parents[2] / "fixtures" / "weather_paris.wav"
 
 
 class _ScriptLLM(llm.LLM):
-    def chat(self, *, chat_ctx: Any, tools: Any = None, conn_options: Any = DEFAULT_API_CONNECT_OPTIONS, **_: Any) -> Any:
+    def chat(
+        self,
+        *,
+        chat_ctx: Any,
+        tools: Any = None,
+        conn_options: Any = DEFAULT_API_CONNECT_OPTIONS,
+        **_: Any,
+    ) -> Any:
         return _Stream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
 
 
@@ -104,6 +120,60 @@ class _Sink(lkio.AudioOutput):
         pass
 
 
+class _ScriptSTT(stt.STT):
+    def __init__(self) -> None:
+        super().__init__(capabilities=stt.STTCapabilities(streaming=False, interim_results=False))
+
+    async def _recognize_impl(
+        self, buffer: Any, *, language: Any = None, conn_options: Any = None
+    ) -> Any:
+        await asyncio.sleep(0.15)
+        return stt.SpeechEvent(
+            type=stt.SpeechEventType.FINAL_TRANSCRIPT,
+            alternatives=[stt.SpeechData(language="en", text="what is the weather in paris")],
+        )
+
+
+class _PacedInput(lkio.AudioInput):
+    """16 kHz mono PCM in 20 ms frames, each due at its place in real time."""
+
+    def __init__(self, pcm: bytes) -> None:
+        super().__init__(label="paced")
+        self._pcm, self._pos, self._t0 = pcm, 0, 0.0
+
+    async def __anext__(self) -> Any:
+        size = 320 * 2
+        if not self._t0:
+            self._t0 = time.monotonic()
+        if self._pos >= len(self._pcm):
+            raise StopAsyncIteration
+        chunk = self._pcm[self._pos : self._pos + size].ljust(size, b"\0")
+        self._pos += size
+        await asyncio.sleep(max(0.0, self._t0 + self._pos / 2 / 16000 - time.monotonic()))
+        return rtc.AudioFrame(chunk, 16000, 1, 320)
+
+
+async def _voice(provider: TracerProvider) -> None:
+    from livekit.plugins import silero
+
+    with wave.open(str(WAV)) as w:
+        speech = w.readframes(w.getnframes())
+    pcm = b"\0\0" * 8000 + speech + b"\0\0" * 48000 + speech + b"\0\0" * 48000
+    session: AgentSession[Any] = AgentSession(
+        vad=silero.VAD.load(),
+        stt=_ScriptSTT(),
+        llm=_ScriptLLM(),
+        tts=_SilentTTS(),
+        turn_detection="vad",
+    )
+    session.input.audio = _PacedInput(pcm)
+    session.output.audio = _Sink()
+    await session.start(Agent(instructions="be brief"))
+    await asyncio.sleep(len(pcm) / 2 / 16000 + 1.0)
+    await session.aclose()
+    provider.force_flush()
+
+
 async def _session(provider: TracerProvider) -> None:
     session: AgentSession[Any] = AgentSession(llm=_ScriptLLM(), tts=_SilentTTS())
     session.output.audio = _Sink()
@@ -123,11 +193,13 @@ def _cut(doc: Any) -> Any:
 
 
 def main() -> None:
+    voice = "--voice" in sys.argv[1:]
+    out = HERE / ("livekit-voice.otlp.json" if voice else "livekit-text.otlp.json")
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "livekit-agent"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     set_tracer_provider(provider)
-    asyncio.run(_session(provider))
+    asyncio.run((_voice if voice else _session)(provider))
     doc = MessageToDict(encode_spans(exporter.get_finished_spans()))
     for rs in doc.get("resourceSpans", []):
         for ss in rs.get("scopeSpans", []):
@@ -135,8 +207,9 @@ def main() -> None:
                 for key in ("traceId", "spanId", "parentSpanId"):
                     if key in span:
                         span[key] = base64.b64decode(span[key]).hex()
-    OUT.write_text(json.dumps(_cut(doc), indent=1) + "\n")
-    print(f"{sum(len(ss['spans']) for rs in doc['resourceSpans'] for ss in rs['scopeSpans'])} spans -> {OUT}")
+    out.write_text(json.dumps(_cut(doc), indent=1) + "\n")
+    count = sum(len(ss["spans"]) for rs in doc["resourceSpans"] for ss in rs["scopeSpans"])
+    print(f"{count} spans -> {out}")
 
 
 if __name__ == "__main__":
