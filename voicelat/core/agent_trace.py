@@ -59,6 +59,7 @@ __all__ = [
     "span_role",
     "split_from_spans",
     "stated_vad_stop_ns",
+    "suggest_mapping",
     "ttfb_key",
     "turn_complete",
     "user_bot_latency_key",
@@ -343,6 +344,16 @@ def turn_complete(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> bool:
             if container is not None and rules.is_turn(container):
                 return True
     return False
+
+
+def suggest_mapping(spans: Sequence[AgentSpan], besides: str) -> str | None:
+    """The mapping other than ``besides`` whose turn containers ``spans`` hold the most of (the
+    frameworks' own before the generic GenAI one, which LiveKit 1.8's ``invoke_agent`` spans
+    also match); None when none has any."""
+    order = ("pipecat", "livekit", "openai-agents", "genai")
+    counts = {m: sum(_RULES[m].is_turn(s) for s in spans) for m in order if m != besides}
+    best = max(counts.values(), default=0)
+    return next((m for m, n in counts.items() if n == best), None) if best else None
 
 
 def is_turn_container(span: AgentSpan, mapping: str = "pipecat") -> bool:
