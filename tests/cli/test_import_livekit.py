@@ -212,7 +212,7 @@ def _broken() -> list[Span]:
             SESSION,
             {"lk.end_of_turn_delay": 0.0, "lk.transcription_delay": 0.0},
             trace=t,
-        ),  # fmt: skip
+        ),
         Span("agent_turn", 3_810, 6_000, REPLY, SESSION, {"lk.pii.user_input": "hi"}, trace=t),
         # a TTFT longer than its node
         Span("llm_node", 3_820, 3_900, sid("llm"), REPLY, {"lk.response.ttft": 0.2}, trace=t),
@@ -227,7 +227,7 @@ def _broken() -> list[Span]:
             sid("tts"),
             {"lk.tts_metrics": _tts(3_950, 0.04, -1.0)},
             trace=t,
-        ),  # fmt: skip
+        ),
         Span(
             "tts_request",
             4_000,
@@ -236,7 +236,7 @@ def _broken() -> list[Span]:
             sid("tts"),
             {"lk.tts_metrics": _tts(4_600, 0.5, 0.2)},
             trace=t,
-        ),  # fmt: skip
+        ),
         # "playing" 100 ms before the first byte (4300) existed
         Span("agent_speaking", 4_200, 6_000, sid("play"), REPLY, trace=t),
     ]

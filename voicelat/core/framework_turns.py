@@ -26,6 +26,8 @@ class Related:
 
     span: AgentSpan | None
     spans: tuple[AgentSpan, ...] = ()
+    #: The OpenAI Agents SDK's: a streamed session's turn (several transcriptions in it).
+    streamed: bool = False
 
 
 def _descendants(root: AgentSpan, children: Mapping[str, Sequence[AgentSpan]]) -> list[AgentSpan]:
@@ -65,7 +67,11 @@ def related(spans: Sequence[AgentSpan], mapping: str) -> dict[str, Related]:
                 if openai_agents_trace.role(s) == "llm"
                 and heard.end_ns <= s.start_ns <= group.start_ns
             ]
-            out[group_id] = Related(heard, (heard, *_descendants(heard, children), *llm))
+            out[group_id] = Related(
+                heard,
+                (heard, *_descendants(heard, children), *llm),
+                openai_agents_trace.streamed(heard, spans),
+            )
     return out
 
 
@@ -82,18 +88,14 @@ def unprompted(container: AgentSpan, side: Related | None, mapping: str) -> bool
 
 
 def timing_of(
-    mapping: str,
-    container: AgentSpan,
-    members: Sequence[AgentSpan],
-    side: Related | None,
-    conversation: Sequence[AgentSpan] = (),
+    mapping: str, container: AgentSpan, members: Sequence[AgentSpan], side: Related | None
 ) -> TurnTiming | None:
     """The framework's timing of one reply (``members``: the container, its descendants, its
     ancestors and the related spans)."""
     user = None if side is None else side.span
     if mapping == "livekit":
         return livekit_trace.timing(container, members, user)
-    return openai_agents_trace.timing(container, members, user, conversation or members)
+    return openai_agents_trace.timing(container, members, user, side is not None and side.streamed)
 
 
 def check_of(
@@ -127,7 +129,7 @@ def turn_timings(spans: Sequence[AgentSpan], mapping: str) -> list[TurnTiming]:
         for container in (s for s in members if is_turn_container(s, mapping)):
             side = sides.get(container.span_id)
             mine = [container, *_descendants(container, children), *(side.spans if side else ())]
-            timed = timing_of(mapping, container, mine, side, members)
+            timed = timing_of(mapping, container, mine, side)
             if timed is not None:
                 out.append((container.start_ns, timed))
     return [t for _, t in sorted(out, key=lambda kv: kv[0])]

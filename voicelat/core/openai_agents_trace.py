@@ -37,6 +37,7 @@ __all__ = [
     "claim_transcriptions",
     "first_content_ns",
     "role",
+    "streamed",
     "timing",
 ]
 
@@ -117,28 +118,29 @@ def first_content_ns(span: AgentSpan) -> int | None:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
 
 
-def _streamed(transcription: AgentSpan, spans: Sequence[AgentSpan]) -> bool:
+def streamed(transcription: AgentSpan, conversation: Sequence[AgentSpan]) -> bool:
     """Whether the transcription is a streamed session's turn: a bridge that copies the span's
-    model_config says so (``turn_detection``); else several transcriptions in the conversation."""
+    model_config says so (``turn_detection``); else several transcriptions in the conversation
+    (a single-turn pipeline's trace holds one)."""
     if any("turn_detection" in k for k in transcription.attributes):
         return True
-    return sum(s.name == TRANSCRIPTION for s in spans) > 1
+    return sum(s.name == TRANSCRIPTION for s in conversation) > 1
 
 
 def timing(
     group: AgentSpan,
     members: Sequence[AgentSpan],
     transcription: AgentSpan | None,
-    conversation: Sequence[AgentSpan],
+    is_streamed: bool,
 ) -> TurnTiming | None:
     """The reply's t=0, end and raw milestones; None for a reply to no transcription (the
-    workflow's greeting)."""
+    workflow's greeting). ``is_streamed``: :func:`streamed` of its conversation."""
     if transcription is None:
         return None
     flags: list[str] = []
     reported: dict[str, float] = {}
     reported["agent_reported_stt_span_ms"] = (transcription.end_ns - transcription.start_ns) / 1e6
-    if _streamed(transcription, conversation):
+    if is_streamed:
         t0, t0_label = transcription.end_ns, "openai_transcript_ready"
     else:
         t0, t0_label = transcription.start_ns, "openai_audio_in"
