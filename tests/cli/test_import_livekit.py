@@ -15,9 +15,10 @@ import pytest
 
 from tests.otlp_json import BASE_NS, MS, Span, sid, write
 from voicelat.cli.main import main
-from voicelat.core.agent_trace import AgentSpan, split_from_spans
+from voicelat.core.agent_trace import AgentSpan
 from voicelat.core.contract import TRACED_SEGMENTS
 from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK
+from voicelat.core.framework_turns import split_window
 from voicelat.files.otlp import read_trace_file
 from voicelat.files.results import load_run
 
@@ -102,11 +103,11 @@ def test_real_text_turns_start_at_the_reply(tmp_path: Path) -> None:
 
 
 def test_the_played_agent_split_reads_the_same_spans() -> None:
-    """split_from_spans (a played agent's window) maps a LiveKit turn as the import does."""
+    """split_window (a played agent's window) maps a LiveKit turn as the import does."""
     spans = _spans(VOICE)
     first_reply = next(s for s in spans if s.name == "agent_turn")
     users = [s for s in spans if s.name == "user_turn"]
-    split = split_from_spans(spans, (users[0].start_ns, first_reply.end_ns), "livekit")
+    split = split_window(spans, (users[0].start_ns, first_reply.end_ns), "livekit")
     assert split is not None and "trace_multiple_turns" not in split.flags
     assert split.milestones["agent_endpoint"] < split.milestones["agent_stt_final"]
     assert split.milestones["agent_tts_first_byte"] > split.milestones["agent_tts_request"]

@@ -19,7 +19,7 @@ plus the agent's OWN reported figures (``agent_reported_*_ms``) for reports to s
 voicelat's, and flags for what the trace did not say. Ordering and clamping of the milestones
 against voicelat's own (``speech_end``, ``first_audio``) is the recorder's job, not this one's.
 
-Four mappings, documented in docs/AGENT-TRACES.md and docs/PRODUCTION.md:
+Four mappings (the first two documented in docs/AGENT-TRACES.md, all four in docs/PRODUCTION.md):
 
 ``"pipecat"``
     Pipecat 1.14's span tree (``conversation`` > ``turn`` > ``stt`` / ``llm`` / ``tts``,
@@ -220,7 +220,7 @@ _RULES: dict[str, _Rules] = {
     ),
     "openai-agents": _Rules(
         is_turn=lambda s: s.name == "speech_group",
-        role=lambda s: _openai_role(s),
+        role=lambda s: _openai_role(s),  # defined below: the table is read at call time
         ttfb_key="first_content_at",
         endpoint_from_stt_ttfb=False,
         incomplete_key=None,
@@ -229,10 +229,23 @@ _RULES: dict[str, _Rules] = {
 }
 
 
-def _openai_role(span: AgentSpan) -> str | None:
-    from voicelat.core import openai_agents_trace  # it imports this module: not at the top
+_OPENAI_LLM_NAMES = frozenset({"response", "generation"})
+_OPENAI_LLM_OPS = frozenset({"chat", "text_completion", "generate_content"})
 
-    return openai_agents_trace.role(span)
+
+def _openai_role(span: AgentSpan) -> str | None:
+    """The OpenAI Agents SDK's links, by the names bridges give them (the span data's type):
+    ``transcription`` stt, ``speech`` tts; an LLM span by name, GenAI operation or
+    openinference kind."""
+    if span.name == "transcription":
+        return "stt"
+    if span.name == "speech":
+        return "tts"
+    op = span.attributes.get("gen_ai.operation.name")
+    kind = span.attributes.get("openinference.span.kind")
+    if span.name in _OPENAI_LLM_NAMES or op in _OPENAI_LLM_OPS or kind == "LLM":
+        return "llm"
+    return None
 
 
 def split_from_spans(
@@ -249,7 +262,10 @@ def split_from_spans(
     if rules is None:
         raise ConfigError(f"unknown trace mapping {mapping!r}: use one of {', '.join(MAPPINGS)}")
     if mapping in FRAMEWORK_MAPPINGS:
-        return _framework_split(spans, window, mapping)
+        # Their timing lives above this module (core/framework_turns.py imports it).
+        raise ConfigError(
+            f"the {mapping} mapping splits a window with voicelat.core.framework_turns.split_window"
+        )
     lo, hi = window
     inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
     by_id = {s.span_id: s for s in spans}
@@ -285,29 +301,6 @@ def split_from_spans(
         return None
     return TraceSplit(
         milestones=milestones, reported=reported, flags=tuple(flags), diagnosis=diagnosis
-    )
-
-
-def _framework_split(
-    spans: Sequence[AgentSpan], window: tuple[int, int], mapping: str
-) -> TraceSplit | None:
-    """A LiveKit or OpenAI Agents turn in ``window``, as a split (the first container that
-    spoke, as the chain mappings take it)."""
-    from voicelat.core.framework_turns import turn_timings  # imports this module
-
-    lo, hi = window
-    inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
-    timed = turn_timings(inside, mapping)
-    if not timed:
-        return None
-    flags = [FLAG_MULTIPLE_TURNS] if len(timed) > 1 else []
-    spoke = [t for t in timed if t.end is not None]
-    chosen = (spoke or timed)[0]
-    return TraceSplit(
-        milestones=dict(chosen.raw),
-        reported=dict(chosen.reported),
-        flags=tuple(dict.fromkeys([*flags, *chosen.flags])),
-        diagnosis=chosen.diagnosis,
     )
 
 

@@ -14,10 +14,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from voicelat.core import livekit_trace, openai_agents_trace
-from voicelat.core.agent_trace import AgentSpan, TurnTiming, is_turn_container
+from voicelat.core.agent_trace import (
+    FLAG_MULTIPLE_TURNS,
+    AgentSpan,
+    TraceSplit,
+    TurnTiming,
+    is_turn_container,
+)
 from voicelat.core.trace_checks import Finding
 
-__all__ = ["Related", "check_of", "related", "timing_of", "turn_timings", "unprompted"]
+__all__ = [
+    "Related",
+    "check_of",
+    "related",
+    "split_window",
+    "timing_of",
+    "turn_timings",
+    "unprompted",
+]
 
 
 @dataclass(frozen=True)
@@ -114,8 +128,7 @@ def check_of(
 
 
 def turn_timings(spans: Sequence[AgentSpan], mapping: str) -> list[TurnTiming]:
-    """Every timed reply in ``spans`` (grouped by trace), by the container's start: what a
-    played agent's window holds (:func:`voicelat.core.agent_trace.split_from_spans`)."""
+    """Every timed reply in ``spans`` (grouped by trace), by the container's start."""
     by_trace: dict[str, list[AgentSpan]] = {}
     for span in spans:
         by_trace.setdefault(span.trace_id, []).append(span)
@@ -133,3 +146,23 @@ def turn_timings(spans: Sequence[AgentSpan], mapping: str) -> list[TurnTiming]:
             if timed is not None:
                 out.append((container.start_ns, timed))
     return [t for _, t in sorted(out, key=lambda kv: kv[0])]
+
+
+def split_window(
+    spans: Sequence[AgentSpan], window: tuple[int, int], mapping: str
+) -> TraceSplit | None:
+    """A LiveKit or OpenAI Agents turn in ``window`` as a played agent's split (what
+    :func:`voicelat.core.agent_trace.split_from_spans` is for the chain mappings): the first
+    reply that spoke, ``trace_multiple_turns`` when the window holds several."""
+    lo, hi = window
+    timed = turn_timings([s for s in spans if s.end_ns >= lo and s.start_ns <= hi], mapping)
+    if not timed:
+        return None
+    chosen = next((t for t in timed if t.end is not None), timed[0])
+    flags = [FLAG_MULTIPLE_TURNS] if len(timed) > 1 else []
+    return TraceSplit(
+        milestones=dict(chosen.raw),
+        reported=dict(chosen.reported),
+        flags=tuple(dict.fromkeys([*flags, *chosen.flags])),
+        diagnosis=chosen.diagnosis,
+    )

@@ -27,7 +27,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from voicelat.core.agent_trace import FLAG_NO_TTFB, FLAG_PARTIAL, AgentSpan, TurnTiming
+from voicelat.core.agent_trace import (
+    FLAG_NO_TTFB,
+    FLAG_PARTIAL,
+    AgentSpan,
+    TurnTiming,
+    span_role,
+)
 from voicelat.core.trace_checks import Finding
 
 __all__ = [
@@ -44,8 +50,6 @@ __all__ = [
 GROUP = "speech_group"
 TRANSCRIPTION = "transcription"
 SPEECH = "speech"
-_LLM_NAMES = frozenset({"response", "generation"})
-_LLM_OPS = frozenset({"chat", "text_completion", "generate_content"})
 
 T0_LABELS: Mapping[str, str] = {
     "openai_audio_in": "a single-turn pipeline's audio input handed over (the transcription "
@@ -65,15 +69,7 @@ END_LABELS: Mapping[str, str] = {
 
 def role(span: AgentSpan) -> str | None:
     """``span``'s link in the SDK's chain: stt (transcription), llm, tts (speech), or None."""
-    if span.name == TRANSCRIPTION:
-        return "stt"
-    if span.name == SPEECH:
-        return "tts"
-    op = span.attributes.get("gen_ai.operation.name")
-    kind = span.attributes.get("openinference.span.kind")
-    if span.name in _LLM_NAMES or op in _LLM_OPS or kind == "LLM":
-        return "llm"
-    return None
+    return span_role(span, "openai-agents")
 
 
 def claim_transcriptions(spans: Sequence[AgentSpan]) -> dict[str, AgentSpan]:
