@@ -273,3 +273,22 @@ def test_livekit_spans_under_the_default_mapping_name_the_right_one(
     assert main(["import", str(VOICE), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--mapping livekit" in err
+
+
+def test_watch_takes_livekit_turns_as_the_import_does(tmp_path: Path) -> None:
+    from voicelat.engine.watch import Watcher, WatchReceiver
+
+    spans = _spans(VOICE)
+    rx = WatchReceiver(port=0, mapping="livekit")
+    watcher = Watcher(rx, tmp_path, window_s=60.0, settle_s=5.0)
+    # agent_session, the replies' ancestor, is exported only when the session closes: until
+    # then a reply is taken once it has settled
+    rx.buffer.add([s for s in spans if s.name != "agent_session"], now=0.0)
+    assert watcher.tick(now=1.0) == 0
+    assert watcher.tick(now=5.0) == 2
+    imported = load_run(_import(tmp_path, VOICE))
+    summary = watcher.window_summary()
+    assert summary.e2e.n == 2
+    assert sorted([summary.e2e.min, summary.e2e.max]) == sorted(
+        t.e2e_ns for t in imported.turns
+    )
