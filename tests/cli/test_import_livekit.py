@@ -229,6 +229,16 @@ def _broken() -> list[Span]:
             {"lk.tts_metrics": _tts(3_950, 0.04, -1.0)},
             trace=t,
         ),
+        # metrics that are not JSON (a truncating exporter): counted, the next request used
+        Span(
+            "tts_request",
+            3_960,
+            3_990,
+            sid("req3"),
+            sid("tts"),
+            {"lk.tts_metrics": '{"ttfb": 0.'},
+            trace=t,
+        ),
         Span(
             "tts_request",
             4_000,
@@ -250,6 +260,7 @@ def test_a_broken_span_set_is_timed_tolerantly_and_every_defect_is_a_finding(
     assert main(["import", str(path), "--mapping", "livekit", "--check"]) == EXIT_GATE_FAILED
     lines = capsys.readouterr().out.splitlines()
     found = {line.split(":", 1)[0] for line in lines}
+    assert sum(line.startswith("ttfb_missing:") for line in lines) == 2, lines
     assert found == {
         "delay_zero",
         "ttfb_exceeds_span",
@@ -289,6 +300,4 @@ def test_watch_takes_livekit_turns_as_the_import_does(tmp_path: Path) -> None:
     imported = load_run(_import(tmp_path, VOICE))
     summary = watcher.window_summary()
     assert summary.e2e.n == 2
-    assert sorted([summary.e2e.min, summary.e2e.max]) == sorted(
-        t.e2e_ns for t in imported.turns
-    )
+    assert sorted([summary.e2e.min, summary.e2e.max]) == sorted(t.e2e_ns for t in imported.turns)

@@ -318,9 +318,12 @@ def check_spans(
     for span in members:
         key = {"llm_node": "lk.response.ttft", "tts_node": "lk.response.ttfb"}.get(span.name)
         if key is None:
-            if span.name == "tts_request" and _metrics(span, "lk.tts_metrics").get("ttfb") == -1:
-                detail = "tts_request's lk.tts_metrics ttfb is -1 (no audio came)"
-                out.append(Finding("ttfb_missing", conversation, span.span_id, detail))
+            if span.name == "tts_request" and "lk.tts_metrics" in span.attributes:
+                ttfb = _metrics(span, "lk.tts_metrics").get("ttfb")
+                if ttfb is None or ttfb == -1:
+                    why = "is -1 (no audio came)" if ttfb == -1 else "is missing or unreadable"
+                    detail = f"tts_request's lk.tts_metrics ttfb {why}"
+                    out.append(Finding("ttfb_missing", conversation, span.span_id, detail))
             continue
         value = span.attributes.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
