@@ -28,9 +28,7 @@ def popen(*args: str, sigint_ignored: bool = False) -> subprocess.Popen[str]:
     it the way a shell starts a background job (``voicelat run &`` in a script)."""
     return subprocess.Popen(
         [sys.executable, "-m", "voicelat", *args],
-        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-        if sigint_ignored
-        else None,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

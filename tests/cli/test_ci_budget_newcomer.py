@@ -42,6 +42,4 @@ def test_ci_budget_file_is_the_budget_recorded_and_the_page_says_the_gate_failed
     assert str(budget) in page[verdict : page.index("<h2>")]
     # `view --html` redraws the same verdict from gate.json, and the budget from summary.json.
     again = run_page(load_run(out))
-    assert "latency gate FAILED" in again and again.index("latency gate FAILED") < again.index(
-        "<h2>"
-    )
+    assert "latency gate FAILED" in again and again.index("latency gate FAILED") < again.index("<h2>")

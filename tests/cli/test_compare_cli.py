@@ -146,9 +146,7 @@ async def test_the_compare_screen_names_the_distrusted_run(tmp_path: Path) -> No
     a, b = _copy_run(tmp_path, "a"), _copy_run(tmp_path, "b")
     _distrust(a)
     out = tmp_path / "out"
-    assert (
-        main(["compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200"]) == 0
-    )
+    assert main(["compare", str(a), str(b), "--out", str(out), "--no-tui", "--resamples", "200"]) == 0
     loaded = load_comparison(out)
     app = CompareApp(loaded.doc, loaded.runs)
     async with app.run_test(size=(80, 24)):

@@ -45,9 +45,7 @@ def test_no_option_shows_its_own_name_as_its_value() -> None:
         f"voicelat {' '.join(path)} {a.option_strings[0]} {a.dest.upper()}"
         for path, parser in COMMANDS
         for a in parser._actions
-        if a.nargs != 0
-        and not isinstance(a, argparse._SubParsersAction)
-        and _placeholder(a)
+        if a.nargs != 0 and not isinstance(a, argparse._SubParsersAction) and _placeholder(a)
         and a.dest.upper() not in ("PORT",)  # PORT already says what it is
     ]
     assert bad == []
