@@ -188,6 +188,25 @@ def _genai_role(span: AgentSpan) -> str | None:
     return _GENAI_ROLES.get(op or "")
 
 
+_OPENAI_LLM_NAMES = frozenset({"response", "generation"})
+_OPENAI_LLM_OPS = frozenset({"chat", "text_completion", "generate_content"})
+
+
+def _openai_role(span: AgentSpan) -> str | None:
+    """The OpenAI Agents SDK's links, by the names bridges give them (the span data's type):
+    ``transcription`` stt, ``speech`` tts; an LLM span by name, GenAI operation or
+    openinference kind."""
+    if span.name == "transcription":
+        return "stt"
+    if span.name == "speech":
+        return "tts"
+    op = span.attributes.get("gen_ai.operation.name")
+    kind = span.attributes.get("openinference.span.kind")
+    if span.name in _OPENAI_LLM_NAMES or op in _OPENAI_LLM_OPS or kind == "LLM":
+        return "llm"
+    return None
+
+
 _RULES: dict[str, _Rules] = {
     "pipecat": _Rules(
         is_turn=lambda s: s.name == "turn",
@@ -209,7 +228,7 @@ _RULES: dict[str, _Rules] = {
         latency_key=None,
     ),
     # Containers and roles only (for the receiver, watch and the checks); the timing is the
-    # framework module's (split_from_spans dispatches).
+    # framework module's (core/framework_turns.py; split_from_spans refuses them).
     "livekit": _Rules(
         is_turn=lambda s: s.name == "agent_turn",
         role=lambda s: {"llm_node": "llm", "tts_node": "tts", "user_turn": "endpoint"}.get(s.name),
@@ -220,32 +239,13 @@ _RULES: dict[str, _Rules] = {
     ),
     "openai-agents": _Rules(
         is_turn=lambda s: s.name == "speech_group",
-        role=lambda s: _openai_role(s),  # defined below: the table is read at call time
+        role=_openai_role,
         ttfb_key="first_content_at",
         endpoint_from_stt_ttfb=False,
         incomplete_key=None,
         latency_key=None,
     ),
 }
-
-
-_OPENAI_LLM_NAMES = frozenset({"response", "generation"})
-_OPENAI_LLM_OPS = frozenset({"chat", "text_completion", "generate_content"})
-
-
-def _openai_role(span: AgentSpan) -> str | None:
-    """The OpenAI Agents SDK's links, by the names bridges give them (the span data's type):
-    ``transcription`` stt, ``speech`` tts; an LLM span by name, GenAI operation or
-    openinference kind."""
-    if span.name == "transcription":
-        return "stt"
-    if span.name == "speech":
-        return "tts"
-    op = span.attributes.get("gen_ai.operation.name")
-    kind = span.attributes.get("openinference.span.kind")
-    if span.name in _OPENAI_LLM_NAMES or op in _OPENAI_LLM_OPS or kind == "LLM":
-        return "llm"
-    return None
 
 
 def split_from_spans(
