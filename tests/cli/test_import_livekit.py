@@ -301,3 +301,15 @@ def test_watch_takes_livekit_turns_as_the_import_does(tmp_path: Path) -> None:
     summary = watcher.window_summary()
     assert summary.e2e.n == 2
     assert sorted([summary.e2e.min, summary.e2e.max]) == sorted(t.e2e_ns for t in imported.turns)
+
+
+def test_the_generic_genai_mapping_finds_livekits_turns_but_cannot_time_them(
+    tmp_path: Path,
+) -> None:
+    """LiveKit 1.8 marks agent_turn invoke_agent and llm_request chat, but tags no
+    speech_to_text / text_to_speech operation: --mapping genai sees the turns, not their ends."""
+    out = tmp_path / "genai"
+    assert main(["import", str(VOICE), "--mapping", "genai", "--out", str(out)]) == EXIT_OK
+    run = load_run(out)
+    assert len(run.turns) == 2 and all(t.failed for t in run.turns)
+    assert all("trace_partial" in t.flags for t in run.turns)
