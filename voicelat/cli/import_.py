@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.agent_trace import MAPPINGS, AgentSpan
+from voicelat.core.agent_trace import MAPPINGS, AgentSpan, suggest_mapping
 from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, InfraError
 from voicelat.core.trace_checks import CHECKS
 from voicelat.core.traced import TracedImport, import_spans
@@ -50,8 +50,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--mapping",
         choices=MAPPINGS,
         default="pipecat",
-        help="how spans map onto turns: Pipecat 1.14's, or the OTel GenAI conventions "
-        "(default pipecat)",
+        help="how spans map onto turns: Pipecat 1.14's, the OTel GenAI conventions', LiveKit "
+        "Agents 1.x's, the OpenAI Agents SDK voice pipeline's (docs/PRODUCTION.md; default "
+        "pipecat)",
     )
     p.add_argument(
         "--hangover-ms",
@@ -124,12 +125,16 @@ def otlp_module() -> Any:
     return otlp
 
 
-def _no_turns(imported: TracedImport, mapping: str) -> ConfigError:
+def _no_turns(imported: TracedImport, mapping: str, spans: Sequence[AgentSpan]) -> ConfigError:
     names = ", ".join(list(imported.unmapped)[:6]) or "none"
-    other = next(m for m in MAPPINGS if m != mapping)
+    other = suggest_mapping(spans, mapping)
+    hint = (
+        f"their turns look like --mapping {other}'s"
+        if other is not None
+        else f"no mapping finds a turn in them ({', '.join(MAPPINGS)})"
+    )
     return ConfigError(
-        f"no {mapping} turn in {imported.spans} span(s) (span names: {names}): "
-        f"is it the right mapping (--mapping {other})?"
+        f"no {mapping} turn in {imported.spans} span(s) (span names: {names}): {hint}"
     )
 
 
@@ -150,7 +155,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(finding.line())
         return EXIT_GATE_FAILED if imported.findings else EXIT_OK
     if not imported.turns and not imported.no_reply:
-        raise _no_turns(imported, args.mapping)
+        raise _no_turns(imported, args.mapping, spans)
     from voicelat.files.traced import write_traced_run
 
     walls = [t.wall_time_ns for t in imported.turns if t.wall_time_ns is not None]

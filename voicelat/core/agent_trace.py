@@ -19,7 +19,7 @@ plus the agent's OWN reported figures (``agent_reported_*_ms``) for reports to s
 voicelat's, and flags for what the trace did not say. Ordering and clamping of the milestones
 against voicelat's own (``speech_end``, ``first_audio``) is the recorder's job, not this one's.
 
-Two mappings, each documented in docs/AGENT-TRACES.md:
+Four mappings (the first two documented in docs/AGENT-TRACES.md, all four in docs/PRODUCTION.md):
 
 ``"pipecat"``
     Pipecat 1.14's span tree (``conversation`` > ``turn`` > ``stt`` / ``llm`` / ``tts``,
@@ -28,6 +28,12 @@ Two mappings, each documented in docs/AGENT-TRACES.md:
     the OpenTelemetry GenAI semantic conventions, for other frameworks: ``invoke_agent``
     containers, ``speech_to_text`` / ``chat`` / ``text_to_speech`` operations,
     ``gen_ai.response.time_to_first_chunk`` in seconds, the realtime ``user_speech`` span.
+``"livekit"``
+    LiveKit Agents 1.x (``agent_turn`` > ``llm_node`` / ``tts_node`` / ``agent_speaking``, the
+    ``user_turn`` beside it): :mod:`voicelat.core.livekit_trace`.
+``"openai-agents"``
+    the OpenAI Agents SDK's voice pipeline as an OTel bridge exports it (``speech_group`` >
+    ``speech``, ``transcription`` beside it): :mod:`voicelat.core.openai_agents_trace`.
 """
 
 from __future__ import annotations
@@ -47,11 +53,13 @@ __all__ = [
     "AgentSpan",
     "AttrValue",
     "TraceSplit",
+    "TurnTiming",
     "is_turn_container",
     "seconds_ns",
     "span_role",
     "split_from_spans",
     "stated_vad_stop_ns",
+    "suggest_mapping",
     "ttfb_key",
     "turn_complete",
     "user_bot_latency_key",
@@ -79,7 +87,10 @@ FLAG_HANGOVER_UNSTATED = HANGOVER_UNSTATED
 #: what the caller heard (silence) explained by what the agent did.
 LLM_EMPTY_REASON = "the LLM answered with no text"
 
-MAPPINGS = ("pipecat", "genai")
+MAPPINGS = ("pipecat", "genai", "livekit", "openai-agents")
+
+#: The mappings whose frameworks time a turn their own way (a module each, not a _Rules chain).
+FRAMEWORK_MAPPINGS = frozenset({"livekit", "openai-agents"})
 
 #: An attribute the agent may put on any span of its trace (Pipecat: ``PipelineWorker(...,
 #: additional_span_attributes={VAD_STOP_ATTR: vad.params.stop_secs})``, which lands on the
@@ -117,6 +128,23 @@ class TraceSplit:
     #: What the trace says went wrong when the agent did not answer (:data:`LLM_EMPTY_REASON`),
     #: for the failure reason of a turn without reply audio; None when it says nothing.
     diagnosis: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnTiming:
+    """A turn's t=0, end and raw agent milestones (absolute ns, the agent's clock), with the
+    labels saying what t=0 and the end are (:mod:`voicelat.core.traced`)."""
+
+    t0: int | None
+    end: int | None
+    raw: dict[str, int]
+    t0_label: str
+    end_label: str
+    hangover_ns: int | None
+    flags: tuple[str, ...]
+    reported: Mapping[str, float]
+    hangover_source: str | None = None  # "trace" | "option" | "framework" | None (none known)
+    diagnosis: str | None = None  # as TraceSplit.diagnosis
 
 
 @dataclass(frozen=True)
@@ -160,6 +188,25 @@ def _genai_role(span: AgentSpan) -> str | None:
     return _GENAI_ROLES.get(op or "")
 
 
+_OPENAI_LLM_NAMES = frozenset({"response", "generation"})
+_OPENAI_LLM_OPS = frozenset({"chat", "text_completion", "generate_content"})
+
+
+def _openai_role(span: AgentSpan) -> str | None:
+    """The OpenAI Agents SDK's links, by the names bridges give them (the span data's type):
+    ``transcription`` stt, ``speech`` tts; an LLM span by name, GenAI operation or
+    openinference kind."""
+    if span.name == "transcription":
+        return "stt"
+    if span.name == "speech":
+        return "tts"
+    op = span.attributes.get("gen_ai.operation.name")
+    kind = span.attributes.get("openinference.span.kind")
+    if span.name in _OPENAI_LLM_NAMES or op in _OPENAI_LLM_OPS or kind == "LLM":
+        return "llm"
+    return None
+
+
 _RULES: dict[str, _Rules] = {
     "pipecat": _Rules(
         is_turn=lambda s: s.name == "turn",
@@ -180,6 +227,24 @@ _RULES: dict[str, _Rules] = {
         incomplete_key=None,
         latency_key=None,
     ),
+    # Containers and roles only (for the receiver, watch and the checks); the timing is the
+    # framework module's (core/framework_turns.py; split_from_spans refuses them).
+    "livekit": _Rules(
+        is_turn=lambda s: s.name == "agent_turn",
+        role=lambda s: {"llm_node": "llm", "tts_node": "tts", "user_turn": "endpoint"}.get(s.name),
+        ttfb_key="lk.response.ttft",
+        endpoint_from_stt_ttfb=False,
+        incomplete_key=None,
+        latency_key=None,
+    ),
+    "openai-agents": _Rules(
+        is_turn=lambda s: s.name == "speech_group",
+        role=_openai_role,
+        ttfb_key="first_content_at",
+        endpoint_from_stt_ttfb=False,
+        incomplete_key=None,
+        latency_key=None,
+    ),
 }
 
 
@@ -196,6 +261,11 @@ def split_from_spans(
     rules = _RULES.get(mapping)
     if rules is None:
         raise ConfigError(f"unknown trace mapping {mapping!r}: use one of {', '.join(MAPPINGS)}")
+    if mapping in FRAMEWORK_MAPPINGS:
+        # Their timing lives above this module (core/framework_turns.py imports it).
+        raise ConfigError(
+            f"the {mapping} mapping splits a window with voicelat.core.framework_turns.split_window"
+        )
     lo, hi = window
     inside = [s for s in spans if s.end_ns >= lo and s.start_ns <= hi]
     by_id = {s.span_id: s for s in spans}
@@ -267,6 +337,16 @@ def turn_complete(spans: Sequence[AgentSpan], mapping: str = "pipecat") -> bool:
             if container is not None and rules.is_turn(container):
                 return True
     return False
+
+
+def suggest_mapping(spans: Sequence[AgentSpan], besides: str) -> str | None:
+    """The mapping other than ``besides`` whose turn containers ``spans`` hold the most of (the
+    frameworks' own before the generic GenAI one, which LiveKit 1.8's ``invoke_agent`` spans
+    also match); None when none has any."""
+    order = ("pipecat", "livekit", "openai-agents", "genai")
+    counts = {m: sum(_RULES[m].is_turn(s) for s in spans) for m in order if m != besides}
+    best = max(counts.values(), default=0)
+    return next((m for m, n in counts.items() if n == best), None) if best else None
 
 
 def is_turn_container(span: AgentSpan, mapping: str = "pipecat") -> bool:

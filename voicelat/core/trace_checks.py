@@ -22,6 +22,9 @@ team's tracing. Each finding names its check, the span and what is wrong, in one
 ``playback_before_audio``
     the agent's "bot started speaking" stamped before its first synthesized audio existed:
     the playback time cannot be right;
+``delay_zero``
+    a stated delay of exactly 0 that cannot be: LiveKit writes ``lk.end_of_turn_delay`` 0 on a
+    ``user_turn`` when it could not measure it (no VAD end of speech, a stale anchor);
 ``clock_jump``
     a span outside its parent's time by more than :data:`CLOCK_TOLERANCE_NS` where the two
     come from different exporters (resources): their clocks disagree.
@@ -55,6 +58,8 @@ CHECKS: Mapping[str, str] = {
     "overlapping_turns": "two turns of one conversation overlap in time",
     "playback_before_audio": "playback stamped before the first synthesized audio existed",
     "clock_jump": "a span outside its parent's time where the two exporters' clocks disagree",
+    "delay_zero": "a stated delay of exactly 0 that cannot be (LiveKit's end-of-turn delay when "
+    "it could not measure it)",
 }
 
 #: How far a child span may stick out of a parent from another exporter before the clocks are

@@ -35,9 +35,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voicelat.core import framework_turns, livekit_trace, openai_agents_trace
 from voicelat.core.agent import place_trace
 from voicelat.core.agent_trace import (
+    FRAMEWORK_MAPPINGS,
     AgentSpan,
+    TurnTiming,
     is_turn_container,
     seconds_ns,
     span_role,
@@ -84,6 +87,8 @@ T0_LABELS: Mapping[str, str] = {
     "is missing): its end of speech if its output transport took no time (transport is 0)",
     "vad_stop": "the agent's VAD stop (the user_speech span's end); the hangover is not stated, "
     "so t=0 is late by it and endpointing is 0",
+    **livekit_trace.T0_LABELS,
+    **openai_agents_trace.T0_LABELS,
 }
 
 #: What a traced turn's end is (``extra["end"]``): the agent's first audio out, not the ear.
@@ -92,6 +97,8 @@ END_LABELS: Mapping[str, str] = {
     "t=0 + turn.user_bot_latency_seconds), not the ear",
     "tts_first_byte": "the agent's first synthesized audio byte (no playback time in the "
     "trace), not the ear",
+    **livekit_trace.END_LABELS,
+    **openai_agents_trace.END_LABELS,
 }
 
 
@@ -103,6 +110,9 @@ class TurnSpans:
     container: AgentSpan
     spans: tuple[AgentSpan, ...]  # container, descendants and ancestors
     descendants: frozenset[str] = frozenset()  # span ids under the container
+    #: LiveKit's user_turn / the OpenAI Agents SDK's transcription beside the container
+    #: (:mod:`voicelat.core.framework_turns`); None for the chain mappings.
+    related: framework_turns.Related | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,9 @@ class TracedImport:
     unmapped: Mapping[str, int] = field(default_factory=dict)
     #: Turn containers with no stt, llm or tts span under them (no reply to time).
     no_reply: int = 0
+    #: Replies nobody asked for (LiveKit's and the OpenAI Agents SDK's greetings: no user turn
+    #: before them): counted, not timed.
+    unprompted: int = 0
 
 
 def conversations(spans: Sequence[AgentSpan]) -> dict[str, list[AgentSpan]]:
@@ -147,6 +160,7 @@ def find_turns(conversation: str, spans: Sequence[AgentSpan], mapping: str) -> l
         if span.parent_id is not None:
             children.setdefault(span.parent_id, []).append(span)
     out: list[TurnSpans] = []
+    sides = framework_turns.related(spans, mapping) if mapping in FRAMEWORK_MAPPINGS else {}
     for container in (s for s in spans if is_turn_container(s, mapping)):
         members = [container]
         stack = list(children.get(container.span_id, []))
@@ -162,8 +176,11 @@ def find_turns(conversation: str, spans: Sequence[AgentSpan], mapping: str) -> l
             seen.add(parent.span_id)
             members.append(parent)
             parent = by_id.get(parent.parent_id or "")
+        side = sides.get(container.span_id)
+        if side is not None:
+            members.extend(s for s in side.spans if s not in members)
         members.sort(key=lambda s: (s.start_ns, s.end_ns))
-        out.append(TurnSpans(conversation, container, tuple(members), below))
+        out.append(TurnSpans(conversation, container, tuple(members), below, side))
     return out
 
 
@@ -171,24 +188,15 @@ def _first(spans: Sequence[AgentSpan], role: str, mapping: str) -> AgentSpan | N
     return next((s for s in spans if span_role(s, mapping) == role), None)
 
 
-@dataclass(frozen=True)
-class _Timing:
-    """A turn's t=0, end and raw agent milestones (absolute, the agent's clock)."""
-
-    t0: int | None
-    end: int | None
-    raw: dict[str, int]
-    t0_label: str
-    end_label: str
-    hangover_ns: int | None
-    flags: tuple[str, ...]
-    reported: Mapping[str, float]
-    hangover_source: str | None = None  # "trace" | "option" | None (none known)
+#: A turn's t=0, end and raw agent milestones (absolute, the agent's clock).
+_Timing = TurnTiming
 
 
 def _timing(ts: TurnSpans, mapping: str, hangover_ns: int | None = None) -> _Timing | None:
     """The turn's timing, or None when nothing of the chain is there (no reply).
     ``hangover_ns``: the VAD hangover to assume when the trace states none."""
+    if mapping in FRAMEWORK_MAPPINGS:
+        return framework_turns.timing_of(mapping, ts.container, ts.spans, ts.related)
     window = (min(s.start_ns for s in ts.spans), max(s.end_ns for s in ts.spans))
     split = split_from_spans(ts.spans, window, mapping)
     if split is None or not any(span_role(s, mapping) is not None for s in ts.spans):
@@ -234,6 +242,8 @@ def _timing(ts: TurnSpans, mapping: str, hangover_ns: int | None = None) -> _Tim
 
 def _findings_of(ts: TurnSpans, timing: _Timing | None, mapping: str) -> list[Finding]:
     """The per-turn checks: TTFBs of its spans, playback vs first TTS byte, clocks."""
+    if mapping in FRAMEWORK_MAPPINGS:
+        return _framework_findings(ts, timing, mapping)
     chain = [s for s in ts.spans if s.span_id != ts.container.span_id]
     found = check_ttfb(chain, ts.conversation, mapping)
     llm = _first(ts.spans, "llm", mapping)
@@ -248,6 +258,24 @@ def _findings_of(ts: TurnSpans, timing: _Timing | None, mapping: str) -> list[Fi
         ts.container.span_id,
         end,
         first_byte,
+        None if llm is None else llm.start_ns,
+    )
+    return found
+
+
+def _framework_findings(ts: TurnSpans, timing: _Timing | None, mapping: str) -> list[Finding]:
+    """A LiveKit / OpenAI Agents turn's checks: the framework's own, then playback vs its
+    first TTS byte (LiveKit's agent_speaking is a stated playback time; the SDK has none)."""
+    found = framework_turns.check_of(mapping, ts.conversation, ts.container, ts.spans, ts.related)
+    if timing is None:
+        return found
+    llm = _first(ts.spans, "llm", mapping)
+    played = timing.end if timing.end_label == "livekit_agent_speaking" else None
+    found += check_playback(
+        ts.conversation,
+        ts.container.span_id,
+        played,
+        timing.raw.get("agent_tts_first_byte"),
         None if llm is None else llm.start_ns,
     )
     return found
@@ -330,7 +358,7 @@ def import_spans(
     turns: list[Turn] = []
     findings: list[Finding] = []
     unmapped: Counter[str] = Counter()
-    no_reply = 0
+    no_reply = unprompted = 0
     convs = conversations(spans)
     with_turns = 0
     for conv, members in sorted(convs.items(), key=lambda kv: kv[1][0].start_ns):
@@ -341,6 +369,11 @@ def import_spans(
         loose = check_overlaps([ts.container for ts in found], conv)
         loose += check_clocks(members, conv)
         for ts in found:
+            if mapping in FRAMEWORK_MAPPINGS and framework_turns.unprompted(
+                ts.container, ts.related, mapping
+            ):
+                unprompted += 1  # a greeting: no user turn to time it from
+                continue
             timing = _timing(ts, mapping, hangover_ns)
             own = _findings_of(ts, timing, mapping)
             own += [
@@ -360,6 +393,7 @@ def import_spans(
         spans=len(spans),
         unmapped=dict(unmapped.most_common()),
         no_reply=no_reply,
+        unprompted=unprompted,
     )
 
 
@@ -391,6 +425,7 @@ def traced_section(
         "conversations": imported.conversations,
         "spans": imported.spans,
         "turns_without_reply": imported.no_reply,
+        "unprompted_replies": imported.unprompted,
         "unmapped_spans": dict(imported.unmapped),
         "findings": {k: by_check.get(k, 0) for k in CHECKS},
         "findings_total": len(imported.findings),
