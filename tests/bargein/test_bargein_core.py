@@ -104,3 +104,35 @@ def test_overlay_steps_are_read_and_their_mistakes_named(tmp_path: Path) -> None
     for name, (steps, message) in bad.items():
         with pytest.raises(ConfigError, match=message):
             load_scenario(scenario(tmp_path, name, steps))
+
+
+def test_overlays_a_pipeline_cannot_hear_and_fixtures_without_speech_are_refused(
+    tmp_path: Path,
+) -> None:
+    import json
+    import shutil
+
+    from tests.calls.calls_helpers import CALLS
+    from voicelat.files.pipeline import parse_pipeline
+    from voicelat.files.scenario import check_overlays
+
+    sc = load_scenario(scenario(tmp_path, "i", '[[step]]\nsay = "short_01_weather"\n'
+                                '[[step]]\ninterrupt = "int_01_wait"\n')).scenario  # fmt: skip
+    manual = parse_pipeline({"s2s": {"stage": "openai-realtime", "turn_detection": "none"}})
+    with pytest.raises(ConfigError, match='turn_detection = "server_vad"'):
+        check_overlays(sc, manual)
+    check_overlays(sc, parse_pipeline({"s2s": {"stage": "openai-realtime"}}))
+    # A backchannel fixture whose manifest has no speech bounds: named, before anything runs.
+    folder = tmp_path / "fx"
+    folder.mkdir()
+    manifest = json.loads((CALLS / "manifest.json").read_text())
+    for entry in manifest["fixtures"]:
+        shutil.copy(CALLS / entry["file"], folder / entry["file"])
+        if entry["id"] == "bc_yeah":
+            entry["speech_start_ms"] = entry["speech_end_ms"] = None
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    path = tmp_path / "bc.toml"
+    path.write_text(f'fixtures = "{folder}"\n[[step]]\nsay = "short_01_weather"\n'
+                    '[[step]]\nbackchannel = "bc_yeah"\n')  # fmt: skip
+    with pytest.raises(ConfigError, match="'bc_yeah' has no speech bounds"):
+        load_scenario(path)

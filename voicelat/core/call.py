@@ -126,7 +126,11 @@ class Scenario:
         return any(s.kind == "greeting" for s in self.steps)
 
     def fixture_ids(self) -> list[str]:
-        """The fixtures the scenario plays, in order (repeats kept; overlays included)."""
+        """The fixtures of the scenario's measured turns, in order (repeats kept)."""
+        return [s.fixture for s in self.says if s.fixture is not None]
+
+    def played_fixture_ids(self) -> list[str]:
+        """Every fixture the scenario plays, in order: its turns' and its overlays'."""
         return [s.fixture for s in self.steps if s.fixture is not None]
 
 

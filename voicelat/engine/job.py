@@ -218,7 +218,7 @@ def execute_run(
     scenario = getattr(args, "scenario", None)
     calls: Sequence[Any] = ()
     if scenario is not None:
-        fixtures, calls, plan = _plan_calls(args, Path(scenario), load)
+        fixtures, calls, plan = _plan_calls(args, Path(scenario), load, pipeline)
     else:
         plan = plan_turns(
             [f.id for f in fixtures],
@@ -276,7 +276,7 @@ def execute_run(
 
 
 def _plan_calls(
-    args: argparse.Namespace, scenario: Path, load: Load
+    args: argparse.Namespace, scenario: Path, load: Load, pipeline: Pipeline
 ) -> tuple[list[Fixture], list[Any], list[PlannedTurn]]:
     """``--scenario``: the scenarios' fixtures, the calls (``--repeat`` rounds) and their
     turns as the plan. Calls run closed-loop in this process (``--concurrency N`` calls)."""
@@ -292,6 +292,10 @@ def _plan_calls(
     if getattr(args, "turns", None) is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
     loaded = load_scenarios_for(args, scenario)
+    from voicelat.files.scenario import check_overlays
+
+    for item in loaded:
+        check_overlays(item.scenario, pipeline)
     calls = plan_calls([item.scenario for item in loaded], getattr(args, "repeat", 1) or 1)
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)

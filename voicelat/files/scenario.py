@@ -46,8 +46,9 @@ from typing import Any
 from voicelat.core.call import OVERLAY_STEPS, Scenario, Step
 from voicelat.core.errors import ConfigError
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
+from voicelat.files.pipeline import Pipeline
 
-__all__ = ["LoadedScenario", "load_scenario", "load_scenarios"]
+__all__ = ["LoadedScenario", "check_overlays", "load_scenario", "load_scenarios"]
 
 #: The longest gap, silence or fixed offset a step may ask for (an hour of call).
 MAX_MS = 3_600_000
@@ -259,7 +260,33 @@ def _fixtures(
             raise ConfigError(
                 f"{step.line}: no fixture {step.fixture!r} in {directory} (it has: {near}...)"
             )
-    return {k: known[k] for k in _unique(scenario.fixture_ids())}
+    for step in scenario.overlays:
+        fx = known[step.fixture or ""]
+        if fx.speech_start_ms is None or fx.speech_end_ms is None:
+            raise ConfigError(
+                f"{step.line}: fixture {step.fixture!r} has no speech bounds (speech_start_ms, "
+                "speech_end_ms in its manifest): an overlay is timed from its onset; annotate "
+                "it (voicelat fixtures annotate) or pick another"
+            )
+    return {k: known[k] for k in _unique(scenario.played_fixture_ids())}
+
+
+def check_overlays(scenario: Scenario, pipeline: Pipeline) -> None:
+    """Refuse, in one line, overlays on a pipeline that cannot hear them during a reply: a
+    realtime stage whose user turns voicelat's endpointer ends (OpenAI ``turn_detection =
+    "none"``, Gemini ``activity_detection = "manual"``) hears nothing but what voicelat commits."""
+    if not scenario.overlays or pipeline.s2s is None:
+        return
+    s2s = pipeline.s2s
+    manual = s2s.get("turn_detection") == "none" or s2s.get("activity_detection") == "manual"
+    if manual:
+        step = scenario.overlays[0]
+        raise ConfigError(
+            f"{step.line}: a {step.kind} step needs the realtime model to hear the line while "
+            f"it speaks; [s2s] {s2s.get('stage')} ends turns by voicelat's endpointer here: set "
+            "turn_detection = \"server_vad\" (OpenAI) or activity_detection = \"automatic\" "
+            "(Gemini)"
+        )
 
 
 def _unique(ids: Sequence[str]) -> list[str]:
