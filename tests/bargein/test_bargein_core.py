@@ -136,3 +136,36 @@ def test_overlays_a_pipeline_cannot_hear_and_fixtures_without_speech_are_refused
                     '[[step]]\nbackchannel = "bc_yeah"\n')  # fmt: skip
     with pytest.raises(ConfigError, match="'bc_yeah' has no speech bounds"):
         load_scenario(path)
+
+
+def test_the_timelines_mark_the_overlays_and_the_stop() -> None:
+    import xml.etree.ElementTree as ET
+
+    from voicelat.core.bargein import BARGE_IN, barge_in_extra
+    from voicelat.core.call import CALL_CONNECTED, CALL_ID, CALL_TURN, CallRecord
+    from voicelat.core.turn import Turn
+    from voicelat.report.call_svg import call_lanes, call_timeline_svg
+    from voicelat.tui.calls import call_timeline_text
+
+    ms = 1_000_000
+    cut = _stopped(240 * ms)  # onset at 1000 ns, stopped 240 ms later
+    t0 = 0
+    turn = Turn(index=0, fixture="f", t0_ns=t0,
+                milestones={"speech_start": 0, "speech_end": 10, "output_first_audible": 500},
+                segments={}, e2e_ns=490,
+                extra={CALL_ID: "c", CALL_TURN: 1, CALL_CONNECTED: 0,
+                                   BARGE_IN: barge_in_extra(cut, t0)})  # fmt: skip
+    record = CallRecord("c", "s", 0, 3_000 * ms, 2, 2, overlays=(cut,))
+    for lanes in (
+        call_lanes(record, [turn]),
+        call_lanes(CallRecord("c", "s", 0, 3_000 * ms, 2, 2), [turn]),
+    ):
+        (ov,) = lanes.overlays
+        assert ov.kind == "interrupt" and ov.stop_ns == 240 * ms
+        # The reply played until the interruption stopped it.
+        (reply,) = lanes.agent
+        assert reply.end_ns == cut.last_audible_ns
+        svg = ET.fromstring(call_timeline_svg(lanes))
+        stops = [e for e in svg.iter() if e.get("class") == "stop"]
+        assert [s.get("data-ns") for s in stops] == [str(240 * ms)]
+        assert "stop 240" in call_timeline_text(lanes).plain

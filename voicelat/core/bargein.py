@@ -256,6 +256,7 @@ def barge_in_extra(o: OverlayOutcome, t0_ns: int) -> dict[str, Any]:
         "kind": o.kind,
         "fixture": o.fixture,
         "onset_ns": rel(o.onset_ns),
+        "speech_end_ns": rel(o.speech_end_ns),
         "last_audible_ns": rel(o.last_audible_ns),
         "stop_ns": o.stop_ns,
         "segments": o.segments,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from voicelat.core.bargein import BARGE_IN
 from voicelat.core.call import (
     CALL_CONNECTED,
     CALL_GREETING,
@@ -103,6 +104,10 @@ def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
         key=lambda t: int(t.extra.get(CALL_TURN) or 0),
     )
     cut = {o.call_turn: o.last_audible_ns for o in record.overlays if o.stopped}
+    for t in mine:  # where only turns are at hand, their own record of it
+        b = t.extra.get(BARGE_IN)
+        if isinstance(b, dict) and isinstance(b.get("stop_ns"), int):
+            cut.setdefault(int(t.extra.get(CALL_TURN) or 0), t.t0_ns + b["last_audible_ns"])
     for t in mine:
         k, m, base = int(t.extra.get(CALL_TURN) or 0), t.milestones, t.t0_ns - zero
         if "speech_start" in m and "speech_end" in m and not t.extra.get(INTERRUPTING):
@@ -119,24 +124,52 @@ def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
             waits.append(Wait(k, base + m["speech_end"], base + heard))
         if not t.ok:
             failed.append(k)
-    overlays = tuple(
-        Overlay(
-            o.kind,
-            o.call_turn,
-            o.onset_ns - zero,
-            (o.speech_end_ns or o.onset_ns) - zero,
-            o.stop_ns,
-            o.never_stopped,
-            bool(o.false_barge_in),
-        )
-        for o in record.overlays
-        if o.onset_ns is not None
-    )
+    overlays = _overlays(record, mine)
     ends = [s.end_ns for s in (*user, *agent)] + [o.end_ns for o in overlays]
     end = max([record.duration_ns, *ends], default=1)
     return CallLanes(
         record.call_id, end, tuple(user), tuple(agent), tuple(waits), tuple(failed), overlays
     )
+
+
+def _overlays(record: CallRecord, turns: Sequence[Turn]) -> tuple[Overlay, ...]:
+    """The call's overlays from ``calls.jsonl``, or where only turns are at hand (the TUI)
+    from what each turn an overlay played into carries (``extra.barge_in``)."""
+    zero = record.connected_ns
+    if record.overlays:
+        return tuple(
+            Overlay(
+                o.kind,
+                o.call_turn,
+                o.onset_ns - zero,
+                (o.speech_end_ns or o.onset_ns) - zero,
+                o.stop_ns,
+                o.never_stopped,
+                bool(o.false_barge_in),
+            )
+            for o in record.overlays
+            if o.onset_ns is not None
+        )
+    out = []
+    for t in turns:
+        b = t.extra.get(BARGE_IN)
+        if not isinstance(b, dict) or not isinstance(b.get("onset_ns"), int):
+            continue
+        base = t.t0_ns - zero
+        end = b.get("speech_end_ns")
+        stop = b.get("stop_ns")
+        out.append(
+            Overlay(
+                str(b.get("kind", "")),
+                int(t.extra.get(CALL_TURN) or 0),
+                base + b["onset_ns"],
+                base + (end if isinstance(end, int) else b["onset_ns"]),
+                stop if isinstance(stop, int) else None,
+                bool(b.get("never_stopped")),
+                bool(b.get("false_barge_in")),
+            )
+        )
+    return tuple(out)
 
 
 def calls_from_turns(turns: Sequence[Turn]) -> list[CallRecord]:

@@ -2,7 +2,9 @@
 
 The same lanes as report.html's picture (``report/call_svg.py``): the caller's speech and the
 agent's audio at the ear on the call's clock, one character per step of time, each turn's
-wait (its e2e) as a dotted run with its milliseconds under it.
+wait (its e2e) as a dotted run with its milliseconds under it. Speech during a reply
+(``core/bargein.py``) marks the caller's lane in its own colour (``▓``), and an interruption's
+stop at the ear ("stop 240" or "never stopped") is written under it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = ["call_timeline_text", "calls_view"]
 USER_STYLE = "bold blue"
 AGENT_STYLE = "bold green"
 FAILED_STYLE = "bold red"
+OVERLAY_STYLES = {"interrupt": "bold magenta", "backchannel": "magenta", "noise": "yellow"}
 _LABEL = 8
 
 
@@ -43,6 +46,9 @@ def call_timeline_text(lanes: CallLanes, width: int = 72) -> Text:
             for c in range(col(s.start_ns), col(s.end_ns) + 1):
                 row[c] = ("█", mark)
     labels = [" "] * cols
+    for o in lanes.overlays:
+        for c in range(col(o.start_ns), col(o.end_ns) + 1):
+            user[c] = ("▓", OVERLAY_STYLES.get(o.kind, "magenta"))
     for w in lanes.waits:
         a, b = col(w.start_ns), col(w.end_ns)
         for c in range(a, b + 1):
@@ -58,6 +64,16 @@ def call_timeline_text(lanes: CallLanes, width: int = 72) -> Text:
             out.append(ch, style=style or None)
         out.append("\n")
     out.append(" " * _LABEL + "".join(labels), style="yellow")
+    stops = [" "] * cols
+    for o in lanes.overlays:
+        if o.kind != "interrupt" or (o.stop_ns is None and not o.never_stopped):
+            continue
+        text = f"stop {fmt_ms(o.stop_ns)}" if o.stop_ns is not None else "never stopped"
+        a = col(o.start_ns)
+        for i, ch in enumerate(text[: max(1, cols - a)]):
+            stops[a + i] = ch
+    if any(ch != " " for ch in stops):
+        out.append("\n" + " " * _LABEL + "".join(stops), style="bold magenta")
     return out
 
 
