@@ -18,7 +18,11 @@ CALLS = ROOT / "fixtures" / "calls"
 
 def test_the_bundled_scenarios_load_with_their_fixtures() -> None:
     loaded = {item.scenario.name: item for item in load_scenarios(ROOT / "scenarios")}
-    assert set(loaded) == {"booking", "greeting", "short"}
+    assert set(loaded) == {"backchannel", "booking", "greeting", "interrupt", "short"}
+    # Two interruptions in a call; three backchannels and a noise burst in a call.
+    assert [s.kind for s in loaded["interrupt"].scenario.overlays] == ["interrupt"] * 2
+    kinds = [s.kind for s in loaded["backchannel"].scenario.overlays]
+    assert kinds == ["backchannel"] * 3 + ["noise"]
     booking = loaded["booking"].scenario
     assert len(booking.says) == 6 and not booking.greets
     assert loaded["greeting"].scenario.greets
