@@ -541,6 +541,7 @@ class LiveSession:
         self._plan: list[PlannedTurn] = []
         self._current: _LiveTurn | None = None
         self._active: set[_LiveTurn] = set()
+        self._interrupts: set[asyncio.Future[None]] = set()
         self._history: deque[LiveFrame] = deque()
         self._stages: StageSet | None = None
         self._engine: TurnEngine | None = None
@@ -706,8 +707,21 @@ class LiveSession:
         if turn is None or turn.task is None or turn.task.done():
             return
         turn.interrupted = True
-        turn.sink.cancel()
-        if turn.body is not None:
+        sink = turn.sink
+        rate = getattr(sink, "rate", None) or 0
+        played_ms = getattr(sink, "played_samples", 0) * 1000 // rate if rate else 0
+        sink.cancel()
+        # A realtime model is told what its protocol says (OpenAI: response.cancel and
+        # conversation.item.truncate at what was heard), as a call's interruption does
+        # (engine/call.py); the stream the body holds, and the session with it, is closed
+        # once that went out (the speaker is already quiet).
+        hearing = getattr(self._stages, "hearing", None)
+        interrupt = getattr(hearing, "interrupt", None)
+        if interrupt is not None:
+            task = asyncio.ensure_future(_tell(interrupt, played_ms, turn.body))
+            self._interrupts.add(task)
+            task.add_done_callback(self._interrupts.discard)
+        elif turn.body is not None:
             turn.body.cancel()
 
     def _start_turn(self, action: StartTurn) -> None:
@@ -924,3 +938,22 @@ __all__ = [
     "StartTurn",
     "ToTurn",
 ]
+
+
+async def _tell(interrupt: Any, played_ms: int, body: asyncio.Task[None] | None) -> None:
+    """A barge-in's cancel to the provider (a session already gone has nothing to cancel);
+    the turn's body then ends as the response does (its ``response.done``, the provider's
+    drain seen), or is stopped after :data:`_DRAIN_WAIT_S`: closing the session at once
+    could drop the cancel before the server read it."""
+    try:
+        with contextlib.suppress(Exception):
+            await interrupt(played_ms)
+        if body is not None:
+            await asyncio.wait({body}, timeout=_DRAIN_WAIT_S)
+    finally:
+        if body is not None:
+            body.cancel()
+
+
+#: How long a realtime reply told to stop may take to end before its turn is stopped.
+_DRAIN_WAIT_S = 2.0

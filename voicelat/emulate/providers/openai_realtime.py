@@ -321,12 +321,17 @@ class OpenAIRealtimeEmulator(SpeakingEmulator):
             response = _obj(ev.get("response"))
             self._schedule_response(x, s, out, t, "create", response.get("output_modalities"))
         elif kind == "response.cancel":
+            x.truth.mark("cancel_received", t)
             if s.responding(t) is None:
                 raise _Refused(
                     "Cancellation failed: no active response found", "response_cancel_not_active"
                 )
             self._cancel(x, s, out, t, "client_cancelled", [])
         elif kind == "conversation.item.truncate":
+            # Truth of a barge-in's client side: what it cut, where (a client that hangs up
+            # right after never reads the confirmation).
+            x.truth.mark("truncate_received", t)
+            x.truth.detail["truncate_audio_end_ms"] = ev.get("audio_end_ms")
             self._truncate(s, out, ev, t)
         elif kind == "conversation.item.create":
             self._item_create(s, out, ev, t)

@@ -212,11 +212,11 @@ class OpenAIRealtimeProtocol(WsProtocol[bytes]):
 
 
 def barge_in_messages(item_id: str | None, played_ms: int) -> list[str]:
-    """What a client sends when the user cuts in (PROTOCOLS-AGENTS.md §1): ``response.cancel``
-    (the server may have cancelled already under ``interrupt_response``: its
-    ``response_cancel_not_active`` is benign), then ``conversation.item.truncate`` of the
-    assistant item at what the user heard, so the model's context holds only that."""
-    out = [_RESPONSE_CANCEL]
+    """What a client sends when the user cuts in (PROTOCOLS-AGENTS.md §1):
+    ``conversation.item.truncate`` of the assistant item at what the user heard (the model's
+    context then holds only that), then ``response.cancel`` (the server may have cancelled
+    already under ``interrupt_response``: its ``response_cancel_not_active`` is benign)."""
+    out = []
     if item_id is not None:
         out.append(
             json_text(
@@ -228,7 +228,7 @@ def barge_in_messages(item_id: str | None, played_ms: int) -> list[str]:
                 }
             )
         )
-    return out
+    return [*out, _RESPONSE_CANCEL]
 
 
 def _int(value: Any) -> int | None:
