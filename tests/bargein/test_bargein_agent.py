@@ -23,14 +23,15 @@ from voicelat.files.scenario import load_scenario
 from voicelat.stages.pipecat_ws import PipecatWs
 
 
-async def _run(tmp_path: Path, url: str) -> Runner:
+async def _run(tmp_path: Path, url: str, stage: type = PipecatWs) -> Runner:
     loaded = load_scenario(scenario(tmp_path, "bot", INTERRUPT_STEPS))
     calls = plan_calls([loaded.scenario])
     plan = [PlannedTurn(i, f, 0, False) for i, f in enumerate(loaded.scenario.fixture_ids())]
-    table = {"stage": "pipecat-ws", "url": url, "reply_idle_ms": 400}
+    name = "pipecat-ws" if stage is PipecatWs else "webrtc"
+    table = {"stage": name, "url": url, "reply_idle_ms": 400}
     pipeline = parse_pipeline({"agent": table, "turn": {"timeout_s": 25}})
     runner = Runner(pipeline, list(loaded.fixtures.values()), tmp_path / "out", calls=calls)
-    made = PipecatWs(pipeline.agent or {})
+    made = stage(pipeline.agent or {})
     runner.build_stages = lambda: AgentStageSet.agent_of(made)  # type: ignore[method-assign]
     await runner.run(plan)
     return runner
@@ -65,3 +66,21 @@ async def test_a_pipecat_bot_is_interrupted_or_talks_over_the_caller(
         assert ov.never_stopped and ov.stop_ns is None
         # It talked over the whole interruption while its 5 s reply played on.
         assert ov.talk_over_ns is not None and ov.talk_over_ns >= 2_000 * MS
+
+
+async def test_a_pipecat_bot_over_webrtc_stops_for_an_interruption(tmp_path: Path) -> None:
+    """WebRTC carries no interruption signal in-band: the stop is read at the ear (the bot's
+    Opus audio went quiet) and labelled inferred."""
+    from voicelat.stages.webrtc import WebRTC
+
+    port = 9293
+    extra = ["--tone-ms", "5000", "--stop-ms", "300", "--interruptible"]
+    with pipecat_agent("webrtc", port, *extra) as agent:
+        runner = await _run(tmp_path, f"http://127.0.0.1:{port}/api/offer", WebRTC)
+    turns = sorted(runner.turns, key=lambda t: t.index)
+    assert len(turns) == 3 and all(t.ok for t in turns), [t.failure_reason for t in turns]
+    assert agent.named("interrupt"), agent.events
+    (ov,) = read_calls(tmp_path / "out")[0].overlays
+    assert ov.stopped and ov.stop_ns is not None
+    assert sum(ov.segments.values()) == ov.stop_ns
+    assert 150 * MS <= ov.stop_ns <= 1_500 * MS, ov.segments
