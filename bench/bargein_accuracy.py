@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import KEY_ENV, MS, dist_ms, fmt, machine, machine_line, serve, write_fixture
+from _common import KEY_ENV, dist_ms, fmt, machine, machine_line, serve, write_fixture
 from s2s_accuracy import RealtimeProfile, realtime_pipeline
 
 from voicelat.core.bargein import OverlayOutcome
