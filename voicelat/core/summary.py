@@ -64,6 +64,9 @@ FIGURES: tuple[str, ...] = (
     "sink_longest_gap_ns",
     "sink_late_chunks",
     "sink_realtime_factor",
+    # A phone leg (engine/phone_leg.py): 20 ms frames lost (or late) and concealed, each way.
+    "phone_up_lost_frames",
+    "phone_down_lost_frames",
     "schedule_lag_ns",
 )
 

@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,12 +21,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 from voicelat.core.errors import ConfigError, InfraError
 from voicelat.core.network import NetworkProfile, realised_misses
+from voicelat.engine.phone_leg import TRANSCODE_NOTE, realised_from_turns
 
 __all__ = ["NetworkRun", "RelayProcess", "open_network", "relayed_pipeline"]
 
 _PLAIN = {"http": 80, "ws": 80, "tcp": None}
 _TABLES = ("stt", "llm", "tts", "s2s", "agent")
 _URL_KEYS = ("url", "base_url")
+PHONE_NOTE = (
+    "codec pcmu: a phone leg on the audio (the caller's frames and the reply, 8 kHz mu-law, "
+    "delay + fixed jitter buffer, lost frames repeated once then silenced); the stages' "
+    "connections are not relayed"
+)
 
 
 class RelayProcess:
@@ -161,13 +167,18 @@ class NetworkRun:
     relay: RelayProcess | None = None
     notes: list[str] = field(default_factory=list)
 
-    def close(self) -> dict[str, Any]:
-        """Stop the relay; the ``network`` section of the summary."""
-        realised = self.relay.close() if self.relay is not None else {}
+    def close(self, turns: Sequence[Any] = ()) -> dict[str, Any]:
+        """Stop the relay; the ``network`` section of the summary (a phone leg's realised
+        impairment read from ``turns``' figures)."""
+        phone = self.profile.codec == "pcmu"
+        if phone:
+            realised = realised_from_turns(self.profile, turns) if turns else {}
+        else:
+            realised = self.relay.close() if self.relay is not None else {}
         misses = realised_misses(self.profile, realised) if realised else []
         return {
             "requested": self.profile.to_json(),
-            "applied_by": "relay",
+            "applied_by": "phone_leg" if phone else "relay",
             "realised": realised,
             "misses": misses,
             "notes": self.notes,
@@ -175,7 +186,10 @@ class NetworkRun:
 
     def record(self, outcome: Any) -> None:
         """Stop the relay and write its section (and any trust reason) into the summary."""
-        section = self.close()
+        turns: Sequence[Any] = ()
+        if self.profile.codec == "pcmu" and outcome is not None:
+            turns = _turns_of(outcome)
+        section = self.close(turns)
         summary = getattr(outcome, "summary", None)
         if not isinstance(summary, dict):
             return
@@ -193,6 +207,19 @@ class NetworkRun:
         from voicelat.files.results import write_summary
 
         write_summary(outcome.run_dir, summary)
+
+
+def _turns_of(outcome: Any) -> Sequence[Any]:
+    """Every turn of a finished run: the outcome's, else its directory's turns.jsonl."""
+    every = getattr(outcome, "every_turn", None)
+    if callable(every):
+        return list(every())
+    run_dir = getattr(outcome, "run_dir", None)
+    if run_dir is not None and (Path(run_dir) / "turns.jsonl").exists():
+        from voicelat.files.results import load_run
+
+        return list(load_run(Path(run_dir)).turns)
+    return []
 
 
 def open_network(args: Any, pipeline: Any, info: Any = None) -> NetworkRun | None:
@@ -227,6 +254,16 @@ def open_network(args: Any, pipeline: Any, info: Any = None) -> NetworkRun | Non
             )
             + 'the relay is the fallback: mode = "relay"'
         )
+    # The profile rides on the pipeline: the turn engine reads a phone leg from it.
+    pipeline = replace(pipeline, network=profile)
+    if profile.codec == "pcmu":
+        # A carrier leg is between the caller and the agent, where the audio is: the caller's
+        # frames and the reply's audio go through it (engine/phone_leg.py), the stages'
+        # connections do not (they are the agent's, on its own network).
+        run = NetworkRun(profile, pipeline, notes=[PHONE_NOTE, TRANSCODE_NOTE])
+        if info is not None:
+            info(f"network {profile.name}: a phone leg on the audio ({profile.source})")
+        return run
     addresses = _addresses(pipeline)
     targets = sorted({_target(url, f"[{kind}] {key}") for kind, key, url in addresses})
     run = NetworkRun(profile, pipeline)

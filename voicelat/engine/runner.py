@@ -42,6 +42,7 @@ from voicelat.engine.agent_turn import TraceSource
 from voicelat.engine.call import CallEngine, PlannedCall
 from voicelat.engine.load import Barrier, Session, SessionPool, closed_loop, open_loop
 from voicelat.engine.machine import MachineSampler, server_pids
+from voicelat.engine.phone_leg import band_limited, phone_leg
 from voicelat.engine.probes import LoopLagProbe, freeze_gc, unfreeze_gc
 from voicelat.engine.progress import NullObserver, Observer
 from voicelat.engine.servers import with_stack_servers
@@ -171,8 +172,11 @@ class Runner:
 
     def load_inputs(self, rate: int) -> None:
         """Read and resample every fixture before any timing starts."""
+        leg = phone_leg(self.pipeline)
         for fx in self.fixtures:
-            self.inputs[fx.id] = TurnInput.from_fixture(fx, rate)
+            inp = TurnInput.from_fixture(fx, rate)
+            # A phone leg: the caller's audio through G.711, once, here (engine/phone_leg.py).
+            self.inputs[fx.id] = band_limited(inp) if leg is not None else inp
 
     def turn_engine(self) -> TurnEngine:
         """The engine that runs this runner's turns (its clock, observer, probe, out_dir), of

@@ -37,6 +37,7 @@ from voicelat.core.recorder import TurnRecorder
 from voicelat.core.schedule import schedule_lag_ns
 from voicelat.core.turn import Turn
 from voicelat.engine.phases import cancel_tasks
+from voicelat.engine.phone_leg import PhoneLeg, PhoneSink, PhoneSinks, heard_input, phone_leg
 from voicelat.engine.probes import LoopLagProbe
 from voicelat.engine.progress import NullObserver, Observer
 from voicelat.engine.stageset import StageSet
@@ -64,6 +65,8 @@ class TurnEngine:
     loop_lag: LoopLagProbe | None = None
     out_dir: Path | None = None
     spin_ns: int | None = None
+    #: The phone sinks of its turns, until their figures are recorded (engine/phone_leg.py).
+    phone_sinks: PhoneSinks = field(default_factory=PhoneSinks, repr=False, compare=False)
     #: What records a turn of this shape.
     recorder_class: ClassVar[type[TurnRecorder]] = TurnRecorder
     #: The stage name a failure of the shape's own stream is recorded under.
@@ -121,8 +124,12 @@ class TurnEngine:
         await self.prepare(rec, stages.hearing)
         turn_start = self.clock.now_ns()
         if body is None:
+            leg = self.phone_leg
+            if leg is not None and source is None:
+                inp = heard_input(inp, leg, rec)  # the caller's phone leg (docs/NETWORK.md)
             body = self.body(planned, inp, rec, stages, source=source, sink=sink)
         await self.guard(rec, body, hold=hold)
+        self.phone_sinks.record(rec)
         self.record_loop_lag(rec, turn_start)
         if scheduled and rec.t0_ns:  # 0 until the first frame went out: never started, no lag
             rec.figure("intended_start_ns", intended)
@@ -204,17 +211,27 @@ class TurnEngine:
         """Tell the observer that ``rec`` reached ``name`` at clock time ``t_ns``."""
         self.observer.milestone(rec.index, name, t_ns - rec.t0_ns)
 
+    @property
+    def phone_leg(self) -> PhoneLeg | None:
+        """The pipeline's phone leg (a ``codec = "pcmu"`` network profile), if any."""
+        return phone_leg(self.pipeline)
+
     def default_sink(self, planned: PlannedTurn) -> SimulatedSink:
-        """The simulated speaker of a fixture turn (recording to ``out_dir`` with save_audio)."""
+        """The simulated speaker of a fixture turn (recording to ``out_dir`` with save_audio);
+        behind the phone leg when the pipeline has one (engine/phone_leg.py)."""
         record_path = None
         if self.pipeline.output.save_audio and self.out_dir is not None:
             record_path = self.out_dir / "audio" / f"turn-{planned.index:04d}-{planned.fixture}.wav"
             record_path.parent.mkdir(parents=True, exist_ok=True)
-        return SimulatedSink(
-            output_latency_ms=self.pipeline.output.latency_ms,
-            record_path=record_path,
-            clock=self.clock,
-        )
+        options: dict[str, Any] = {
+            "output_latency_ms": self.pipeline.output.latency_ms,
+            "record_path": record_path,
+            "clock": self.clock,
+        }
+        leg = self.phone_leg
+        if leg is not None:
+            return self.phone_sinks.add(planned.index, PhoneSink(leg, planned.index, **options))
+        return SimulatedSink(**options)
 
 
 __all__ = ["FRAME_MS", "FrameSource", "Hold", "Sink", "TurnEngine", "TurnInput"]
