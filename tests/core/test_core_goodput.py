@@ -120,6 +120,18 @@ def test_the_comparison_shows_goodput_cost_and_the_fronts() -> None:
     assert "## Price, quality and goodput" in comparison_markdown(DOC)
 
 
+def test_a_plcmos_column_only_when_a_combination_was_scored_with_it() -> None:
+    assert "PLCMOS" not in scores_rows(DOC)[0]
+    lossy = {
+        "combinations": [
+            {**DOC["combinations"][0], "scores": {"quality": {"wer": 0.1, "plcmos": 2.71}}},
+            DOC["combinations"][2],
+        ]
+    }
+    rows = scores_rows(lossy)
+    assert rows[0][-1] == "PLCMOS" and rows[1][-1] == "2.71" and rows[2][-1] == "-"
+
+
 def test_the_comparison_page_draws_the_fronts() -> None:
     from voicelat.report.comparison_html import comparison_html
 

@@ -123,3 +123,75 @@ def test_a_scorer_that_is_not_installed_is_one_line_naming_the_extra(
     monkeypatch.setitem(sys.modules, "speechmos", None)
     with pytest.raises(ConfigError, match=r"DNSMOS needs speechmos and onnxruntime: pip install"):
         DnsmosScorer()
+
+
+def _lossy(x: np.ndarray[Any, Any], pct: float, frame: int = 320) -> np.ndarray[Any, Any]:
+    """``pct`` % of the 20 ms packets lost and not concealed (zeroed), at a fixed seed."""
+    y = x.copy()
+    lost = np.random.default_rng(0).random(len(y) // frame) < pct / 100
+    for i in np.flatnonzero(lost):
+        y[i * frame : (i + 1) * frame] = 0
+    return y
+
+
+def test_plcmos_drops_with_the_packets_lost_and_is_repeatable() -> None:
+    from voicelat.score.mos import PlcmosScorer
+
+    scorer = PlcmosScorer()
+    x = _speech()
+    clean, some, many = scorer.score(x), scorer.score(_lossy(x, 5)), scorer.score(_lossy(x, 20))
+    # Measured on the fixture: ~3.8 clean, ~3.0 at 5 % loss, ~2.2 at 20 % (speechmos's own
+    # PLCMOS.get_mos with its random raters lands within a few hundredths of each).
+    assert clean - some > 0.4 and some - many > 0.3, (clean, some, many)
+    assert 1.0 <= many < some < clean <= 5.0
+    assert scorer.score(x) == clean  # fixed raters: the same clip, the same score
+
+
+class _Said:
+    """A transcriber that hears the reply exactly (the PLCMOS trigger is under test here)."""
+
+    name = "said"
+
+    def transcribe(self, audio: Any) -> str:
+        return "Book a table."
+
+
+def _one_turn_run(tmp_path: Path, network: dict[str, Any] | None) -> None:
+    turn = Turn(
+        index=0, fixture="f", t0_ns=0, milestones={}, segments={}, e2e_ns=1, reply="Book a table."
+    )
+    (tmp_path / "turns.jsonl").write_text(json.dumps(turn_to_json(turn)) + "\n")
+    summary: dict[str, Any] = {"schema_version": 1, "pipeline": {"name": "p"}}
+    if network is not None:
+        summary["network"] = network
+    write_summary(tmp_path, summary)
+    path = reply_audio_path(tmp_path, 0, "f")
+    path.parent.mkdir(exist_ok=True)
+    write_wav(path, read_wav(ROOT / "fixtures" / "book_table.wav"))
+
+
+@pytest.mark.parametrize(
+    ("network", "asked", "scored"),
+    [
+        (None, None, False),  # no network: no packets lost
+        ({"requested": {"up": {"loss_pct": 0.0}, "down": {"loss_pct": 0.0}}}, None, False),
+        ({"requested": {"down": {"loss_pct": 2.0}}}, None, True),
+        ({"requested": {"down": {"loss_model": "gilbert", "ge_p_pct": 1.5}}}, None, True),
+        ({"requested": {}, "realised": {"up": {"lost": 3}}}, None, True),
+        ({"requested": {"down": {"loss_pct": 2.0}}}, False, False),
+        (None, True, True),
+    ],
+)
+def test_plcmos_is_scored_when_the_run_lost_packets_or_when_asked(
+    tmp_path: Path, network: dict[str, Any] | None, asked: bool | None, scored: bool
+) -> None:
+    _one_turn_run(tmp_path, network)
+    out = score_run(tmp_path, "all", scorers=Scorers("all", make_transcriber=_Said), plcmos=asked)
+    (row,) = out.rows
+    assert row["wer"]["wer"] == 0.0 and row["dnsmos"] is not None
+    assert ("plcmos" in row) is scored, row
+    assert out.quality is not None
+    assert out.quality["plcmos"]["n"] == int(scored)
+    if scored:
+        assert 3.0 < row["plcmos"] <= 5.0  # the clean fixture
+        assert any(n.startswith("PLCMOS scored") for n in out.notes)

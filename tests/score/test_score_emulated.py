@@ -147,3 +147,68 @@ async def test_reply_wer_catches_a_tts_that_drops_the_last_word(
     assert b["truncated"] and b["deleted_tail"] >= 1, b
     assert b["hypothesis"].split()[-1] != "degrees" and b["wer"] >= 1 / 11
     assert bad.quality["truncated"] == 1 and clean.quality["truncated"] == 0
+
+
+@pytest.mark.parametrize("stt_model", ["gpt-4o-mini-transcribe", "whisper-1"])
+async def test_stt_and_tts_cost_comes_from_the_usage_the_providers_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stt_model: str
+) -> None:
+    """A real turn through the OpenAI emulator with usage on both audio ends: the
+    transcription's (tokens for gpt-4o-mini-transcribe, the input's duration for whisper-1)
+    and speech's SSE ``speech.audio.done`` tokens. The cost is priced from those numbers, as
+    the emulator sent them (its truth), and labelled ``reported``."""
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
+    fixture = _fixture()
+    stt_price = (
+        {"per_audio_minute": 0.006}
+        if stt_model == "whisper-1"
+        else {"per_million_input_audio_tokens": 3.0, "per_million_output_tokens": 5.0}
+    )
+    prices = {
+        "currency": "USD",
+        "stt": stt_price,
+        "tts": {"per_million_input_tokens": 0.6, "per_million_output_tokens": 12.0},
+    }
+    async with Emulators(["openai"], profile=_profile(), seed=1) as em:
+        pipeline = emulated_openai_pipeline(em)
+        pipeline = replace(
+            pipeline,
+            stt=dict(pipeline.stt) | {"model": stt_model},
+            tts=dict(pipeline.tts) | {"stream_format": "sse"},
+            cost=parse_prices(prices),
+        )
+        outcome = await Runner(pipeline, [fixture], tmp_path).run(
+            plan_turns([fixture.id], warmup=0)
+        )
+        assert em.errors == []
+        truth = em.truth
+    (turn,) = outcome.turns
+    assert turn.ok, turn.failure_reason
+    heard = truth.last("openai", "transcriptions").detail["usage"]
+    spoken = [x.detail["usage"] for x in truth.select("openai", "speech")]
+    assert spoken, "the TTS made no request"
+    score_run(tmp_path, "off")
+    row = json.loads((tmp_path / "scores.jsonl").read_text().splitlines()[0])
+    stt, tts = row["cost"]["stages"]["stt"], row["cost"]["stages"]["tts"]
+    if stt_model == "whisper-1":
+        assert heard["type"] == "duration"
+        assert stt["usage"]["audio_second"] == {
+            "quantity": pytest.approx(heard["seconds"], abs=1e-3),
+            "source": "reported",
+        }
+        assert stt["amount"] == pytest.approx(heard["seconds"] * 0.006 / 60, rel=1e-3)
+    else:
+        audio, out = heard["input_token_details"]["audio_tokens"], heard["output_tokens"]
+        assert audio > 0 and out == len(words(turn.transcript or ""))
+        assert stt["usage"]["input_audio_token"] == {"quantity": audio, "source": "reported"}
+        assert stt["usage"]["output_token"] == {"quantity": out, "source": "reported"}
+        assert stt["amount"] == pytest.approx((audio * 3.0 + out * 5.0) / 1e6)
+    # Speech in sentence mode is one request a piece: the reply's usage is their sum.
+    n_in = sum(u["input_tokens"] for u in spoken)
+    n_out = sum(u["output_tokens"] for u in spoken)
+    assert n_out > 0
+    assert tts["usage"]["input_token"] == {"quantity": n_in, "source": "reported"}
+    assert tts["usage"]["output_token"] == {"quantity": n_out, "source": "reported"}
+    assert tts["amount"] == pytest.approx((n_in * 0.6 + n_out * 12.0) / 1e6)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "input_token: reported" in summary["cost"]["stages"]["tts"]["usage"]

@@ -20,6 +20,7 @@ from tests.stages.ws_helpers import (
     fixture_pcm,
     texts,
 )
+from voicelat.audio import frames
 from voicelat.core.errors import StageError
 from voicelat.core.events import (
     Audio,
@@ -154,9 +155,14 @@ async def test_stt_close_stream_mode_opens_a_socket_per_turn() -> None:
             await stt.prepare()
             second = await collect(stt.transcribe(audio(fixture_pcm())))
         assert len(em.truth.select("deepgram", "listen")) == 2
+    sent_ms = sum(len(f) for f in frames(fixture_pcm(), 20)) * 1000 // (2 * 16000)
     for events in (first, second):
         assert [e.text for e in events if isinstance(e, Final)] == [FIXTURE_TEXT]
-        assert isinstance(events[-1], Done)
+        done = events[-1]
+        assert isinstance(done, Done)
+        # Each socket's closing Metadata says how much audio Deepgram processed (what it
+        # bills): the usage is that, the audio this turn sent, not the two turns' sum.
+        assert abs(done.usage["audio_ms"] - sent_ms) <= 1, (done.usage, sent_ms)
 
 
 @pytest.mark.parametrize(("fault", "expected"), WS_FAULT_MATRIX)

@@ -21,6 +21,7 @@ from voicelat.stages.protocols.deepgram import (
     DeepgramTTSProtocol,
     audio_end_s,
     flush_answered,
+    metadata_usage,
 )
 
 URL = "wss://api.deepgram.com/v1/listen"
@@ -84,7 +85,17 @@ def test_close_stream_ends_on_metadata_after_the_audio() -> None:
     metadata = json.dumps({"type": "Metadata", "transaction_key": "deprecated", "duration": 2.0})
     assert p.receive(metadata, 5) == []  # before the end of audio: not ours to end on
     p.input_ended(6)
-    assert p.receive(metadata, 70) == [Done(70)]
+    # The closing Metadata's duration is what Deepgram processed (and bills): the usage.
+    assert p.receive(metadata, 70) == [Done(70, usage={"audio_ms": 2000})]
+    assert p.finished
+
+
+def test_metadata_usage_is_the_duration_in_ms_and_nothing_without_one() -> None:
+    assert metadata_usage({"type": "Metadata", "duration": 25.6049}) == {"audio_ms": 25605}
+    assert metadata_usage({"type": "Metadata"}) == {}
+    assert metadata_usage({"type": "Metadata", "duration": "2.0"}) == {}
+    assert metadata_usage({"type": "Metadata", "duration": -1}) == {}
+    assert metadata_usage({"type": "Metadata", "duration": True}) == {}
 
 
 def test_utterance_end_only_after_words_of_this_request() -> None:

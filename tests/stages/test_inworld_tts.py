@@ -129,3 +129,15 @@ async def test_every_fault_is_one_failed_line(fault: dict[str, Any], expected: s
     assert expected in failed[0].reason
     assert "\n" not in failed[0].reason and "test-key-123" not in failed[0].reason
     assert elapsed < 2.0
+
+
+async def test_done_carries_the_characters_inworld_reported_for_every_request() -> None:
+    async with Emulators(["inworld"], profile={"inworld": EXACT}, seed=1) as em:
+        async with _tts(em) as tts:
+            events = await _collect(tts.synthesize(_texts("Hello there. ", "Bye.")))
+        billed = [x.detail["characters"] for x in em.truth.select("inworld", "tts_stream")]
+    done = events[-1]
+    assert isinstance(done, Done)
+    # processedCharactersCount of each request, summed over the reply: the emulator's truth.
+    assert billed == [len("Hello there. "), len("Bye.")]
+    assert done.usage == {"characters": sum(billed)}

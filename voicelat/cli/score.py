@@ -3,7 +3,8 @@
 Cost per turn, per call and per minute from the prices the run's pipeline saved (``[cost]``,
 or ``--prices FILE``); with ``--score wer`` the reply WER (the reply audio transcribed by the
 embedded Whisper against the text sent to the TTS, "truncated" when the audio stopped early);
-with ``--score all`` also DNSMOS. Writes RUN/scores.jsonl and the summary's ``cost`` and
+with ``--score all`` also DNSMOS, and PLCMOS when the run's network lost packets (``--plcmos``
+asks for it, ``--no-plcmos`` turns it off). Writes RUN/scores.jsonl and the summary's ``cost`` and
 ``quality`` sections; never runs during a measurement (docs/COMPARE.md).
 
 Exit codes: 0 scored; 2 usage or configuration error (bad prices, unknown mode, a scorer that is
@@ -40,6 +41,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="off: price only; wer: + reply WER; all: + DNSMOS (default all)",
     )
     p.add_argument(
+        "--plcmos",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="score PLCMOS (packet-loss concealment) with the audio scores; default: with "
+        "--score all when the run's network lost packets",
+    )
+    p.add_argument(
         "--prices",
         type=Path,
         metavar="FILE.toml",
@@ -56,7 +64,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         from voicelat.files.pipeline import load_prices
 
         prices = load_prices(args.prices)
-    outcome = score_run(args.run_dir, args.score, prices=prices)
+    outcome = score_run(args.run_dir, args.score, prices=prices, plcmos=args.plcmos)
     print(score_lines(outcome))
     return EXIT_OK
 

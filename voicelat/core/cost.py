@@ -20,9 +20,11 @@ A stage table holds unit keys (the price of that stage whatever it is), or table
 stage (``stage = "..."`` in the pipeline), so one prices file serves a compare matrix.
 
 Usage comes from what the provider reported (``reported``: token counts in the LLM's and the
-realtime model's ``usage``) and, where a provider reports nothing, from what voicelat sent or
-received (``sent``: the characters of the reply text sent to the TTS, the input audio streamed to
-the STT; ``received``: the reply audio; ``measured``: the turn's span on the clock), labelled so.
+realtime model's ``usage``; the STT's and TTS's ``usage`` as their stages record it, figures
+``stt_usage_*``/``tts_usage_*``: audio seconds, characters, tokens) and, where a provider reports
+nothing, from what voicelat sent or received (``sent``: the characters of the reply text sent to
+the TTS, the input audio streamed to the STT; ``received``: the reply audio; ``measured``: the
+turn's span on the clock), labelled so. A reported figure always wins over voicelat's count.
 A measure with a price and no usage leaves the turn's cost empty with the reason: never a guess.
 """
 
@@ -44,9 +46,11 @@ CALL_ID = "call_id"
 
 #: The measures each stage kind is priced by (the base unit of each: a token, a second, a character).
 MEASURES: dict[str, tuple[str, ...]] = {
-    "stt": ("audio_second",),
+    # gpt-4o-transcribe bills tokens (audio in, text out), whisper-1 and the others seconds.
+    "stt": ("audio_second", "input_token", "input_audio_token", "input_text_token", "output_token"),
     "llm": ("input_token", "cached_input_token", "output_token"),
-    "tts": ("character", "audio_second"),
+    # gpt-4o-mini-tts bills tokens (text in, audio out), the others characters or seconds.
+    "tts": ("character", "audio_second", "input_token", "output_token"),
     "s2s": (
         "input_token",
         "output_token",
@@ -273,6 +277,15 @@ _S2S_FIGURES = {
 }
 
 
+#: An STT's or TTS's reported token counts: measure -> the ``Done.usage`` key its stage records.
+_TOKEN_FIGURES = {
+    "input_token": "input_tokens",
+    "input_audio_token": "input_audio_tokens",
+    "input_text_token": "input_text_tokens",
+    "output_token": "output_tokens",
+}
+
+
 def turn_usage(turn: Turn, kind: str) -> dict[str, Usage]:
     """What a turn used of each measure of stage ``kind`` (absent: nobody knows)."""
     out: dict[str, Usage] = {}
@@ -282,7 +295,13 @@ def turn_usage(turn: Turn, kind: str) -> dict[str, Usage]:
             out[measure] = Usage(measure, value, source)
 
     if kind == "stt":
-        put("audio_second", _stt_audio_s(turn), "sent")
+        billed_ms = _fig(turn, "stt_usage_audio_ms")
+        if billed_ms is not None:
+            put("audio_second", billed_ms / 1000, "reported")
+        else:
+            put("audio_second", _stt_audio_s(turn), "sent")
+        for measure, name in _TOKEN_FIGURES.items():
+            put(measure, _fig(turn, f"stt_usage_{name}"), "reported")
     elif kind == "llm":
         # Cached input tokens are counted inside the prompt's: stage_cost takes them out when
         # they have a price of their own.
@@ -290,9 +309,19 @@ def turn_usage(turn: Turn, kind: str) -> dict[str, Usage]:
         put("cached_input_token", _fig(turn, "llm_cached_tokens"), "reported")
         put("output_token", _fig(turn, "llm_tokens"), "reported")
     elif kind == "tts":
-        put("character", None if turn.reply is None else float(len(turn.reply)), "sent")
+        chars = _fig(turn, "tts_usage_characters")
+        if chars is not None:
+            put("character", chars, "reported")
+        else:
+            put("character", None if turn.reply is None else float(len(turn.reply)), "sent")
+        billed_ms = _fig(turn, "tts_usage_audio_ms")
         audio = _fig(turn, "tts_audio_ns")
-        put("audio_second", None if audio is None else audio / NS_PER_S, "received")
+        if billed_ms is not None:
+            put("audio_second", billed_ms / 1000, "reported")
+        else:
+            put("audio_second", None if audio is None else audio / NS_PER_S, "received")
+        for measure, name in _TOKEN_FIGURES.items():
+            put(measure, _fig(turn, f"tts_usage_{name}"), "reported")
     elif kind == "s2s":
         for measure, name in _S2S_FIGURES.items():
             put(measure, _fig(turn, name), "reported")

@@ -299,7 +299,19 @@ class TurnRecorder:
                 absolute.get("tts_done"),
             )
         )
+        out.update(_usage_figures("stt", stt))
+        out.update(_usage_figures("tts", tts))
         return out
+
+
+def _usage_figures(stage: str, events: list[StageEvent]) -> dict[str, float | int | None]:
+    """What the STT or TTS provider reported it used for the turn (``Done.usage``, in the
+    stage's normalised keys: ``audio_ms``, ``characters``, ``input_tokens``...), as figures
+    ``<stage>_usage_<key>``: core/cost.py prices these before anything voicelat counted."""
+    done = next((e for e in events if isinstance(e, Done)), None)
+    if done is None:
+        return {}
+    return {f"{stage}_usage_{k}": v for k, v in sorted(done.usage.items())}
 
 
 def _first(events: list[StageEvent], pred: Any) -> int | None:

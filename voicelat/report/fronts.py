@@ -31,7 +31,12 @@ def _e2e_ms(c: Mapping[str, Any]) -> float | None:
 
 
 def scores_rows(doc: Mapping[str, Any]) -> list[list[str]]:
-    """Goodput, cost per turn and minute, reply WER, truncations and DNSMOS per combination."""
+    """Goodput, cost per turn and minute, reply WER, truncations and DNSMOS per combination
+    (and PLCMOS when any combination was scored with it: runs under packet loss)."""
+    plc = any(
+        (_scores(c).get("quality") or {}).get("plcmos") is not None
+        for c in doc.get("combinations", [])
+    )
     rows = [
         [
             "combination",
@@ -42,6 +47,7 @@ def scores_rows(doc: Mapping[str, Any]) -> list[list[str]]:
             "reply WER",
             "truncated",
             "DNSMOS",
+            *(["PLCMOS"] if plc else []),
         ]
     ]
     for c in doc.get("combinations", []):
@@ -61,6 +67,7 @@ def scores_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                 "-" if q.get("wer") is None else f"{q['wer']:.1%}",
                 "-" if q.get("truncated") is None else str(q["truncated"]),
                 "-" if q.get("dnsmos_ovrl") is None else f"{q['dnsmos_ovrl']:.2f}",
+                *([] if not plc else ["-" if q.get("plcmos") is None else f"{q['plcmos']:.2f}"]),
             ]
         )
     return rows

@@ -408,6 +408,12 @@ def quality_lines(quality: object) -> list[str]:
             f"DNSMOS (a model's opinion, not listeners'): OVRL {m['ovrl']:.2f}, "
             f"SIG {m['sig']:.2f}, BAK {m['bak']:.2f} over {m['n']} turns"
         )
+    plc = quality.get("plcmos") or {}
+    if plc.get("n"):
+        lines.append(
+            f"PLCMOS (packet-loss concealment, a model's opinion): mean {plc['mean']:.2f}, "
+            f"min {plc['min']:.2f} over {plc['n']} turns"
+        )
     skipped = quality.get("skipped") or {}
     lines.extend(f"  not scored: {n} turn(s): {why}" for why, n in skipped.items())
     return lines

@@ -1,5 +1,5 @@
 """The reply's sound: DNSMOS P.835 (SIG, BAK, OVRL on 1..5), a no-reference MOS from
-``speechmos``'s shipped ONNX model.
+``speechmos``'s shipped ONNX model; and PLCMOS for runs under packet loss.
 
 Limits: DNSMOS is a model's opinion trained on noise-suppressed speech, not listeners'; it
 scores noise and distortion, not whether the words are right (that is the reply WER) nor
@@ -11,7 +11,8 @@ the model speechmos's ``dnsmos.run`` uses, with its polynomial calibration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicelat.core.errors import ConfigError
+from voicelat.core.network import Direction
 from voicelat.score.reply import SCORE_EXTRA
 
 RATE = 16000
@@ -77,4 +79,77 @@ class DnsmosScorer:
         return Dnsmos(float(np.mean(sig)), float(np.mean(bak)), float(np.mean(ovr)))
 
 
-__all__ = ["MIN_SECONDS", "Dnsmos", "DnsmosScorer"]
+#: speechmos's PLCMOS averages this many random "rater" embeddings per clip (its default).
+PLC_RATERS = 15
+
+
+class PlcmosScorer:
+    """PLCMOS v2 (speechmos's ``plcmos_v2.onnx``, Microsoft's INTERSPEECH 2023 model): a
+    no-reference MOS of how well a receiver concealed lost packets, on 1..5.
+
+    Limits: a model's opinion trained on listeners' ratings of packet-loss-concealed speech,
+    not listeners' own; it expects 16 kHz mono speech (the reply audio is resampled to it); it
+    judges the gaps, clicks and smeared syllables concealment leaves, not noise (DNSMOS) nor
+    the words (the reply WER). It is meaningful only where packets were lost: voicelat's relay
+    loses packets only on UDP transports (TCP loss is delay: docs/NETWORK.md), so a reply over
+    a websocket under a lossy profile scores as clean. speechmos draws its rater embeddings at
+    random on every call (scores move by a few hundredths between calls); here they are drawn
+    from a fixed seed, so a clip always gets the same score.
+    """
+
+    def __init__(self) -> None:
+        try:
+            import onnxruntime as ort
+            from speechmos import plcmos
+        except ImportError:
+            raise ConfigError(f"PLCMOS needs speechmos and onnxruntime: {SCORE_EXTRA}") from None
+        self._model: Any = plcmos.PLCMOS()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1  # as DNSMOS: two shared cores
+        self._model.session = ort.InferenceSession(self._model.model_path, opts)
+        self._raters = np.random.default_rng(0).normal(size=(PLC_RATERS, 64)).astype(np.float32)
+
+    def score(self, audio: npt.NDArray[np.float32]) -> float:
+        """PLCMOS of mono float32 audio at 16 kHz within -1..1: the mean over the raters."""
+        feats = np.asarray(self._model.stft_transform(audio), dtype=np.float32)
+        feats = feats[np.newaxis, np.newaxis, ...]
+        scores = [
+            float(
+                self._model.session.run(
+                    None, {"degraded_audio": feats, "rater_embed": rater.reshape(1, -1)}
+                )[0]
+            )
+            for rater in self._raters
+        ]
+        return float(np.mean(scores))
+
+
+def had_loss(summary: Mapping[str, Any]) -> bool:
+    """Whether the run's network (its summary's ``network`` section) lost packets: a profile
+    that asked for loss in either direction, or a relay that realised some."""
+    net = summary.get("network")
+    if not isinstance(net, Mapping):
+        return False
+    requested = net.get("requested")
+    for side in ("up", "down"):
+        d = requested.get(side) if isinstance(requested, Mapping) else None
+        if isinstance(d, Mapping) and _lossy(d):
+            return True
+        realised = net.get("realised")
+        r = realised.get(side) if isinstance(realised, Mapping) else None
+        if isinstance(r, Mapping) and isinstance(r.get("lost"), int) and r["lost"] > 0:
+            return True
+    return False
+
+
+def _lossy(d: Mapping[str, Any]) -> bool:
+    """A requested direction's long-run loss is above zero (core/network.py's own rule, with
+    its defaults for the keys a summary left out)."""
+    known = {f.name for f in fields(Direction)}
+    try:
+        return Direction(**{k: v for k, v in d.items() if k in known}).lossy
+    except (TypeError, ValueError, ZeroDivisionError):
+        return False
+
+
+__all__ = ["MIN_SECONDS", "PLC_RATERS", "Dnsmos", "DnsmosScorer", "PlcmosScorer", "had_loss"]

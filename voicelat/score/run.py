@@ -1,7 +1,8 @@
 """Score a measured run after the fact: cost per turn, reply WER, DNSMOS (``voicelat score``).
 
 Modes: ``off`` prices the turns only (arithmetic on what the run recorded: always cheap, so a
-run does it when it ends); ``wer`` adds the reply WER; ``all`` adds DNSMOS. The audio scores
+run does it when it ends); ``wer`` adds the reply WER; ``all`` adds DNSMOS, and PLCMOS when the
+run's network lost packets (``plcmos=True`` asks for it whatever the network). The audio scores
 need the reply audio (``[output] save_audio = true`` or ``--save-audio``). Nothing here runs on
 a measuring loop: it reads the run directory and writes ``scores.jsonl`` and the summary's
 ``cost`` and ``quality`` sections.
@@ -40,8 +41,12 @@ class Scorers:
     mode: str
     make_transcriber: Callable[[], Any] | None = None
     make_dnsmos: Callable[[], Any] | None = None
+    make_plcmos: Callable[[], Any] | None = None
+    #: Score PLCMOS (set by score_run: asked for, or the run's network lost packets).
+    plc: bool = False
     _transcriber: Any = None
     _dnsmos: Any = None
+    _plcmos: Any = None
 
     def transcriber(self) -> Any:
         if self._transcriber is None:
@@ -56,6 +61,13 @@ class Scorers:
 
             self._dnsmos = (self.make_dnsmos or DnsmosScorer)()
         return self._dnsmos
+
+    def plcmos(self) -> Any:
+        if self._plcmos is None:
+            from voicelat.score.mos import PlcmosScorer
+
+            self._plcmos = (self.make_plcmos or PlcmosScorer)()
+        return self._plcmos
 
 
 @dataclass(frozen=True)
@@ -105,12 +117,19 @@ def _score_turn(run_dir: Path, turn: Turn, scorers: Scorers) -> dict[str, Any]:
     hyp = scorers.transcriber().transcribe(audio)
     scored = reply_wer(turn.reply, hyp)
     row["wer"] = None if scored is None else scored.to_json()
+    short = len(audio) < MIN_SECONDS * 16000
     if scorers.mode == "all":
-        if len(audio) < MIN_SECONDS * 16000:
+        if short:
             row["dnsmos"] = None
             row["dnsmos_skipped"] = f"under {MIN_SECONDS:g} s of audible reply"
         else:
             row["dnsmos"] = scorers.dnsmos().score(audio).to_json()
+    if scorers.plc:
+        if short:
+            row["plcmos"] = None
+            row["plcmos_skipped"] = f"under {MIN_SECONDS:g} s of audible reply"
+        else:
+            row["plcmos"] = scorers.plcmos().score(audio)
     row["score_ms"] = (now_ns() - t0) / 1e6
     return row
 
@@ -123,6 +142,7 @@ def quality_section(rows: Sequence[Mapping[str, Any]], mode: str, scorer: str) -
     """The summary's ``quality`` section from the per-turn rows."""
     wers = [r["wer"]["wer"] for r in rows if isinstance(r.get("wer"), Mapping)]
     mos = [r["dnsmos"] for r in rows if isinstance(r.get("dnsmos"), Mapping)]
+    plc = [float(r["plcmos"]) for r in rows if isinstance(r.get("plcmos"), int | float)]
     times = [float(r["score_ms"]) for r in rows if isinstance(r.get("score_ms"), int | float)]
     skipped: dict[str, int] = {}
     for r in rows:
@@ -144,6 +164,7 @@ def quality_section(rows: Sequence[Mapping[str, Any]], mode: str, scorer: str) -
         ),
         "dnsmos": {k: _mean([float(m[k]) for m in mos]) for k in ("sig", "bak", "ovrl")}
         | {"n": len(mos)},
+        "plcmos": {"mean": _mean(plc), "min": min(plc, default=None), "n": len(plc)},
         "score_ms_per_turn": _mean(times),
         "skipped": skipped,
     }
@@ -161,10 +182,13 @@ def score_run(
     *,
     scorers: Scorers | None = None,
     prices: Prices | None = None,
+    plcmos: bool | None = None,
 ) -> ScoreOutcome:
     """Price and (``wer``/``all``) score the turns of ``run_dir``; rewrite its summary sections.
 
     ``prices`` overrides the prices the run's pipeline saved (``voicelat score --prices``).
+    ``plcmos``: True scores PLCMOS with any audio scoring, False never; None (the default) in
+    ``all`` when the run's network lost packets (its summary's ``network`` section).
     """
     if mode not in MODES:
         raise ConfigError(f"--score must be one of {', '.join(MODES)}, not {mode!r}")
@@ -194,8 +218,15 @@ def score_run(
             old = earlier.get(row["index"], {})
             row.update({k: v for k, v in old.items() if k not in row and k != "cost"})
     else:
+        from voicelat.score.mos import had_loss
+
         scorers = scorers or Scorers(mode)
         scorers.mode = mode
+        lossy = had_loss(summary)
+        scorers.plc = plcmos if plcmos is not None else (mode == "all" and lossy)
+        if scorers.plc:
+            why = "asked for" if plcmos else "the run's network lost packets"
+            notes.append(f"PLCMOS scored ({why})")
         for row, turn in zip(rows, run.turns, strict=True):
             row.update(_score_turn(run.path, turn, scorers))
         name = (
@@ -241,6 +272,7 @@ def combination_scores(run_dir: Path) -> dict[str, Any]:
             "truncated": q.get("truncated"),
             "scored_turns": q.get("scored_turns"),
             "dnsmos_ovrl": (q.get("dnsmos") or {}).get("ovrl"),
+            "plcmos": (q.get("plcmos") or {}).get("mean"),
         }
     return out
 

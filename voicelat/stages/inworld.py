@@ -1,6 +1,8 @@
 """Inworld TTS over its HTTP stream: ``inworld-tts`` (``POST /tts/v1/voice:stream``).
 
-The response is one JSON object per line, ``{"result":{"audioContent":"<base64>"}}``, and with
+The response is one JSON object per line, ``{"result":{"audioContent":"<base64>"}}`` (with
+``"usage": {"processedCharactersCount": N}``, the characters billed, recorded as the stage's
+usage), and with
 LINEAR16 every chunk carries its own complete WAV header (PROTOCOLS.md §6a): the stage strips
 the header of every chunk, so the first :class:`~voicelat.core.events.Audio` is the first real
 sample (a header is not audio). Auth is ``Authorization: Basic <key>``, the key exactly as
@@ -70,6 +72,7 @@ class _NDJSONAudioDecoder(AudioDecoder):
         result = obj.get("result")
         if not isinstance(result, dict):
             return b""
+        self._usage(result.get("usage"))
         status = result.get("status")
         if isinstance(status, dict) and status.get("code"):
             self.error = f"error mid-stream: {status.get('message')} (code {status.get('code')})"
@@ -87,6 +90,16 @@ class _NDJSONAudioDecoder(AudioDecoder):
             self.rate = rate
         self.chunks += 1
         return self._pcm(samples)
+
+    def _usage(self, usage: object) -> None:
+        """``usage.processedCharactersCount``: the characters Inworld bills for the request.
+        Kept as the largest seen, so a count repeated on every line is counted once."""
+        if not isinstance(usage, dict):
+            return
+        n = usage.get("processedCharactersCount")
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            seen = (self.usage or {}).get("characters", 0)
+            self.usage = {"characters": max(seen, n)}
 
     def flush(self) -> list[bytes]:
         # The last line may come without its newline.

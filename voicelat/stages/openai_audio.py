@@ -67,6 +67,9 @@ class AudioDecoder:
         self.rate = rate
         self.done = False
         self.error: str | None = None
+        #: What the provider reported this request used (None: it reported nothing), in the
+        #: keys core/cost.py prices: ``characters``, ``audio_ms``, ``input_tokens``...
+        self.usage: dict[str, int] | None = None
         self._carry = b""
 
     def _pcm(self, data: bytes) -> bytes:
@@ -106,6 +109,17 @@ class _RawDecoder(AudioDecoder):
             data = bytes(self._head[offset:])
             self._head = None
         return super().feed(data)
+
+
+def _speech_usage(usage: object) -> dict[str, int] | None:
+    """``speech.audio.done``'s ``usage`` (text tokens in, audio tokens out: how
+    gpt-4o-mini-tts is billed); None when it carries no counts."""
+    if not isinstance(usage, dict):
+        return None
+    out = {
+        k: n for k in ("input_tokens", "output_tokens") if (n := _count(usage.get(k))) is not None
+    }
+    return out or None
 
 
 def _wav_data_offset(head: bytes) -> tuple[int, int] | None:
@@ -175,6 +189,7 @@ class _SpeechSSEDecoder(AudioDecoder):
                     out.append(pcm)
             elif kind == "speech.audio.done":
                 self.done = True
+                self.usage = _speech_usage(obj.get("usage"))
         return out
 
     def eof(self) -> str | None:
@@ -228,18 +243,21 @@ class HttpTTS(HttpStage):
             pieces: AsyncIterable[str] = _once(whole)
         else:
             pieces = text
+        reported: list[dict[str, int] | None] = []
         async for piece in pieces:
             if not piece.strip():
                 continue
             failed = False
-            async for event in self._one(piece):
+            async for event in self._one(piece, reported):
                 yield event
                 failed = failed or isinstance(event, Failed)
             if failed:
                 return
-        yield Done(self.clock.now_ns())
+        yield Done(self.clock.now_ns(), usage=_total_usage(reported))
 
-    async def _one(self, text: str) -> AsyncIterator[StageEvent]:
+    async def _one(
+        self, text: str, reported: list[dict[str, int] | None]
+    ) -> AsyncIterator[StageEvent]:
         assert self._client is not None
         url, body = self._build(text)
         trace = self._trace()
@@ -258,14 +276,17 @@ class HttpTTS(HttpStage):
         if response is None:
             return
         try:
-            async for event in self._audio(response, url):
+            async for event in self._audio(response, url, reported):
                 yield event
         finally:
             await response.aclose()
             self._last_use_ns = self.clock.now_ns()
 
-    async def _audio(self, response: httpx.Response, url: str) -> AsyncIterator[StageEvent]:
+    async def _audio(
+        self, response: httpx.Response, url: str, reported: list[dict[str, int] | None]
+    ) -> AsyncIterator[StageEvent]:
         decoder = self._decoder()
+        reported.append(None)
         raw = response.aiter_raw()
         t = self.clock.now_ns()
         while True:
@@ -286,9 +307,22 @@ class HttpTTS(HttpStage):
                 break
         for pcm in decoder.flush():
             yield Audio(t, pcm, decoder.rate)
+        reported[-1] = decoder.usage
         problem = decoder.eof()
         if problem is not None:
             yield self._failed(f"{url}: {problem}")
+
+
+def _total_usage(reported: list[dict[str, int] | None]) -> dict[str, int]:
+    """The reply's usage: the sum over its requests when every one of them reported it;
+    else nothing (a part would understate the bill: voicelat's own count is used instead)."""
+    if not reported or any(u is None for u in reported):
+        return {}
+    out: dict[str, int] = {}
+    for usage in reported:
+        for key, n in (usage or {}).items():
+            out[key] = out.get(key, 0) + n
+    return out
 
 
 async def _once(text: str) -> AsyncIterator[str]:
@@ -491,9 +525,46 @@ class OpenAISTT(HttpStage):
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("text"), str):
             yield Final(t_first or t_end, obj["text"])
-            yield Done(t_end)
+            yield Done(t_end, usage=transcription_usage(obj.get("usage")))
         else:
             yield Failed(t_end, f"{url}: the response is neither SSE nor a JSON transcript")
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return int(value)
+
+
+def transcription_usage(usage: object) -> dict[str, int]:
+    """A transcription's ``usage`` as the stage records it (core/cost.py prices it).
+
+    OpenAI bills a transcription by tokens (``{"type": "tokens", "input_tokens",
+    "input_token_details": {"audio_tokens", "text_tokens"}, "output_tokens"}``, the
+    gpt-4o models) or by the input's duration (``{"type": "duration", "seconds"}``,
+    whisper-1): the counts come out as ``input_tokens``/``input_audio_tokens``/
+    ``input_text_tokens``/``output_tokens`` or ``audio_ms``. Nothing usable: empty (the cost
+    then falls back to the audio voicelat sent, labelled so).
+    """
+    if not isinstance(usage, dict):
+        return {}
+    out: dict[str, int] = {}
+    if usage.get("type") == "duration" or "seconds" in usage:
+        seconds = usage.get("seconds")
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
+            out["audio_ms"] = round(seconds * 1000)
+        return out
+    for key in ("input_tokens", "output_tokens"):
+        n = _count(usage.get(key))
+        if n is not None:
+            out[key] = n
+    details = usage.get("input_token_details")
+    if isinstance(details, dict):
+        for key in ("audio_tokens", "text_tokens"):
+            n = _count(details.get(key))
+            if n is not None:
+                out[f"input_{key}"] = n
+    return out
 
 
 class _Transcript:
@@ -513,7 +584,9 @@ class _Transcript:
         try:
             obj = jsontext.loads(data)
         except ValueError:
-            return self._end(Failed(t, f"{self.url}: malformed SSE data: {excerpt(data, 80, quoted=True)}"))
+            return self._end(
+                Failed(t, f"{self.url}: malformed SSE data: {excerpt(data, 80, quoted=True)}")
+            )
         if not isinstance(obj, dict):
             return []
         err = stream_error(obj)
@@ -526,12 +599,7 @@ class _Transcript:
         if kind != "transcript.text.done":
             return []
         final = obj.get("text")
-        usage = obj.get("usage")
-        counts = (
-            {k: int(v) for k, v in usage.items() if isinstance(v, int)}
-            if isinstance(usage, dict)
-            else {}
-        )
+        counts = transcription_usage(obj.get("usage"))
         self.final = True
         return self._end(
             Final(t, final if isinstance(final, str) else self.text), Done(t, usage=counts)

@@ -144,6 +144,7 @@ class InworldEmulator(OpenAIEmulator):
             await x.sleep_until(t, "first_audio_written" if i == 0 else None)
             result: dict[str, Any] = {"audioContent": b64(wav_header(len(piece), rate) + piece)}
             if i == len(chunks) - 1:
+                x.truth.detail["characters"] = len(text)
                 result["usage"] = {
                     "processedCharactersCount": len(text),
                     "modelId": x.truth.model or "inworld-tts-1.5-max",

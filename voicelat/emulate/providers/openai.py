@@ -413,6 +413,7 @@ class OpenAIEmulator(Emulator):
                 "output_tokens": len(chunks),
                 "total_tokens": n_in + len(chunks),
             }
+            x.truth.detail["usage"] = usage
             await x.send(sse({"type": "speech.audio.done", "usage": usage}), ["done_written"])
             if self.content["audio_sse_done"]:
                 await x.send(sse("[DONE]"))
@@ -440,13 +441,8 @@ class OpenAIEmulator(Emulator):
         t_first = max(t_headers, x.at(x.sample("stt_first")))
         t_final_min = x.at(x.sample("stt_final"))
         tokens = words(text)
-        n_in = max(1, (x.truth.detail["audio_ms"] or 0) // 100)
-        usage = {
-            "type": "tokens",
-            "input_tokens": n_in,
-            "output_tokens": len(tokens),
-            "total_tokens": n_in + len(tokens),
-        }
+        usage = _transcription_usage(model, x.truth.detail["audio_ms"] or 0, form, len(tokens))
+        x.truth.detail["usage"] = usage
         if not stream:
             t_answer = max(t_headers, t_final_min)
             await x.sleep_until(t_answer, "final_written")
@@ -489,6 +485,27 @@ class OpenAIEmulator(Emulator):
         if self.content["audio_sse_done"]:
             await x.send(sse("[DONE]"))
         await x.end()
+
+
+def _transcription_usage(
+    model: str, audio_ms: int, form: Mapping[str, Any], n_out: int
+) -> dict[str, Any]:
+    """``usage`` as the transcription API reports it: the input's duration for whisper-1
+    (``{"type": "duration", "seconds"}``), tokens for the gpt-4o models (``{"type":
+    "tokens"}`` with the audio and the prompt's text tokens in ``input_token_details``).
+    The emulator's own rule: 10 audio tokens a second (at least one), a token a word."""
+    if model == "whisper-1":
+        return {"type": "duration", "seconds": round(audio_ms / 1000, 3)}
+    prompt = form.get("prompt")
+    n_audio = max(1, audio_ms // 100)
+    n_text = len(words(prompt)) if isinstance(prompt, str) else 0
+    return {
+        "type": "tokens",
+        "input_tokens": n_audio + n_text,
+        "input_token_details": {"audio_tokens": n_audio, "text_tokens": n_text},
+        "output_tokens": n_out,
+        "total_tokens": n_audio + n_text + n_out,
+    }
 
 
 def _required_str(body: Mapping[str, Any], key: str) -> str:

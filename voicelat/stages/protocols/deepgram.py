@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from voicelat.core.events import (
     Audio,
+    Done,
     EndOfTurn,
     Final,
     Partial,
@@ -37,6 +38,7 @@ __all__ = [
     "DeepgramTTSProtocol",
     "audio_end_s",
     "flush_answered",
+    "metadata_usage",
 ]
 
 KEEPALIVE = json_text({"type": "KeepAlive"})
@@ -88,6 +90,15 @@ def audio_end_s(data: Mapping[str, Any]) -> float | None:
     if isinstance(start, int | float) and isinstance(duration, int | float):
         return float(start) + float(duration)
     return None
+
+
+def metadata_usage(data: Mapping[str, Any]) -> dict[str, int]:
+    """The closing ``Metadata``'s ``duration`` (the seconds of audio Deepgram processed on the
+    stream, what it bills) as ``audio_ms``; empty without one."""
+    duration = data.get("duration")
+    if isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
+        return {}
+    return {"audio_ms": round(float(duration) * 1000)}
 
 
 def flush_answered(message: str | bytes) -> bool:
@@ -178,7 +189,8 @@ class DeepgramSTTProtocol(WsProtocol[bytes]):
             # utterance must not end this turn before it has begun.
             return [EndOfTurn(t_ns)]
         if kind == "Metadata" and self.close_stream and self.audio_ended:
-            return [self._done(t_ns)]
+            done = self._done(t_ns)
+            return [Done(done.t_ns, usage=metadata_usage(data))]
         if kind == "Error":
             return [self._error(t_ns, error_text(data))]
         return []
