@@ -235,12 +235,14 @@ def cmd_ci(args: argparse.Namespace) -> int:
     tolerance = Tolerance(args.tolerance_ms, args.tolerance_pct)
     if args.results is not None:
         return _gate_existing(args, tolerance)
+    from voicelat.cli.request import request_from_args
     from voicelat.cli.run import PrintObserver
     from voicelat.engine.job import default_out_dir, execute_run, resolve_inputs
     from voicelat.files.fixtures import fixture_set_hash
     from voicelat.report.text import summary_table
 
-    pipeline, fixtures = resolve_inputs(args)
+    request = request_from_args(args, sys.argv)
+    pipeline, fixtures = resolve_inputs(request)
     budget = _budget(args, pipeline.budget, str(pipeline.path))
     if args.budget is not None:
         # The run records the gate's budget, not the pipeline's: summary.json, report.html and
@@ -252,14 +254,15 @@ def cmd_ci(args: argparse.Namespace) -> int:
     }
     # Refuse a bad baseline before spending minutes on turns.
     baseline = _load_baseline(args, current)
-    out_dir = args.out or default_out_dir(pipeline, "ci")
+    out_dir = request.out_dir or default_out_dir(pipeline, "ci")
     _check_empty_out(out_dir)
+    request = request.with_inputs(pipeline, fixtures, out_dir)
     _info(
         f"voicelat ci: pipeline {pipeline.name} ({pipeline.path}); {len(fixtures)} fixtures; "
         f"budget {budget.source}; results -> {out_dir}"
     )
     try:
-        outcome = execute_run(args, pipeline, fixtures, out_dir, PrintObserver(), argv=sys.argv)
+        outcome = execute_run(request, PrintObserver(), _info)
     except VoicelatError as exc:
         if exc.exit_code == EXIT_INFRA:
             _write_error_reports(args, out_dir, str(exc))

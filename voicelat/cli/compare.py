@@ -43,7 +43,7 @@ from voicelat.core.ranking import CombinationSample, check_same_fixtures, rank_c
 from voicelat.core.run_summary import Trust
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
-from voicelat.engine.job import info as _info
+from voicelat.engine.progress import stderr_progress as _info
 from voicelat.files.matrix import (
     Combination,
     Slot,
@@ -321,7 +321,7 @@ def _plan_compare_calls(
 
     if args.turns is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
-    loaded = load_scenarios_for(args, args.scenario)
+    loaded = load_scenarios_for(args.scenario, args.fixtures)
     calls = plan_calls([item.scenario for item in loaded], args.repeat)
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)
@@ -363,7 +363,7 @@ def _lives(setup: _Setup) -> list[_Live]:
         for c in setup.combos:
             run_dir = setup.out / c.slug
             try:
-                net = open_network(argparse.Namespace(), with_stack_urls(c.pipeline), _info)
+                net = open_network(None, with_stack_urls(c.pipeline), _info)
                 pipeline = net.pipeline if net else with_stack_urls(c.pipeline)
                 lives.append(
                     _Live(
@@ -793,7 +793,7 @@ def _finish(args: argparse.Namespace, doc: dict[str, Any], out: Path) -> int:
     print()
     print(f"reports: {out / COMPARISON_MD}, {out / REPORT_HTML}, {out / COMPARISON_JSON}")
     print(f"open it again: voicelat view {out}")
-    from voicelat.tui.live import want_tui
+    from voicelat.cli.tui_child import want_tui
 
     if want_tui(args):
         # The measurement is over: the UI cannot disturb a stamp any more.

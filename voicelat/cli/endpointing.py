@@ -306,7 +306,7 @@ def cmd_endpointing(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"cannot write the reports to {out_dir}: {exc.strerror}") from None
     print(f"reports: {out_dir}/endpointing.html (curve), .md, .json", file=sys.stderr)
-    from voicelat.tui.live import want_tui
+    from voicelat.cli.tui_child import want_tui
 
     if want_tui(args):
         from voicelat.tui.endpointing import show_endpointing

@@ -25,7 +25,7 @@ from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, AudioError, Voicelat
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
-from voicelat.engine.job import info as _info
+from voicelat.engine.progress import stderr_progress as _info
 
 if TYPE_CHECKING:
     from voicelat.engine.live import LiveSession
@@ -287,7 +287,7 @@ def cmd_live(args: argparse.Namespace) -> int:
     )
     events = getattr(args, "events", None)
     if not events:
-        from voicelat.tui.live import want_tui
+        from voicelat.cli.tui_child import want_tui
 
         if want_tui(args):
             # Measured in a child process, as `run --tui`: the UI cannot delay a timestamp.

@@ -12,6 +12,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -22,11 +23,14 @@ from voicelat.cli.args import (
     ray_address,
     worker_count,
 )
+from voicelat.cli.request import request_from_args
 from voicelat.core.errors import EXIT_OK
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
-from voicelat.engine.job import default_out_dir, execute_run, info, resolve_inputs, set_quiet
+from voicelat.engine.job import default_out_dir, execute_run, resolve_inputs
+from voicelat.engine.progress import Progress, progress_for, stderr_progress
+from voicelat.engine.request import RunRequest
 from voicelat.files.results import check_out_dir, load_run
 from voicelat.report.text import summary_table, turn_line
 
@@ -265,10 +269,10 @@ class PrintObserver:
 
 
 #: ``execute_run``'s signature, for the callers that hand :func:`cmd_run` another one (tests).
-ExecuteRun = Callable[..., Any]
+ExecuteRun = Callable[[RunRequest, Any, Progress], Any]
 
 
-def write_run_report(out_dir: Path) -> None:
+def write_run_report(out_dir: Path, progress: Progress = stderr_progress) -> None:
     """``OUT/report.html``, the run's pictures, once the measuring is over; a page that cannot
     be written is a warning, never a failed run (``voicelat view OUT --html`` retries)."""
     from voicelat.cli.view import run_page, write_report
@@ -280,10 +284,10 @@ def write_run_report(out_dir: Path) -> None:
     try:
         write_report(out_dir, run_page(load_run(out_dir)))
     except (OSError, VoicelatError) as exc:
-        info(f"warning: no report.html ({exc}); retry with: voicelat view {out_dir} --html")
+        progress(f"warning: no report.html ({exc}); retry with: voicelat view {out_dir} --html")
 
 
-def _score_after_run(out_dir: Path, mode: str) -> str | None:
+def _score_after_run(out_dir: Path, mode: str, progress: Progress) -> str | None:
     """Price the run's turns (and score its replies when ``--score`` asks) once measuring is
     over; a scoring failure is a warning, never a failed run (``voicelat score OUT`` retries)."""
     from voicelat.cli.score import score_after_run
@@ -292,7 +296,7 @@ def _score_after_run(out_dir: Path, mode: str) -> str | None:
     try:
         return score_after_run(out_dir, mode)
     except (OSError, VoicelatError) as exc:
-        info(f"warning: not scored ({exc}); retry with: voicelat score {out_dir}")
+        progress(f"warning: not scored ({exc}); retry with: voicelat score {out_dir}")
         return None
 
 
@@ -307,13 +311,15 @@ def cmd_run(
     execute = execute or execute_run
     table = table or summary_table
     as_json, quiet = getattr(args, "json", False), getattr(args, "quiet", False)
-    set_quiet(quiet)
+    progress = progress_for(quiet)
     if as_json or quiet:
         args.tui = False  # the TUI would own the terminal; these outputs are for scripts
-    pipeline, fixtures = resolve_inputs(args)
-    out_dir = args.out or default_out_dir(pipeline)
+    request = request_from_args(args, sys.argv)
+    pipeline, fixtures = resolve_inputs(request)
+    out_dir = request.out_dir or default_out_dir(pipeline)
     check_out_dir(out_dir)
-    info(
+    request = request.with_inputs(pipeline, fixtures, out_dir)
+    progress(
         f"pipeline {pipeline.name} ({pipeline.path}); {len(fixtures)} fixtures; results -> {out_dir}"
     )
     if getattr(args, "events", None):
@@ -322,21 +328,25 @@ def cmd_run(
         from voicelat.tui.protocol import event_stream, recorded_argv
 
         with event_stream(fixtures, out_dir) as observer:
-            execute(args, pipeline, fixtures, out_dir, observer, argv=recorded_argv(sys.argv))
+            execute(replace(request, argv=tuple(recorded_argv(sys.argv))), observer, progress)
         return EXIT_OK
-    from voicelat.tui import live
+    from voicelat.cli.tui_child import child_command, want_tui
 
-    if live.want_tui(args):
+    if want_tui(args):
+        from voicelat.tui import live
+
         # The run is measured in a child process: the UI cannot delay one of its timestamps.
-        command = live.child_command(args, out_dir, add_run_arguments)
-        code = live.run_with_tui(args, pipeline, fixtures, out_dir, command=command, argv=sys.argv)
-        write_run_report(out_dir)
-        _score_after_run(out_dir, getattr(args, "score", "off"))
+        command = child_command(args, out_dir, add_run_arguments)
+        code = live.run_with_tui(
+            pipeline, out_dir, planned=_planned(request), command=command, argv=sys.argv
+        )
+        write_run_report(out_dir, progress)
+        _score_after_run(out_dir, getattr(args, "score", "off"), progress)
         return code
     stream = None if quiet else sys.stderr if as_json else sys.stdout
-    outcome = execute(args, pipeline, fixtures, out_dir, PrintObserver(stream), argv=sys.argv)
-    write_run_report(out_dir)
-    scored = _score_after_run(out_dir, getattr(args, "score", "off"))
+    outcome = execute(request, PrintObserver(stream), progress)
+    write_run_report(out_dir, progress)
+    scored = _score_after_run(out_dir, getattr(args, "score", "off"), progress)
     if as_json:
         from voicelat.export import summary_json
 
@@ -352,5 +362,16 @@ def cmd_run(
     if scored:
         print(scored)
     if RunSummary.coerce(outcome.summary).counts.headline == 0 and outcome.turns:
-        info("note: no warm turn to report (cold and warm-up turns are kept apart); add turns")
+        progress("note: no warm turn to report (cold and warm-up turns are kept apart); add turns")
     return EXIT_OK
+
+
+def _planned(request: RunRequest) -> int:
+    """How many turns the measuring child runs (the TUI's progress bar): the fixture plan."""
+    from voicelat.core.plan import plan_turns
+
+    fixtures = request.fixtures or ()
+    p = request.plan
+    return len(
+        plan_turns([f.id for f in fixtures], repeat=p.repeat, turns=p.turns, warmup=p.warmup)
+    )
