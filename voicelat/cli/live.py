@@ -277,7 +277,7 @@ def cmd_live(args: argparse.Namespace) -> int:
     devices = _open_devices(args)
     out_dir = args.out or default_out_dir(pipeline, "live")
     check_out_dir(out_dir)
-    pipeline = with_stack_urls(pipeline)
+    pipeline = with_stack_urls(pipeline, _info)
     # Stage options are checked now, not after the stack's start-up.
     stt_rate = StageSet.from_pipeline(pipeline).input_rate
     ptt = bool(args.ptt)

@@ -244,8 +244,9 @@ def prepare_comparison(
         for c in setup.combos:
             run_dir = setup.out / c.slug
             try:
-                net = open_network(None, with_stack_urls(c.pipeline), progress)
-                pipeline = net.pipeline if net else with_stack_urls(c.pipeline)
+                pointed = with_stack_urls(c.pipeline, progress)
+                net = open_network(None, pointed, progress)
+                pipeline = net.pipeline if net else pointed
                 runner = Runner(pipeline, setup.fixtures, run_dir, argv=argv, calls=setup.calls)
                 runs.append(CombinationRun(c, runner, run_dir, network=net))
                 runner.validate()

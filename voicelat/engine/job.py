@@ -21,7 +21,13 @@ from voicelat.core.errors import ConfigError
 from voicelat.core.plan import PlannedTurn, plan_turns
 from voicelat.core.schedule import Load
 from voicelat.engine.probes import run_measuring_loop
-from voicelat.engine.progress import NullObserver, Observer, Progress, stderr_progress
+from voicelat.engine.progress import (
+    NullObserver,
+    Observer,
+    Progress,
+    no_progress,
+    stderr_progress,
+)
 from voicelat.engine.request import RunRequest
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.files.pipeline import Pipeline, default_pipeline_path, load_pipeline
@@ -91,8 +97,13 @@ def default_out_dir(pipeline: Pipeline, kind: str = "") -> Path:
     return out
 
 
-def with_stack_urls(pipeline: Pipeline) -> Pipeline:
-    """Point stages that name no server at the embedded stack's servers (when it is used)."""
+def with_stack_urls(pipeline: Pipeline, progress: Progress = no_progress) -> Pipeline:
+    """Point stages that name no server at the embedded stack's servers (when it is used),
+    and stages naming an emulator's default address at where ``voicelat serve`` really
+    listens (``engine/served.py``: a busy default port, ``--port``; said on ``progress``)."""
+    from voicelat.engine.served import with_served_emulators
+
+    pipeline = with_served_emulators(pipeline, progress)
     if pipeline.stack != "local":
         return pipeline
     from voicelat.stack import StackConfig
@@ -203,9 +214,10 @@ def execute_run(
     from voicelat.export import ExportObserver, open_exports
 
     # --network / [network]: the stages pointed at the impairment relay (docs/NETWORK.md).
-    network = open_network(request.network, with_stack_urls(pipeline), progress, ray=request.ray)
+    pointed = with_stack_urls(pipeline, progress)
+    network = open_network(request.network, pointed, progress, ray=request.ray)
     runner = Runner(
-        network.pipeline if network else with_stack_urls(pipeline),
+        network.pipeline if network else pointed,
         fixtures,
         out_dir,
         observer=observer,
