@@ -170,12 +170,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _compare_live(args: argparse.Namespace) -> int:
     from voicelat.engine.compare import (
         CompareRequest,
+        live_comparison_document,
         measure_comparison,
         plan_comparison,
         prepare_comparison,
         read_summaries,
     )
-    from voicelat.engine.comparison import live_comparison_document
     from voicelat.engine.request import PlanRequest
 
     request = CompareRequest(

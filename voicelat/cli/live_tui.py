@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from voicelat.cli.live import add_live_arguments
+from voicelat.cli.live_args import add_live_arguments
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.engine.progress import stderr_progress as _info
 

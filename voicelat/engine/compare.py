@@ -28,7 +28,12 @@ from voicelat.core import jsontext
 from voicelat.core.errors import ConfigError, VoicelatError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.turn import Turn
-from voicelat.engine.comparison import check_currencies
+from voicelat.engine.comparison import (
+    Ranking,
+    check_currencies,
+    combination_sample,
+    comparison_document,
+)
 from voicelat.engine.progress import Progress, stderr_progress
 from voicelat.engine.request import PlanRequest
 from voicelat.files.matrix import (
@@ -54,6 +59,7 @@ __all__ = [
     "CompareRequest",
     "CompareSetup",
     "default_compare_out",
+    "live_comparison_document",
     "measure_comparison",
     "plan_comparison",
     "prepare_comparison",
@@ -441,3 +447,52 @@ async def _drive_calls(
                 session=0,
             )
             r.runner.call_records.append(record)
+
+
+# -- the document ----------------------------------------------------------------------------
+def live_comparison_document(
+    ranking: Ranking,
+    setup: CompareSetup,
+    runs: Sequence[CombinationRun],
+    summaries: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """``comparison.json`` of an interleaved comparison that was just measured."""
+    from voicelat.files.fixtures import fixture_set_hash
+
+    samples = [
+        combination_sample(r.combo.name, r.runner.turns, r.setup_error, summaries.get(r.combo.name))
+        for r in runs
+    ]
+    doc = comparison_document(
+        ranking,
+        name=setup.name,
+        description=setup.description,
+        source=setup.source,
+        samples=samples,
+        summaries=summaries,
+        run_dirs={r.combo.name: r.run_dir.name for r in runs},
+        labels={r.combo.name: r.combo.labels for r in runs},
+        excluded=setup.excluded,
+        fixtures={
+            "count": len(setup.fixtures),
+            "ids": [f.id for f in setup.fixtures],
+            "set_sha256": fixture_set_hash(list(setup.fixtures)),
+        },
+        schedule={
+            "order": (
+                "interleaved per call: each planned call on every combination in turn"
+                if setup.calls
+                else "interleaved per fixture: each planned turn on every combination in turn"
+            ),
+            "warmup": setup.asked.warmup,
+            "measured_per_combination": sum(not p.warmup for p in setup.plan),
+            "repeat": setup.asked.repeat,
+            "turns": len(setup.schedule),
+            "combination_order": [r.combo.name for r in runs],
+        },
+        interleaved=True,
+    )
+    calls = {k: v["calls"] for k, v in summaries.items() if isinstance(v.get("calls"), dict)}
+    if calls:
+        doc["calls"] = calls  # a comparison of whole calls: each combination's call figures
+    return doc

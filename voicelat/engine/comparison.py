@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
 from voicelat.core.errors import ConfigError
@@ -25,16 +25,12 @@ from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
 from voicelat.files.results import SCHEMA_VERSION, SUMMARY_FILE, TURNS_FILE, LoadedRun
 
-if TYPE_CHECKING:
-    from voicelat.engine.compare import CombinationRun, CompareSetup
-
 __all__ = [
     "Ranking",
     "SavedRuns",
     "check_currencies",
     "combination_sample",
     "comparison_document",
-    "live_comparison_document",
     "saved_comparison_document",
     "saved_runs",
     "trust_of",
@@ -164,54 +160,6 @@ def comparison_document(
         # The combinations whose runs distrusted their machine (their "trust" says why).
         "untrusted": [c["name"] for c in combos if not c.get("trust", {}).get("trustworthy", 1)],
     }
-
-
-def live_comparison_document(
-    ranking: Ranking,
-    setup: CompareSetup,
-    runs: Sequence[CombinationRun],
-    summaries: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
-    """``comparison.json`` of an interleaved comparison that was just measured."""
-    from voicelat.files.fixtures import fixture_set_hash
-
-    samples = [
-        combination_sample(r.combo.name, r.runner.turns, r.setup_error, summaries.get(r.combo.name))
-        for r in runs
-    ]
-    doc = comparison_document(
-        ranking,
-        name=setup.name,
-        description=setup.description,
-        source=setup.source,
-        samples=samples,
-        summaries=summaries,
-        run_dirs={r.combo.name: r.run_dir.name for r in runs},
-        labels={r.combo.name: r.combo.labels for r in runs},
-        excluded=setup.excluded,
-        fixtures={
-            "count": len(setup.fixtures),
-            "ids": [f.id for f in setup.fixtures],
-            "set_sha256": fixture_set_hash(list(setup.fixtures)),
-        },
-        schedule={
-            "order": (
-                "interleaved per call: each planned call on every combination in turn"
-                if setup.calls
-                else "interleaved per fixture: each planned turn on every combination in turn"
-            ),
-            "warmup": setup.asked.warmup,
-            "measured_per_combination": sum(not p.warmup for p in setup.plan),
-            "repeat": setup.asked.repeat,
-            "turns": len(setup.schedule),
-            "combination_order": [r.combo.name for r in runs],
-        },
-        interleaved=True,
-    )
-    calls = {k: v["calls"] for k, v in summaries.items() if isinstance(v.get("calls"), dict)}
-    if calls:
-        doc["calls"] = calls  # a comparison of whole calls: each combination's call figures
-    return doc
 
 
 def trust_of(summary: Mapping[str, Any]) -> dict[str, Any]:
