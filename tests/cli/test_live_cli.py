@@ -8,7 +8,8 @@ import sys
 import time
 from typing import Any
 
-from voicelat.cli.live import SpeechEndAnnouncer, _app_class, _child_class, forwarded_options
+from voicelat.cli.live_terminal import SpeechEndAnnouncer
+from voicelat.cli.live_tui import _app_class, _child_class, forwarded_options
 from voicelat.cli.main import build_parser
 from voicelat.core.plan import PlannedTurn
 from voicelat.tui.app import VoicelatApp

@@ -48,7 +48,8 @@ def test_ci_leaves_the_report_beside_its_gate_reports(
     """``voicelat ci`` measuring a run writes its report.html too (the measuring replaced by
     the saved run, so this needs no server)."""
 
-    def fake_execute_run(args: Any, pipeline: Any, fixtures: Any, out_dir: Path, *a: Any, **k: Any):  # type: ignore[no-untyped-def]
+    def fake_execute_run(request: Any, *a: Any, **k: Any):  # type: ignore[no-untyped-def]
+        out_dir = request.out_dir
         shutil.copytree(SAVED_RUN, out_dir, dirs_exist_ok=True)
         run = load_run(out_dir)
         return RunOutcome(out_dir, list(run.turns), run.summary)

@@ -3,7 +3,6 @@ emulator through the runner and turn engine, on the run's clock."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
@@ -20,6 +19,7 @@ from voicelat.emulate import Emulators
 from voicelat.engine import calibrate
 from voicelat.engine.calibrate import Calibration, calibration_for
 from voicelat.engine.job import execute_run
+from voicelat.engine.request import LoadRequest, PlanRequest, RunRequest
 from voicelat.export import SUMMARY_SCHEMA, load_schema, validate
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
 from voicelat.report.run_html import run_html
@@ -66,11 +66,16 @@ async def test_a_calibrated_run_carries_its_error_bar_in_the_summary(
     monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
     fixtures = [f for f in load_fixtures(default_fixtures_dir()) if f.id == "call_mom"]
     async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
-        args = argparse.Namespace(turns=1, warmup=0, calibrate="quick")
         out = tmp_path / "run"
-        await asyncio.to_thread(
-            execute_run, args, emulated_openai_pipeline(em), fixtures, out, _Seen(), ["voicelat"]
+        request = RunRequest(
+            out_dir=out,
+            plan=PlanRequest(turns=1, warmup=0),
+            calibrate="quick",
+            argv=("voicelat",),
+            pipeline=emulated_openai_pipeline(em),
+            fixtures=tuple(fixtures),
         )
+        await asyncio.to_thread(execute_run, request, _Seen())
     summary = json.loads((out / "summary.json").read_text())
     inst = summary["instrument"]
     assert inst["status"] == "calibrated", inst
@@ -98,11 +103,18 @@ async def test_a_run_on_worker_processes_is_calibrated_in_the_parent(
     monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
     fixtures = [f for f in load_fixtures(default_fixtures_dir()) if f.id == "call_mom"]
     async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
-        args = argparse.Namespace(turns=2, warmup=0, workers=2, concurrency=2, calibrate="quick")
         out = tmp_path / "run"
-        await asyncio.to_thread(
-            execute_run, args, emulated_openai_pipeline(em), fixtures, out, _Seen(), ["voicelat"]
+        request = RunRequest(
+            out_dir=out,
+            plan=PlanRequest(turns=2, warmup=0),
+            load=LoadRequest(concurrency=2),
+            workers=2,
+            calibrate="quick",
+            argv=("voicelat",),
+            pipeline=emulated_openai_pipeline(em),
+            fixtures=tuple(fixtures),
         )
+        await asyncio.to_thread(execute_run, request, _Seen())
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["run"]["workers"]) == 2
     inst = summary["instrument"]
@@ -191,13 +203,13 @@ def test_the_mode_comes_from_the_option_else_the_variable_else_quick(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(calibrate.ENV, raising=False)
-    assert calibration_for(argparse.Namespace()).mode == "quick"
+    assert calibration_for(None).mode == "quick"
     monkeypatch.setenv(calibrate.ENV, "full")
-    assert calibration_for(argparse.Namespace()).mode == "full"
-    assert calibration_for(argparse.Namespace(calibrate="off")).mode == "off"
+    assert calibration_for(None).mode == "full"
+    assert calibration_for("off").mode == "off"
     monkeypatch.setenv(calibrate.ENV, "sometimes")
     with pytest.raises(ConfigError, match="VOICELAT_CALIBRATE='sometimes': use one of off"):
-        calibration_for(argparse.Namespace())
+        calibration_for(None)
 
 
 def test_a_bad_mode_is_one_line_and_exit_2(tmp_path: Path) -> None:

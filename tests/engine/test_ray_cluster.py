@@ -7,7 +7,6 @@ stopped (``ray stop --force``), and no Ray process may be left behind."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import json
@@ -31,6 +30,7 @@ from voicelat.core.turn import Turn
 from voicelat.emulate import Emulators
 from voicelat.engine.job import execute_run
 from voicelat.engine.ray_workers import RayPool
+from voicelat.engine.request import LoadRequest, PlanRequest, RunRequest
 from voicelat.files.results import read_turns
 
 pytestmark = pytest.mark.slow  # ~20 s to start the two nodes, then real turns on each
@@ -65,11 +65,17 @@ async def test_a_run_over_two_ray_nodes_is_one_result_with_every_turn_once(
     monkeypatch.delenv("VOICELAT_LOOP", raising=False)
     async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
         pipeline = _pipeline(em)
-        args = argparse.Namespace(ray=cluster.address, concurrency=2, turns=4, warmup=2)
         out = tmp_path / "run"
-        outcome = await asyncio.to_thread(
-            execute_run, args, pipeline, _fixtures(), out, _Seen(), ["voicelat", "run"]
+        request = RunRequest(
+            out_dir=out,
+            plan=PlanRequest(turns=4, warmup=2),
+            load=LoadRequest(concurrency=2),
+            ray=cluster.address,
+            argv=("voicelat", "run"),
+            pipeline=pipeline,
+            fixtures=tuple(_fixtures()),
         )
+        outcome = await asyncio.to_thread(execute_run, request, _Seen())
     turns = _lines(out / "turns.jsonl")
     summary = json.loads((out / "summary.json").read_text())
     # the plan split covers every turn exactly once

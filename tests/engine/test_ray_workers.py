@@ -5,7 +5,6 @@ on a plain event loop. The two-node cluster run is tests/engine/test_ray_cluster
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import socket
@@ -173,7 +172,10 @@ def test_a_run_over_ray_goes_through_the_same_job_as_workers(
     from voicelat.engine import job
 
     monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "k")
-    args = argparse.Namespace(ray=f"127.0.0.1:{_closed_port()}", pipeline=PIPELINE)
-    pipeline, fixtures = job.resolve_inputs(args)
+    from voicelat.engine.request import RunRequest
+
+    request = RunRequest(
+        pipeline_path=PIPELINE, out_dir=tmp_path / "r", ray=f"127.0.0.1:{_closed_port()}"
+    )
     with pytest.raises(InfraError, match="does not answer"):
-        job.execute_run(args, pipeline, fixtures, tmp_path / "r", None)
+        job.execute_run(request)

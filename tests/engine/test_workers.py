@@ -3,7 +3,6 @@ OpenAI twin on loopback; one turns.jsonl and one summary; a killed worker's turn
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import json
@@ -21,6 +20,7 @@ from voicelat.core.summary import build_summary
 from voicelat.core.turn import Turn
 from voicelat.emulate import Emulators
 from voicelat.engine.job import execute_run
+from voicelat.engine.request import LoadRequest, PlanRequest, RunRequest
 from voicelat.engine.workers import (
     WorkerPool,
     effective_workers,
@@ -94,11 +94,17 @@ async def test_two_workers_write_one_turns_file_and_one_summary(
     monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
     async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
         pipeline = _pipeline(em)
-        args = argparse.Namespace(workers=2, concurrency=4, turns=8, warmup=2)
         out = tmp_path / "run"
-        outcome = await asyncio.to_thread(
-            execute_run, args, pipeline, _fixtures(), out, _Seen(), ["voicelat", "run"]
+        request = RunRequest(
+            out_dir=out,
+            plan=PlanRequest(turns=8, warmup=2),
+            load=LoadRequest(concurrency=4),
+            workers=2,
+            argv=("voicelat", "run"),
+            pipeline=pipeline,
+            fixtures=tuple(_fixtures()),
         )
+        outcome = await asyncio.to_thread(execute_run, request, _Seen())
     turns = _lines(out / "turns.jsonl")
     summary = json.loads((out / "summary.json").read_text())
     assert len(turns) == 10 == len(outcome.turns) == summary["run"]["planned_turns"]

@@ -19,12 +19,12 @@ from voicelat.files.pipeline import load_pipeline
 
 def test_a_run_without_a_network_opens_nothing() -> None:
     pipe = load_pipeline(ROOT / "pipelines" / "emulated-openai.toml")
-    assert open_network(argparse.Namespace(), pipe) is None
+    assert open_network(None, pipe) is None
 
 
 def test_the_stages_are_pointed_at_one_relay_per_target_and_it_is_stopped() -> None:
     pipe = load_pipeline(ROOT / "pipelines" / "emulated-openai.toml")
-    run = open_network(argparse.Namespace(network="lan"), pipe)
+    run = open_network("lan", pipe)
     assert run is not None and run.relay is not None
     try:
         ((host, port),) = run.relay.listen
@@ -48,7 +48,7 @@ def test_an_agent_url_keeps_its_path_and_query() -> None:
 def test_a_tls_address_is_refused_in_one_line() -> None:
     pipe = load_pipeline(ROOT / "pipelines" / "openai-realtime.toml")
     with pytest.raises(ConfigError, match=r"\[s2s\] base_url = 'wss://api.openai.com/v1': "):
-        open_network(argparse.Namespace(network="4g"), pipe)
+        open_network("4g", pipe)
 
 
 class _Realised:
@@ -102,4 +102,4 @@ def test_a_realised_match_keeps_the_trust_as_it_was(tmp_path: Path) -> None:
 def test_a_relay_on_loopback_is_refused_for_a_ray_cluster() -> None:
     pipe = load_pipeline(ROOT / "pipelines" / "emulated-openai.toml")
     with pytest.raises(ConfigError, match="with --ray: the relay listens on this machine"):
-        open_network(argparse.Namespace(network="4g", ray="auto"), pipe)
+        open_network("4g", pipe, ray="auto")

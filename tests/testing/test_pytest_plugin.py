@@ -130,3 +130,67 @@ def test_voicelat_run_fixture_on_the_real_stack(
     assert_latency(summary, e2e_p90_ms=60_000)
     with pytest.raises(AssertionError, match=r"e2e P50 \d+ ms > limit 1 ms"):
         assert_latency(summary, e2e_p50_ms=1)
+
+
+# -- load shapes and workers through the fixture, on the OpenAI emulator ------------------------
+EMULATOR_PROFILE = {
+    "openai": {
+        "latency": {"headers": 5, "ttft": 30, "token": 5, "stt_first": 20, "stt_final": 30,
+                    "tts_first_audio": 20, "tts_chunk": 5},
+        "content": {"leading_silence_ms": 20.0, "reply": "Sure.", "ms_per_char": 10.0},
+    }
+}  # fmt: skip
+
+
+def _emulated_pipeline_file(em: Any, path: Path) -> Path:
+    """pipelines/emulated-openai.toml pointed at ``em``'s OpenAI emulator, as a file (the
+    fixture takes a pipeline path, as a test author's suite gives it)."""
+    from tests.helpers import ROOT
+
+    port = em.servers["openai"].port
+    text = (ROOT / "pipelines" / "emulated-openai.toml").read_text()
+    path.write_text(text.replace("127.0.0.1:8401", f"127.0.0.1:{port}"))
+    return path
+
+
+async def test_the_fixture_runs_a_closed_loop_over_worker_processes(
+    voicelat_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``voicelat_run(..., concurrency=2, workers=2)``: two sessions on two worker processes,
+    as ``voicelat run --concurrency 2 --workers 2`` runs them."""
+    import asyncio
+
+    from voicelat.emulate import Emulators
+
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
+    async with Emulators(["openai"], profile=EMULATOR_PROFILE, seed=1, thread=True) as em:
+        pipe = _emulated_pipeline_file(em, tmp_path / "p.toml")
+        s = await asyncio.to_thread(
+            voicelat_run, pipe, turns=4, warmup=2, concurrency=2, workers=2, out=tmp_path / "r"
+        )
+    run = s.raw["run"]
+    assert (run["load"]["mode"], run["load"]["concurrency"]) == ("closed", 2)
+    assert len(run["workers"]) == 2
+    assert s.counts["turns"] == 6 and s.n == 4 and s.failure_rate == 0
+
+
+async def test_the_fixture_runs_an_open_loop_and_refuses_a_rate_with_concurrency(
+    voicelat_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``rate=R``: an open loop (turns started on a schedule); with ``concurrency`` too, the
+    test fails with voicelat's one-line reason (as the command line refuses both)."""
+    import asyncio
+
+    from voicelat.emulate import Emulators
+
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
+    async with Emulators(["openai"], profile=EMULATOR_PROFILE, seed=1, thread=True) as em:
+        pipe = _emulated_pipeline_file(em, tmp_path / "p.toml")
+        s = await asyncio.to_thread(
+            voicelat_run, pipe, turns=3, warmup=1, rate=4.0, out=tmp_path / "r"
+        )
+        assert s.raw["run"]["load"]["mode"] == "open"
+        assert s.raw["run"]["load"]["rate_per_s"] == 4.0
+        assert s.counts["turns"] == 4 and s.failure_rate == 0
+        with pytest.raises(pytest.fail.Exception, match=r"voicelat: .*concurrency.*rate"):
+            voicelat_run(pipe, turns=1, rate=4.0, concurrency=2, out=tmp_path / "r2")

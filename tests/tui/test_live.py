@@ -20,12 +20,12 @@ import pytest
 
 from voicelat.cli.main import build_parser, main
 from voicelat.cli.run import add_run_arguments
+from voicelat.cli.tui_child import child_command, want_tui
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
-from voicelat.files.fixtures import Fixture
 from voicelat.files.pipeline import Endpointing, Pipeline, TurnConfig
 from voicelat.files.results import load_run
 from voicelat.tui.app import VoicelatApp
-from voicelat.tui.live import NICE_ENV, ChildRun, child_command, run_with_tui, tui_nice, want_tui
+from voicelat.tui.live import NICE_ENV, ChildRun, run_with_tui, tui_nice
 from voicelat.tui.model import RunEnded, RunEvent, SetupLine, TurnFinished, TurnStarted
 from voicelat.tui.protocol import decode
 
@@ -280,9 +280,7 @@ def _pipeline() -> Pipeline:
 
 
 def _tui(tmp_path: Path, command: list[str]) -> int:
-    args = argparse.Namespace(repeat=1, turns=2, warmup=0, tui=True)
-    fixtures = [Fixture("kitchen_lights", Path("k.wav"), "hi", 310, 1650, "")]
-    return run_with_tui(args, _pipeline(), fixtures, tmp_path / "out", command=command)
+    return run_with_tui(_pipeline(), tmp_path / "out", planned=2, command=command)
 
 
 @pytest.mark.parametrize("key", ["q", "ctrl+c"])

@@ -92,3 +92,18 @@ def positive_seconds(value: str) -> float:
     if not 0 < x < float("inf"):
         raise argparse.ArgumentTypeError(f"{value} must be a positive number of seconds")
     return x
+
+
+def device_latency(value: str) -> str | float:
+    """``--latency``: a sound device latency, ``low``, ``high`` or seconds within 0..2."""
+    if value in ("low", "high"):
+        return value
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not low, high or a number of seconds"
+        ) from None
+    if not 0 < seconds < 2:
+        raise argparse.ArgumentTypeError(f"{value} s is not a device latency (0 < s < 2)")
+    return seconds

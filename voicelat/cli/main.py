@@ -44,6 +44,7 @@ _SUBCOMMANDS = (
     "voicelat.cli.stack",
     "voicelat.cli.agent",
     "voicelat.cli.live",
+    "voicelat.cli.devices",
     "voicelat.cli.ci",
     "voicelat.cli.compare",
     "voicelat.cli.view",

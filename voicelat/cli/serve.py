@@ -6,8 +6,11 @@ script can read where to point its clients::
     openai http://127.0.0.1:8401/v1
     inworld http://127.0.0.1:8402
 
-It serves until Ctrl-C or SIGTERM, then stops cleanly (exit 0). Startup problems (an unknown
-emulator, a bad profile, a port in use) are one line on stderr and exit 2.
+It serves until Ctrl-C or SIGTERM, then stops cleanly (exit 0). An emulator whose default port
+another process holds serves on a free port instead (said on stderr); while it serves, runs of
+a pipeline naming the default address go there (``voicelat/emulate/served.py``). Startup
+problems (an unknown emulator, a bad profile, a ``--port`` in use) are one line on stderr and
+exit 2.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, TextIO
 from voicelat.core.errors import EXIT_OK
 from voicelat.emulate.profile import builtin_profiles
 from voicelat.emulate.registry import emulator_class, known_emulators
+from voicelat.emulate.served import register_served, unregister_served
 
 __all__ = ["add_parser", "cmd_serve"]
 
@@ -169,6 +173,9 @@ async def _serve(args: argparse.Namespace, ssl_context: SSLContext | None = None
         port=args.port,
         truth_limit=SERVE_TRUTH_LIMIT,
         ssl=ssl_context,
+        # A default port another process holds is no reason to stop: take a free one and say
+        # so; the runs find it (emulate/served.py). An asked-for --port still fails when busy.
+        free_if_busy=args.port is None,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -188,6 +195,9 @@ async def _serve(args: argparse.Namespace, ssl_context: SSLContext | None = None
                 ) from None
             emulators.truth.on_close(JsonlTruthWriter(truth_file))
         async with emulators:
+            # Recorded before the lines are printed: a script that read them can start a run.
+            at = [f"{args.host}:{s.port}" for s in emulators.servers.values()]
+            record = register_served(at, _moves(emulators, args.host))
             for name, url in emulators.urls.items():
                 print(f"{name} {url}", flush=True)
             seed = emulators.profile.seed
@@ -198,9 +208,30 @@ async def _serve(args: argparse.Namespace, ssl_context: SSLContext | None = None
                 file=sys.stderr,
                 flush=True,
             )
-            await stop.wait()
+            try:
+                await stop.wait()
+            finally:
+                unregister_served(record)
         print("stopped", file=sys.stderr, flush=True)
         return EXIT_OK
     finally:
         if truth_file is not None:
             truth_file.close()
+
+
+def _moves(emulators: Any, host: str) -> dict[str, str]:
+    """Each emulator's default address -> the one it serves on instead, when another process
+    held its default port (the emulated pipelines name the defaults)."""
+    moves: dict[str, str] = {}
+    for name, server in emulators.servers.items():
+        if server.busy_port is None:
+            continue
+        print(
+            f"{name}: port {server.busy_port} is in use by another process: serving on "
+            f"{host}:{server.port} instead (voicelat run points stages naming "
+            f"{host}:{server.busy_port} there while this serve runs)",
+            file=sys.stderr,
+            flush=True,
+        )
+        moves[f"{host}:{server.busy_port}"] = f"{host}:{server.port}"
+    return moves

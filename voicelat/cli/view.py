@@ -13,8 +13,7 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -22,14 +21,30 @@ from typing import TYPE_CHECKING, Any
 from voicelat.cli.signals import STOP_SIGNALS
 from voicelat.core import jsontext
 from voicelat.core.errors import EXIT_INFRA, EXIT_OK, VoicelatError
-from voicelat.core.turn import Turn
+from voicelat.files.comparison import (
+    COMPARISON_JSON,
+    LoadedComparison,
+    is_comparison,
+    load_comparison,
+)
 from voicelat.files.results import LoadedRun, load_run
 
 if TYPE_CHECKING:
     from voicelat.report.run_html import GateHeadline
 
-COMPARISON_JSON = "comparison.json"
 REPORT_HTML = "report.html"
+#: Read here for the command, kept importable from here (older callers and tests).
+__all__ = [
+    "COMPARISON_JSON",
+    "LoadedComparison",
+    "add_parser",
+    "cmd_view",
+    "comparison_page",
+    "is_comparison",
+    "load_comparison",
+    "run_page",
+    "write_report",
+]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -87,58 +102,6 @@ def print_definitions(run: LoadedRun, *, as_json: bool) -> int:
 
         print(definitions_text(results, instrument=summary.extra.get("instrument")))
     return EXIT_OK
-
-
-@dataclass(frozen=True)
-class LoadedComparison:
-    """A comparison directory read back: ``comparison.json`` and each combination's turns."""
-
-    path: Path
-    doc: dict[str, Any]
-    #: Combination name -> its turns, for each run directory that could be read.
-    runs: dict[str, Sequence[Turn]] = field(default_factory=dict)
-    #: Combinations whose run directory could not be read, with why.
-    missing: dict[str, str] = field(default_factory=dict)
-
-
-def is_comparison(path: Path) -> bool:
-    """Whether ``path`` is a comparison directory (or its ``comparison.json``)."""
-    return path.name == COMPARISON_JSON or (path / COMPARISON_JSON).is_file()
-
-
-def load_comparison(path: Path) -> LoadedComparison:
-    """Read ``comparison.json`` and the turns of every combination's run directory.
-
-    A live comparison records each run directory by name inside the comparison directory; a
-    comparison of saved runs records the paths it was given: both are looked for.
-    """
-    base = path.parent if path.name == COMPARISON_JSON else path
-    doc_path = base / COMPARISON_JSON
-    try:
-        doc = jsontext.loads(doc_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise VoicelatError(f"{doc_path} is not readable JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("kind") != "voicelat-comparison":
-        raise VoicelatError(
-            f"{doc_path} is not a voicelat comparison (no kind: voicelat-comparison)"
-        )
-    combos = doc.get("combinations")
-    if not isinstance(combos, list) or not all(isinstance(c, dict) and "name" in c for c in combos):
-        raise VoicelatError(f"{doc_path} is damaged: its combinations are not a list of tables")
-    runs: dict[str, Sequence[Turn]] = {}
-    missing: dict[str, str] = {}
-    for c in combos:
-        name, where = str(c["name"]), str(c.get("run_dir") or "")
-        candidates = [base / where, Path(where)] if where else []
-        found = next((d for d in candidates if (d / "turns.jsonl").is_file()), None)
-        if found is None:
-            missing[name] = f"no turns.jsonl at {where or '(no run_dir recorded)'}"
-            continue
-        try:
-            runs[name] = load_run(found).turns
-        except VoicelatError as exc:
-            missing[name] = str(exc)
-    return LoadedComparison(base, doc, runs, missing)
 
 
 def comparison_page(loaded: LoadedComparison) -> str:

@@ -68,6 +68,7 @@ class Emulators:
         log: Callable[[str], None] = _stderr,
         ssl: SSLContext | None = None,
         truth_limit: int | None = None,
+        free_if_busy: bool = False,
     ) -> None:
         if not names:
             raise ConfigError("name at least one emulator")
@@ -93,6 +94,9 @@ class Emulators:
                 ssl=ssl,
             )
         self.thread = thread
+        #: An emulator whose port another process holds takes a free one (``voicelat serve``
+        #: without ``--port``: the run finds it through ``emulate/served.py``).
+        self.free_if_busy = free_if_busy
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -120,7 +124,7 @@ class Emulators:
         try:
             for name, server in self.servers.items():
                 try:
-                    await server.start()
+                    await server.start(free_if_busy=self.free_if_busy)
                 except OSError as exc:
                     if exc.errno == errno.EADDRINUSE:
                         raise ConfigError(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import itertools
 import random
 import socket
@@ -77,6 +78,8 @@ class EmulatorServer:
         self.truth = truth
         self.host = host
         self.port = port
+        #: The port asked for when another process held it (``start(free_if_busy=True)``).
+        self.busy_port: int | None = None
         self.seed = seed
         self.log = log
         self.errors: list[str] = []
@@ -101,9 +104,17 @@ class EmulatorServer:
     def root_url(self) -> str:
         return f"{'https' if self.ssl else 'http'}://{self.host}:{self.port}"
 
-    async def start(self) -> None:
+    async def start(self, *, free_if_busy: bool = False) -> None:
+        """Listen on ``port``; with ``free_if_busy``, on a free port when another process
+        holds that one (``busy_port`` then says which it was)."""
         await self.emulator.startup()
-        self._server = await self._listen(self.port)
+        try:
+            self._server = await self._listen(self.port)
+        except OSError as exc:
+            if not (free_if_busy and self.port and exc.errno == errno.EADDRINUSE):
+                raise
+            self.busy_port = self.port
+            self._server = await self._listen(0)
         sock = self._server.sockets[0]
         self.port = int(sock.getsockname()[1])
 

@@ -152,12 +152,12 @@ class Calibration:
 
 
 def calibration_for(
-    args: Any, clock: Clock | None = None, log: Callable[[str], None] = lambda _: None
+    asked: str | None, clock: Clock | None = None, log: Callable[[str], None] = lambda _: None
 ) -> Calibration:
-    """The calibration ``args.calibrate`` asks for; when it says nothing, the
+    """The calibration ``asked`` for (``--calibrate``); when it says nothing, the
     ``VOICELAT_CALIBRATE`` variable's (a CI job's or a test suite's default), else
     :data:`DEFAULT_MODE`. A bad variable is a ``ConfigError`` (exit 2)."""
-    mode = getattr(args, "calibrate", None) or os.environ.get(ENV) or DEFAULT_MODE
+    mode = asked or os.environ.get(ENV) or DEFAULT_MODE
     if mode not in MODES:
         raise ConfigError(f"{ENV}={mode!r}: use one of {', '.join(MODES)}")
     return Calibration(mode, clock, log)

@@ -3,85 +3,84 @@ fixture runner on a new event loop, and the run's outcome.
 
 ``voicelat run``, ``voicelat ci``, ``voicelat compare``, ``voicelat live`` and the pytest plugin
 all start runs this way, so the steps live here, below the command line: nothing but the
-``voicelat`` command should import :mod:`voicelat.cli`. The options come as an
-``argparse.Namespace`` (or any object with the same attributes): a missing attribute means its
-default, so a caller that builds its own (the pytest plugin) names only what it sets.
+``voicelat`` command should import :mod:`voicelat.cli`. What the run is asked to do comes as one
+frozen :class:`~voicelat.engine.request.RunRequest` (the command line builds it from its flags in
+``cli/request.py``); its progress lines go to the ``progress`` callable the caller hands in.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from voicelat.core.errors import ConfigError
 from voicelat.core.plan import PlannedTurn, plan_turns
 from voicelat.core.schedule import Load
 from voicelat.engine.probes import run_measuring_loop
+from voicelat.engine.progress import (
+    NullObserver,
+    Observer,
+    Progress,
+    no_progress,
+    stderr_progress,
+)
+from voicelat.engine.request import RunRequest
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.files.pipeline import Pipeline, default_pipeline_path, load_pipeline
+
+if TYPE_CHECKING:
+    # Only for the annotations: the runner pulls in numpy and the stages, which
+    # `voicelat --help` and the subcommands that only read results do not need.
+    from voicelat.engine.runner import Runner, RunOutcome
 
 __all__ = [
     "default_out_dir",
     "execute_run",
     "export_options",
-    "info",
-    "load_from_args",
+    "load_scenarios_for",
     "resolve_inputs",
-    "set_quiet",
+    "scenario_fixtures",
     "stack_for",
     "with_stack_urls",
 ]
 
 
-_quiet = False
-
-
-def set_quiet(quiet: bool) -> None:
-    """``-q``: progress lines (:func:`info`) are dropped; errors still print."""
-    global _quiet
-    _quiet = quiet
-
-
-def info(msg: str) -> None:
-    """A progress line for the person at the terminal (stderr: stdout may carry results)."""
-    if not _quiet:
-        print(msg, file=sys.stderr, flush=True)
-
-
-def export_options(args: argparse.Namespace, pipeline: Pipeline, out_dir: Path) -> Any:
+def export_options(request: RunRequest, pipeline: Pipeline, out_dir: Path) -> Any:
     """What the run exports besides turns.jsonl and summary.json: ``turns.csv`` always,
     OTLP with ``--otlp-endpoint`` (or the OTEL_EXPORTER_OTLP_* variables), Prometheus with
     ``--metrics-port``."""
     from voicelat.export import ExportOptions
 
+    ex = request.exports
     return ExportOptions(
         pipeline=pipeline.to_json(),
         run_dir=out_dir,
-        otlp_endpoint=getattr(args, "otlp_endpoint", None),
-        metrics_port=getattr(args, "metrics_port", None),
-        metrics_linger_s=getattr(args, "metrics_linger", None) or 0.0,
+        otlp_endpoint=ex.otlp_endpoint,
+        metrics_port=ex.metrics_port,
+        metrics_linger_s=ex.metrics_linger_s,
         csv=True,
         wall_anchor_ns=(time.time_ns(), time.perf_counter_ns()),
     )
 
 
-def resolve_inputs(args: argparse.Namespace) -> tuple[Pipeline, list[Fixture]]:
-    """The pipeline and fixtures ``args`` name (``pipeline``, ``fixtures``; defaults: the
-    embedded local stack's pipeline, the bundled fixtures); ``save_audio`` turns on saving."""
-    pipeline = load_pipeline(getattr(args, "pipeline", None) or default_pipeline_path())
-    scenario = getattr(args, "scenario", None)
-    if scenario is not None:
+def resolve_inputs(request: RunRequest) -> tuple[Pipeline, list[Fixture]]:
+    """The pipeline and fixtures the request names (its loaded ones when it has them; else
+    ``pipeline_path`` / ``fixtures_dir``, by default the embedded local stack's pipeline and
+    the bundled fixtures; a scenario's fixtures for a run of calls); ``save_audio`` turns on
+    saving."""
+    pipeline = request.pipeline or load_pipeline(request.pipeline_path or default_pipeline_path())
+    if request.fixtures is not None:
+        fixtures = list(request.fixtures)
+    elif request.scenario is not None:
         # A run of calls speaks its scenarios' fixtures (checked here, before anything starts).
-        fixtures = scenario_fixtures(load_scenarios_for(args, Path(scenario)))
+        fixtures = scenario_fixtures(load_scenarios_for(request.scenario, request.fixtures_dir))
     else:
-        fixtures = load_fixtures(getattr(args, "fixtures", None) or default_fixtures_dir())
-    if getattr(args, "save_audio", False):
+        fixtures = load_fixtures(request.fixtures_dir or default_fixtures_dir())
+    if request.save_audio:
         pipeline = replace(pipeline, output=replace(pipeline.output, save_audio=True))
     return pipeline, fixtures
 
@@ -98,8 +97,13 @@ def default_out_dir(pipeline: Pipeline, kind: str = "") -> Path:
     return out
 
 
-def with_stack_urls(pipeline: Pipeline) -> Pipeline:
-    """Point stages that name no server at the embedded stack's servers (when it is used)."""
+def with_stack_urls(pipeline: Pipeline, progress: Progress = no_progress) -> Pipeline:
+    """Point stages that name no server at the embedded stack's servers (when it is used),
+    and stages naming an emulator's default address at where ``voicelat serve`` really
+    listens (``engine/served.py``: a busy default port, ``--port``; said on ``progress``)."""
+    from voicelat.engine.served import with_served_emulators
+
+    pipeline = with_served_emulators(pipeline, progress)
     if pipeline.stack != "local":
         return pipeline
     from voicelat.stack import StackConfig
@@ -121,7 +125,7 @@ def with_stack_urls(pipeline: Pipeline) -> Pipeline:
 
 
 @contextlib.contextmanager
-def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
+def stack_for(pipeline: Pipeline, progress: Progress = stderr_progress) -> Iterator[dict[str, Any]]:
     """Bring the embedded stack up when the pipeline needs it; stop only what was started here.
 
     Yields what the run records about each server (url, version, whether it was reused).
@@ -133,11 +137,11 @@ def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
 
     stack = LocalStack(StackConfig())
     t0 = time.monotonic()
-    info("embedded stack: checking / starting servers (first start assembles the models) ...")
-    status = stack.up(progress=lambda p: info(f"  {p}"))
-    info(f"embedded stack ready in {time.monotonic() - t0:.1f} s")
+    progress("embedded stack: checking / starting servers (first start assembles the models) ...")
+    status = stack.up(progress=lambda p: progress(f"  {p}"))
+    progress(f"embedded stack ready in {time.monotonic() - t0:.1f} s")
     for line in status.lines():
-        info(f"  {line}")
+        progress(f"  {line}")
     try:
         yield {
             s.name: {
@@ -151,12 +155,12 @@ def stack_for(pipeline: Pipeline) -> Iterator[dict[str, Any]]:
         }
     finally:
         if stack.started:
-            info(f"stopping the servers this run started: {', '.join(stack.started)}")
+            progress(f"stopping the servers this run started: {', '.join(stack.started)}")
         stack.release()
 
 
 @contextlib.contextmanager
-def traces_for(pipeline: Pipeline) -> Iterator[Any]:
+def traces_for(pipeline: Pipeline, progress: Progress = stderr_progress) -> Iterator[Any]:
     """An agent pipeline's trace receiver while the run lasts (docs/AGENTS.md), or None when
     there are no agent traces to read (``[agent] traces = "none"``, or not an agent)."""
     t = pipeline.agent_traces
@@ -173,38 +177,16 @@ def traces_for(pipeline: Pipeline) -> Iterator[Any]:
         offset_uncertainty_ns=round(t.clock_uncertainty_ms * 1_000_000),
     )
     with receiver:
-        info(f"agent traces ({t.mapping}): point the agent's OTLP exporter at {receiver.url}")
+        progress(f"agent traces ({t.mapping}): point the agent's OTLP exporter at {receiver.url}")
         yield receiver
 
 
-def load_from_args(args: argparse.Namespace) -> Load:
-    """The :class:`~voicelat.core.schedule.Load` the options ask for (``ConfigError`` when the
-    open-loop options come without ``rate``). Missing attributes mean the defaults."""
-    rate = getattr(args, "rate", None)
-    arrival = getattr(args, "arrival", None)
-    seed = getattr(args, "arrival_seed", None)
-    if rate is None and (arrival is not None or seed is not None):
-        raise ConfigError("--arrival and --arrival-seed shape an open-loop schedule: add --rate R")
-    try:
-        return Load(
-            concurrency=getattr(args, "concurrency", None) or 1,
-            rate_per_s=rate,
-            arrival=arrival or "poisson",
-            seed=1 if seed is None else seed,
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def execute_run(
-    args: argparse.Namespace,
-    pipeline: Pipeline,
-    fixtures: list[Fixture],
-    out_dir: Path,
-    observer: Any,
-    argv: Sequence[str] = (),
-) -> Any:
-    """Run the plan on the current thread's new event loop; returns the runner's outcome.
+    request: RunRequest,
+    observer: Observer | None = None,
+    progress: Progress = stderr_progress,
+) -> RunOutcome:
+    """Run the request's plan on the current thread's new event loop; returns the outcome.
 
     Stage options and fixture audio are validated before any server starts, so bad input
     fails in a second, not after the stack's start-up. On Ctrl-C the finished turns and the
@@ -214,69 +196,74 @@ def execute_run(
     # the subcommands that only read results do not need.
     from voicelat.engine.runner import Runner
 
-    load = load_from_args(args)
-    scenario = getattr(args, "scenario", None)
+    observer = observer if observer is not None else NullObserver()
+    pipeline, fixtures = resolve_inputs(request)
+    out_dir = request.out_dir or default_out_dir(pipeline)
+    load = request.load.load()
     calls: Sequence[Any] = ()
-    if scenario is not None:
-        fixtures, calls, plan = _plan_calls(args, Path(scenario), load, pipeline)
+    if request.scenario is not None:
+        fixtures, calls, plan = _plan_calls(request, request.scenario, load, pipeline)
     else:
         plan = plan_turns(
             [f.id for f in fixtures],
-            repeat=getattr(args, "repeat", 1),
-            turns=getattr(args, "turns", None),
-            warmup=getattr(args, "warmup", 1),
+            repeat=request.plan.repeat,
+            turns=request.plan.turns,
+            warmup=request.plan.warmup,
         )
     from voicelat.engine.network import open_network
     from voicelat.export import ExportObserver, open_exports
 
     # --network / [network]: the stages pointed at the impairment relay (docs/NETWORK.md).
-    network = open_network(args, with_stack_urls(pipeline), info)
+    pointed = with_stack_urls(pipeline, progress)
+    network = open_network(request.network, pointed, progress, ray=request.ray)
     runner = Runner(
-        network.pipeline if network else with_stack_urls(pipeline),
+        network.pipeline if network else pointed,
         fixtures,
         out_dir,
         observer=observer,
-        argv=list(argv),
+        argv=list(request.argv),
         calls=calls,
     )
     try:
         runner.validate()
         from voicelat.engine.calibrate import calibration_for
 
-        runner.calibration = calibration_for(args, runner.clock, info)
+        runner.calibration = calibration_for(request.calibrate, runner.clock, progress)
         # Opened before the stack and the first turn: a metrics port in use fails now (exit 3).
         # The exporters work on a thread of their own; the measuring loop only queues each turn.
         out_dir.mkdir(parents=True, exist_ok=True)
-        exports = open_exports(export_options(args, pipeline, out_dir), warn=info)
+        exports = open_exports(export_options(request, pipeline, out_dir), warn=progress)
     except BaseException:
         if network is not None:
             network.close()
         raise
     runner.observer = ExportObserver(observer, exports)
-    workers = getattr(args, "workers", None) or 1
-    ray = getattr(args, "ray", None)
     try:
-        if workers > 1 or ray:
-            return _execute_on_workers(runner, plan, load, workers, runner.observer, argv, ray)
-        with stack_for(pipeline) as stack_info, traces_for(pipeline) as traces:
+        if request.workers > 1 or request.ray:
+            return _execute_on_workers(runner, plan, load, request, progress)
+        with (
+            stack_for(pipeline, progress) as stack_info,
+            traces_for(pipeline, progress) as traces,
+        ):
             runner.stack_info = stack_info
             runner.trace_source = traces
             try:
                 run_measuring_loop(runner.run(plan, load=load))
             except KeyboardInterrupt:
                 kept = runner.turns.appended  # every finished turn (it keeps the last ones)
-                info(f"interrupted: {kept} finished turn(s) kept, summary written to {out_dir}")
+                progress(f"interrupted: {kept} finished turn(s) kept, summary written to {out_dir}")
                 raise
-            return runner.outcome
+            outcome: RunOutcome = runner.outcome
+            return outcome
     finally:
-        outcome = getattr(runner, "outcome", None)
+        done = getattr(runner, "outcome", None)
         if network is not None:
-            network.record(outcome)  # stops the relay; its realised impairment in the summary
-        exports.close(outcome.summary if outcome is not None else None)
+            network.record(done)  # stops the relay; its realised impairment in the summary
+        exports.close(done.summary if done is not None else None)
 
 
 def _plan_calls(
-    args: argparse.Namespace, scenario: Path, load: Load, pipeline: Pipeline
+    request: RunRequest, scenario: Path, load: Load, pipeline: Pipeline
 ) -> tuple[list[Fixture], list[Any], list[PlannedTurn]]:
     """``--scenario``: the scenarios' fixtures, the calls (``--repeat`` rounds) and their
     turns as the plan. Calls run closed-loop in this process (``--concurrency N`` calls)."""
@@ -284,19 +271,19 @@ def _plan_calls(
 
     if load.rate_per_s is not None:
         raise ConfigError("--rate starts single turns: calls run --concurrency N at once")
-    if getattr(args, "ray", None):
+    if request.ray:
         raise ConfigError(
             "--scenario with --ray: calls are not sharded over Ray actors yet; use --workers N "
             "(whole calls per worker process) or one process"
         )
-    if getattr(args, "turns", None) is not None:
+    if request.plan.turns is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
-    loaded = load_scenarios_for(args, scenario)
+    loaded = load_scenarios_for(scenario, request.fixtures_dir)
     from voicelat.files.scenario import check_overlays
 
     for item in loaded:
         check_overlays(item.scenario, pipeline)
-    calls = plan_calls([item.scenario for item in loaded], getattr(args, "repeat", 1) or 1)
+    calls = plan_calls([item.scenario for item in loaded], request.plan.repeat or 1)
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)
         for c in calls
@@ -305,12 +292,12 @@ def _plan_calls(
     return scenario_fixtures(loaded), calls, plan
 
 
-def load_scenarios_for(args: argparse.Namespace, scenario: Path) -> list[Any]:
+def load_scenarios_for(scenario: Path, fixtures_dir: Path | None = None) -> list[Any]:
     """The scenarios ``--scenario`` names (their fixtures from ``--fixtures`` if they name
     no folder of their own)."""
     from voicelat.files.scenario import load_scenarios
 
-    return load_scenarios(scenario, getattr(args, "fixtures", None))
+    return load_scenarios(scenario, fixtures_dir)
 
 
 def scenario_fixtures(loaded: Sequence[Any]) -> list[Fixture]:
@@ -328,43 +315,44 @@ def scenario_fixtures(loaded: Sequence[Any]) -> list[Fixture]:
 
 
 def _execute_on_workers(
-    runner: Any,
-    plan: Any,
+    runner: Runner,
+    plan: Sequence[PlannedTurn],
     load: Load,
-    workers: int,
-    observer: Any,
-    argv: Sequence[str],
-    ray: str | None = None,
-) -> Any:
+    request: RunRequest,
+    progress: Progress,
+) -> RunOutcome:
     """``--workers N``: the plan over N worker processes (voicelat.engine.workers); with
     ``--ray ADDRESS`` over Ray actors on a cluster's nodes (voicelat.engine.ray_workers: one
     per node unless ``--workers`` says how many). The outcome is kept as ``runner.outcome``
     (the exports' summary)."""
     from voicelat.engine.workers import effective_workers
 
+    ray, workers = request.ray, request.workers
     if ray:
         from voicelat.engine.ray_workers import preflight
 
-        info(f"ray: cluster at {preflight(ray)} answers")  # before any server starts
+        progress(f"ray: cluster at {preflight(ray)} answers")  # before any server starts
     else:
         # A call never spans workers: calls are what is dealt, so they cap the count.
         measured = len(runner.calls) or sum(1 for p in plan if not p.warmup)
         workers, warning = effective_workers(load, workers, measured)
         if warning:
-            info(f"warning: {warning}")
-    with stack_for(runner.pipeline) as stack_info:
-        pool = _pool(runner, workers, observer, argv, stack_info, ray)
+            progress(f"warning: {warning}")
+    with stack_for(runner.pipeline, progress) as stack_info:
+        pool = _pool(runner, workers, request.argv, stack_info, ray, progress)
         pool.calibration = _calibrate_parent(runner.calibration, ray)
         try:
-            runner.outcome = pool.run(plan, load)
-            return runner.outcome
+            outcome: RunOutcome = pool.run(plan, load)
+            runner.outcome = outcome
+            return outcome
         except KeyboardInterrupt:
             kept = pool.turns.appended
-            info(f"interrupted: {kept} turn(s) kept, summary written to {runner.out_dir}")
+            progress(f"interrupted: {kept} turn(s) kept, summary written to {runner.out_dir}")
             raise
         finally:
-            if getattr(runner, "outcome", None) is None:
-                runner.outcome = getattr(pool, "outcome", None)
+            kept_outcome = getattr(pool, "outcome", None)
+            if getattr(runner, "outcome", None) is None and kept_outcome is not None:
+                runner.outcome = kept_outcome
 
 
 def _calibrate_parent(calibration: Any, ray: str | None) -> Any:
@@ -380,15 +368,19 @@ def _calibrate_parent(calibration: Any, ray: str | None) -> Any:
 
 
 def _pool(
-    runner: Any,
+    runner: Runner,
     workers: int,
-    observer: Any,
     argv: Sequence[str],
     stack_info: dict[str, Any],
     ray: str | None,
+    progress: Progress,
 ) -> Any:
     """The worker pool: processes on this machine, or Ray actors across a cluster."""
-    common: dict[str, Any] = {"observer": observer, "argv": list(argv), "stack_info": stack_info}
+    common: dict[str, Any] = {
+        "observer": runner.observer,
+        "argv": list(argv),
+        "stack_info": stack_info,
+    }
     if ray:
         from voicelat.engine.ray_workers import RayPool
 
@@ -399,7 +391,7 @@ def _pool(
             runner.out_dir,
             size,
             address=ray,
-            progress=info,
+            progress=progress,
             **common,
         )
     from voicelat.engine.workers import WorkerPool

@@ -222,10 +222,12 @@ def _turns_of(outcome: Any) -> Sequence[Any]:
     return []
 
 
-def open_network(args: Any, pipeline: Any, info: Any = None) -> NetworkRun | None:
-    """The run's network (``--network`` or the pipeline's ``[network]``), its relay started
-    and the stages pointed at it; None when the run names no network."""
-    spec = getattr(args, "network", None)
+def open_network(
+    spec: str | None, pipeline: Any, info: Any = None, *, ray: str | None = None
+) -> NetworkRun | None:
+    """The run's network (``spec``, what ``--network`` names, else the pipeline's
+    ``[network]``), its relay started and the stages pointed at it; None when the run names no
+    network. ``ray``: the run's Ray address (a relay on this loopback cannot serve it)."""
     profile: NetworkProfile | None
     if spec:
         from voicelat.files.network import load_network
@@ -235,7 +237,7 @@ def open_network(args: Any, pipeline: Any, info: Any = None) -> NetworkRun | Non
         profile = getattr(pipeline, "network", None)
     if profile is None:
         return None
-    if getattr(args, "ray", None):
+    if ray:
         raise ConfigError(
             f"network {profile.name} with --ray: the relay listens on this machine's loopback, "
             "which the other nodes cannot reach; run it without --ray (--workers N shares it)"

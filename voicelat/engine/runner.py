@@ -24,8 +24,8 @@ import statistics
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -213,9 +213,7 @@ class Runner:
 
         def done(turn: Turn) -> None:
             writer.write(turn)
-            self.turns.append(turn)
-            if self.calls:
-                self.call_turns.append(turn)
+            self.record(turn)
             self.observer.turn_finished(turn, total)
 
         probe = _Probe(self.loop_lag)
@@ -353,10 +351,17 @@ class Runner:
         return int(statistics.median(lengths)) if lengths else 0
 
     # -- one turn at a time: ``voicelat compare`` interleaves several runners on one loop -------
-    async def run_one(self, planned: PlannedTurn, stages: StageSet) -> Turn:
-        """Run ONE planned turn on stages the caller has entered; keep it in ``turns`` (for
-        :meth:`summary`) and return it. The caller owns the stages, writing and the loop-lag
-        probe (:meth:`probe_loop_lag`)."""
+    async def run_one(
+        self,
+        planned: PlannedTurn,
+        stages: StageSet,
+        *,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Turn:
+        """Run ONE planned turn on stages the caller has entered; keep it (:meth:`record`, for
+        :meth:`summary`) and return it, with ``extra`` added to its ``extra`` (the comparison's
+        slot and combination: the turn is kept as it is written). The caller owns the stages,
+        writing and the loop-lag probe (:meth:`probe_loop_lag`)."""
         if not self.inputs:
             self.load_inputs(stages.input_rate)
         self.stages = stages
@@ -364,8 +369,18 @@ class Runner:
             # The comparison resamples every turn it ran (a plan's worth): keep them all.
             self.turns = RecentTurns(self.turns.summary, maxlen=None)
         turn = await self.turn_engine().run(planned, stages, self.inputs[planned.fixture])
-        self.turns.append(turn)
+        if extra:
+            turn = replace(turn, extra={**turn.extra, **extra})
+        self.record(turn)
         return turn
+
+    def record(self, turn: Turn) -> None:
+        """Keep a finished turn: in ``turns`` (and the summary they accumulate) and, in a run of
+        calls, among its calls' turns. For callers that drive turns themselves (the comparison's
+        calls); :meth:`run` and :meth:`run_one` record theirs."""
+        self.turns.append(turn)
+        if self.calls:
+            self.call_turns.append(turn)
 
     def summary(
         self, plan: Sequence[PlannedTurn], status: str, started_wall: float

@@ -18,7 +18,6 @@ synchronous test. A pipeline with ``stack = "local"`` reuses a running embedded 
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -238,11 +237,13 @@ RunFactory = Callable[..., LatencySummary]
 def voicelat_run(tmp_path_factory: pytest.TempPathFactory) -> RunFactory:
     """A factory that replays fixtures through a pipeline and returns a :class:`LatencySummary`.
 
-    ``voicelat_run(pipeline=None, fixtures=None, *, turns=None, repeat=1, warmup=1, out=None)``:
-    ``pipeline`` is a pipeline TOML path (default: the embedded local stack), ``fixtures`` a
-    fixtures directory (default: the bundled ones), ``out`` the results directory (default: a
-    fresh pytest temporary directory). A run that cannot start, or whose every turn fails,
-    fails the test with voicelat's one-line reason.
+    ``voicelat_run(pipeline=None, fixtures=None, *, turns=None, repeat=1, warmup=1,
+    concurrency=None, rate=None, workers=1, out=None)``: ``pipeline`` is a pipeline TOML path
+    (default: the embedded local stack), ``fixtures`` a fixtures directory (default: the bundled
+    ones), ``concurrency`` N sessions back to back (a closed loop) or ``rate`` R turns per
+    second (an open loop; not both), ``workers`` the sessions sharded over N worker processes,
+    ``out`` the results directory (default: a fresh pytest temporary directory). A run that
+    cannot start, or whose every turn fails, fails the test with voicelat's one-line reason.
     """
 
     def run(
@@ -252,24 +253,28 @@ def voicelat_run(tmp_path_factory: pytest.TempPathFactory) -> RunFactory:
         turns: int | None = None,
         repeat: int = 1,
         warmup: int = 1,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        workers: int = 1,
         out: Path | str | None = None,
     ) -> LatencySummary:
         from voicelat.core.errors import VoicelatError
-        from voicelat.engine.job import execute_run, resolve_inputs
+        from voicelat.engine.job import execute_run
+        from voicelat.engine.progress import stderr_progress
+        from voicelat.engine.request import LoadRequest, PlanRequest, RunRequest
 
-        args = argparse.Namespace(
-            pipeline=None if pipeline is None else Path(pipeline),
-            fixtures=None if fixtures is None else Path(fixtures),
-            turns=turns,
-            repeat=repeat,
-            warmup=warmup,
-            out=None,
-            save_audio=False,
-        )
         out_dir = Path(out) if out is not None else tmp_path_factory.mktemp("voicelat-run")
+        request = RunRequest(
+            pipeline_path=None if pipeline is None else Path(pipeline),
+            fixtures_dir=None if fixtures is None else Path(fixtures),
+            out_dir=out_dir,
+            plan=PlanRequest(repeat=repeat, turns=turns, warmup=warmup),
+            load=LoadRequest(concurrency=concurrency, rate=rate),
+            workers=workers,
+            argv=("pytest",),
+        )
         try:
-            pipe, fx = resolve_inputs(args)
-            outcome = execute_run(args, pipe, fx, out_dir, _QuietObserver(), argv=["pytest"])
+            outcome = execute_run(request, _QuietObserver(), stderr_progress)
         except VoicelatError as exc:
             pytest.fail(f"voicelat: {exc}", pytrace=False)
         every = tuple(outcome.every_turn())  # every turn, not a long run's recent window

@@ -22,7 +22,6 @@ against 4-6 ms without). So the run gets a process, and an interpreter, of its o
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import contextlib
@@ -34,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -42,14 +41,12 @@ from typing import IO, Any
 from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.core.run_summary import RunSummary
 from voicelat.tui.model import NS_PER_MS, RunEnded, RunEvent, RunModel, SetupLine
-from voicelat.tui.protocol import ARGV_ENV, EVENTS_FORMAT, SummaryWritten, decode
+from voicelat.tui.protocol import ARGV_ENV, SummaryWritten, decode
 
 #: How the child's one-line errors start (``voicelat.cli.main._err`` writes them).
 ERROR_PREFIX = "voicelat: error: "
 #: The first line Python prints for an uncaught exception.
 TRACEBACK_START = "Traceback (most recent call last):"
-#: Run options that are the TUI's business, not the child's (``--out`` is always passed).
-NOT_FORWARDED = frozenset({"tui", "events", "out", "help"})
 #: How far the TUI process lowers its own CPU priority once the child runs. The two still
 #: share the cores (with the servers): when a repaint holds a core as the measuring loop wakes
 #: up, the scheduler should hand it over at once. On the 2-core A/B machine the TUI used ~5%
@@ -64,68 +61,6 @@ STOP_GRACE_S = 60.0
 KILL_WAIT_S = 10.0
 #: The signals that stop ``run --tui`` (the command-wide policy's: voicelat.cli.signals).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def want_tui(args: argparse.Namespace, stdout_isatty: bool | None = None) -> bool:
-    """``--tui`` / ``--no-tui`` win; otherwise the TUI opens when stdout is a terminal."""
-    forced = getattr(args, "tui", None)
-    if forced is not None:
-        return bool(forced)
-    return sys.stdout.isatty() if stdout_isatty is None else stdout_isatty
-
-
-def forwarded_options(
-    args: argparse.Namespace, add_arguments: Callable[[argparse.ArgumentParser], None]
-) -> list[str]:
-    """The ``run`` options in ``args`` that differ from their defaults, as command-line words.
-
-    Rebuilt from the same ``add_arguments`` the parser used (``voicelat.cli.run.
-    add_run_arguments``: handed in, since the command line sits above the TUI), so an option
-    added there is forwarded to the child without touching this function (a test round-trips
-    every option).
-    """
-    probe = argparse.ArgumentParser(add_help=False)
-    add_arguments(probe)
-    words: list[str] = []
-    for action in probe._actions:
-        if not action.option_strings or action.dest in NOT_FORWARDED:
-            continue
-        value = getattr(args, action.dest, action.default)
-        if value is None or value == action.default:
-            continue
-        opt = next(
-            (o for o in action.option_strings if o.startswith("--")), action.option_strings[0]
-        )
-        if isinstance(action, argparse.BooleanOptionalAction):
-            words.append(opt if value else f"--no-{opt[2:]}")
-        elif action.nargs == 0:  # store_true / store_false / store_const
-            words.append(opt)
-        elif isinstance(value, list | tuple):
-            words.extend(f"{opt}={v}" for v in value)
-        else:
-            # `--opt=value`, so a value that starts with "-" is not taken for an option.
-            words.append(f"{opt}={value}")
-    return words
-
-
-def child_command(
-    args: argparse.Namespace,
-    out_dir: Path,
-    add_arguments: Callable[[argparse.ArgumentParser], None],
-) -> list[str]:
-    """The measuring child: the same interpreter and options, events on stdout, no TUI
-    (``add_arguments`` declares the run options: see :func:`forwarded_options`)."""
-    return [
-        sys.executable,
-        "-m",
-        "voicelat",
-        "run",
-        "--no-tui",
-        "--events",
-        EVENTS_FORMAT,
-        *forwarded_options(args, add_arguments),
-        f"--out={out_dir}",
-    ]
 
 
 def exit_status(returncode: int) -> int:
@@ -379,29 +314,24 @@ def live_model(pipeline: Any, out_dir: Path, planned: int) -> RunModel:
 
 
 def run_with_tui(
-    args: argparse.Namespace,
     pipeline: Any,
-    fixtures: Sequence[Any],
     out_dir: Path,
     *,
+    planned: int,
     command: Sequence[str],
     argv: Sequence[str] = (),
 ) -> int:
     """``voicelat run`` with the TUI; returns the child's exit code (130 when stopped with q).
 
-    ``command`` is the measuring child (:func:`child_command`; tests replay a recorded run).
+    ``planned`` is the number of turns the child will run (the progress bar's end);
+    ``command`` is the measuring child (``voicelat.cli.tui_child.child_command``; tests replay
+    a recorded run).
     """
     # Imported here: the command line imports this module lazily, only when the TUI is wanted.
-    from voicelat.core.plan import plan_turns
     from voicelat.files.results import load_run
     from voicelat.report.text import summary_table
     from voicelat.tui.app import VoicelatApp
 
-    planned = len(
-        plan_turns(
-            [f.id for f in fixtures], repeat=args.repeat, turns=args.turns, warmup=args.warmup
-        )
-    )
     env = {**os.environ, ARGV_ENV: json.dumps(list(argv))}
     child = ChildRun(command, env=env, nice=tui_nice())
     app = VoicelatApp(live_model(pipeline, out_dir, planned), controller=child)

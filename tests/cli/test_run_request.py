@@ -1,0 +1,88 @@
+"""The run's flags become one frozen RunRequest in one place (cli/request.py), and every run
+option reaches it: an option added to ``add_run_arguments`` without its line in
+``request_from_args`` fails here."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from voicelat.cli.main import build_parser
+from voicelat.cli.request import request_from_args
+from voicelat.cli.run import add_run_arguments
+from voicelat.core.errors import ConfigError
+from voicelat.engine.request import LoadRequest, RunRequest
+
+#: Run options that are the command's own business, not the run's (the TUI, the child's events).
+NOT_IN_REQUEST = {"tui", "events", "help"}
+
+
+def _every_option_set() -> argparse.Namespace:
+    argv = ["run", "-p", "my pipe.toml", "-f", "fx", "-n", "3", "-r", "2", "-w", "0"]
+    argv += ["--save-audio", "-o", "somewhere", "--scenario", "scenarios/short.toml"]
+    argv += ["--rate", "2.5", "--arrival", "constant", "--arrival-seed", "7"]
+    argv += ["--otlp-endpoint", "http://127.0.0.1:4318", "--metrics-port", "9464"]
+    argv += ["--metrics-linger", "2.5", "--workers", "2", "--ray", "127.0.0.1:6390"]
+    argv += ["--calibrate", "full", "--network", "4g"]
+    return build_parser().parse_args(argv)
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    """The request's fields, nested dataclasses flattened (``load.rate``, ``plan.turns``)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        v = getattr(value, f.name)
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            out.update(_leaves(v, f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = v
+    return out
+
+
+def test_every_run_option_changes_the_request() -> None:
+    """Each option of add_run_arguments, set to a non-default value, moves the request off its
+    default: none is dropped on the way."""
+    probe = argparse.ArgumentParser(add_help=False)
+    add_run_arguments(probe)
+    dests = [a.dest for a in probe._actions if a.option_strings and a.dest not in NOT_IN_REQUEST]
+    args = _every_option_set()
+    unset = [d for d in dests if getattr(args, d) == probe.get_default(d)]
+    # --concurrency excludes --rate (one load at a time): it is checked on its own below.
+    assert unset == ["concurrency"], f"set {unset} in this test's argv"
+    default, got = _leaves(RunRequest()), _leaves(request_from_args(args, ["voicelat", "run"]))
+    moved = {k for k in got if got[k] != default[k]}
+    assert len(moved) >= len(dests) - 1, sorted(set(default) - moved)
+    r = request_from_args(args)
+    assert (r.pipeline_path, r.fixtures_dir, r.out_dir) == (
+        Path("my pipe.toml"),
+        Path("fx"),
+        Path("somewhere"),
+    )
+    assert (r.plan.turns, r.plan.repeat, r.plan.warmup) == (3, 2, 0)
+    assert r.load == LoadRequest(rate=2.5, arrival="constant", arrival_seed=7)
+    assert (r.workers, r.ray, r.calibrate, r.network) == (2, "127.0.0.1:6390", "full", "4g")
+    assert r.exports.metrics_port == 9464 and r.exports.metrics_linger_s == 2.5
+    assert r.save_audio and r.scenario == Path("scenarios/short.toml")
+    closed = build_parser().parse_args(["run", "--concurrency", "4"])
+    assert request_from_args(closed).load.load().concurrency == 4
+
+
+def test_defaults_give_the_default_request() -> None:
+    args = build_parser().parse_args(["run"])
+    assert request_from_args(args) == RunRequest()
+
+
+def test_the_request_is_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RunRequest().workers = 2  # type: ignore[misc]
+
+
+def test_open_loop_options_without_a_rate_are_refused_when_the_run_starts() -> None:
+    with pytest.raises(ConfigError, match="add --rate R"):
+        LoadRequest(arrival="constant").load()
+    with pytest.raises(ConfigError, match="add --rate R"):
+        LoadRequest(arrival_seed=3).load()

@@ -1,0 +1,257 @@
+"""``comparison.json``: a comparison's ranking and what it was made from, for a live
+(interleaved) comparison (:mod:`voicelat.engine.compare`) and for runs that already exist.
+
+Below the command line so that whoever measures a comparison (the command, the pytest plugin, a
+bench script) can rank it: :func:`comparison_document` builds the document from each
+combination's turns and summary; :func:`with_scores` adds their price, reply quality and
+goodput (voicelat/score).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
+from voicelat.core.errors import ConfigError
+from voicelat.core.ranking import CombinationSample, rank_combinations
+from voicelat.core.run_summary import Trust
+from voicelat.core.turn import Turn
+from voicelat.core.version import __version__
+from voicelat.files.results import SCHEMA_VERSION, SUMMARY_FILE, TURNS_FILE, LoadedRun
+
+__all__ = [
+    "Ranking",
+    "SavedRuns",
+    "check_currencies",
+    "combination_sample",
+    "comparison_document",
+    "saved_comparison_document",
+    "saved_runs",
+    "trust_of",
+    "with_scores",
+]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How the combinations are ranked: by the e2e ``rank_by`` percentile, with bootstrap
+    intervals at ``level`` from ``resamples`` resamples seeded with ``seed``."""
+
+    rank_by: Literal["p50", "p90"] = "p50"
+    level: float = 0.95
+    resamples: int = 2000
+    seed: int = 0
+
+
+def check_currencies(currency: Mapping[str, str]) -> None:
+    """One currency across the priced combinations (their costs share one axis)."""
+    if len(set(currency.values())) > 1:
+        mix = ", ".join(f"{n} in {c}" for n, c in sorted(currency.items()))
+        raise ConfigError(
+            f"the combinations are priced in different currencies ({mix}): "
+            "price every combination in one currency to compare their cost"
+        )
+
+
+def with_scores(summaries: dict[str, dict[str, Any]], dirs: Mapping[str, Path]) -> None:
+    """Each combination's price, reply quality and goodput (voicelat/score) beside its latency."""
+    from voicelat.score.run import combination_scores
+
+    for name, run_dir in dirs.items():
+        if name in summaries and (run_dir / TURNS_FILE).is_file():
+            summaries[name]["scores"] = combination_scores(run_dir)
+    check_currencies(
+        {
+            name: str(cost.get("currency"))
+            for name, s in summaries.items()
+            if isinstance(cost := (s.get("scores") or {}).get("cost"), Mapping)
+        }
+    )
+
+
+def combination_sample(
+    name: str,
+    turns: Sequence[Turn],
+    setup_error: str | None = None,
+    summary: dict[str, Any] | None = None,
+) -> CombinationSample:
+    """A combination's turns as the plain integers the ranking works on (``summary``: its
+    summary.json, for the run's instrument error when it was calibrated)."""
+    measured = [t for t in turns if not t.warmup]
+    failures = Counter(
+        f"{t.failure_stage}: {t.failure_reason}" for t in measured if t.failed and t.failure_reason
+    )
+    failure = setup_error or (failures.most_common(1)[0][0] if failures else None)
+    return CombinationSample(
+        name=name,
+        rows=metric_rows(turns),
+        measured=len(measured),
+        failed=sum(t.failed for t in measured),
+        warmup=sum(t.warmup for t in turns),
+        cold=sum(t.cold and not t.warmup and t.ok for t in turns),
+        failure=failure,
+        instrument_ns=instrument_error_ns(summary),
+    )
+
+
+def comparison_document(
+    ranking: Ranking,
+    *,
+    name: str,
+    description: str,
+    source: dict[str, Any],
+    samples: Sequence[CombinationSample],
+    summaries: dict[str, dict[str, Any]],
+    run_dirs: dict[str, str],
+    labels: dict[str, dict[str, str]],
+    excluded: Sequence[str],
+    fixtures: dict[str, Any],
+    schedule: dict[str, Any],
+    interleaved: bool,
+) -> dict[str, Any]:
+    """``comparison.json``: the ranking plus what it was made from."""
+    by = 50 if ranking.rank_by == "p50" else 90
+    ranked = rank_combinations(
+        samples, by=by, level=ranking.level, resamples=ranking.resamples, seed=ranking.seed
+    )
+    combos = []
+    for r in ranked:
+        s = summaries.get(r.name, {})
+        wf = s.get("waterfall") or {}
+        combos.append(
+            r.to_json()
+            | {
+                "run_dir": run_dirs.get(r.name, ""),
+                "labels": labels.get(r.name, {}),
+                "stages": s.get("stages") or {},
+                "waterfall": {k: v for k, v in wf.items() if k in ("p50", "p90")},
+            }
+            | trust_of(s)
+            | ({"scores": s["scores"]} if "scores" in s else {})
+        )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "voicelat-comparison",
+        "tool": f"voicelat {__version__}",
+        "name": name,
+        "description": description,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "argv": list(sys.argv),
+        "source": source,
+        "interleaved": interleaved,
+        "fixtures": fixtures,
+        "schedule": schedule,
+        "statistics": {
+            "rank_by": ranking.rank_by,
+            "level": ranking.level,
+            "resamples": ranking.resamples,
+            "seed": ranking.seed,
+            "min_turns": MIN_COMPARE_TURNS,
+            "method": "percentile bootstrap over headline turns; vs best = this minus #1",
+        },
+        "combinations": combos,
+        "excluded": list(excluded),
+        # The combinations whose runs distrusted their machine (their "trust" says why).
+        "untrusted": [c["name"] for c in combos if not c.get("trust", {}).get("trustworthy", 1)],
+    }
+
+
+def trust_of(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A combination's ``trust`` for comparison.json: whether its run trusted its figures and
+    why not (the run's own assessment); nothing when its summary has no trust section."""
+    if not isinstance(summary.get("trust"), Mapping):
+        return {}
+    trust = Trust.from_json(summary["trust"])
+    return {
+        "trust": {
+            "trustworthy": trust.trustworthy,
+            "reasons": [r.message for r in trust.reasons],
+            "codes": [r.code for r in trust.reasons],
+        }
+    }
+
+
+# -- ranking runs that already exist --------------------------------------------------------------
+@dataclass(frozen=True)
+class SavedRuns:
+    """Runs that already exist, to rank as they are: each one's name (its directory's, with
+    its parent's when two share one), its loaded run and its summary (with its scores)."""
+
+    dirs: tuple[Path, ...]
+    names: tuple[str, ...]
+    runs: tuple[LoadedRun, ...]
+    summaries: dict[str, dict[str, Any]]
+    samples: tuple[CombinationSample, ...]
+
+
+def saved_runs(dirs: Sequence[Path]) -> SavedRuns:
+    """Load the runs ``dirs`` name and check they can be ranked together: each given once,
+    each with its summary, all on the same fixtures (``ConfigError`` otherwise)."""
+    from voicelat.core.ranking import check_same_fixtures
+    from voicelat.files.results import load_run
+
+    runs = [load_run(d) for d in dirs]
+    resolved = [run.path.resolve() for run in runs]
+    twice = next((d for i, d in enumerate(resolved) if d in resolved[:i]), None)
+    if twice is not None:
+        raise ConfigError(
+            f"run {twice} is given twice: ranked against itself it says nothing; "
+            "give different runs"
+        )
+    names: list[str] = []
+    summaries: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        if run.summary is None:
+            raise ConfigError(
+                f"{run.path} has no {SUMMARY_FILE}: its fixtures are unknown, so it cannot be "
+                "compared (give directories voicelat wrote)"
+            )
+        name = run.path.name
+        if name in names:
+            name = f"{run.path.parent.name}/{name}"
+        names.append(name)
+        summaries[name] = run.summary
+    # Latency depends on what was said: runs on different audio are not comparable.
+    check_same_fixtures({n: s.get("fixture_set_sha256") for n, s in summaries.items()})
+    pairs = list(zip(names, runs, strict=True))
+    samples = tuple(combination_sample(n, list(r.turns), None, summaries[n]) for n, r in pairs)
+    with_scores(summaries, {n: r.path for n, r in pairs})
+    return SavedRuns(tuple(dirs), tuple(names), tuple(runs), summaries, samples)
+
+
+def saved_comparison_document(ranking: Ranking, saved: SavedRuns) -> dict[str, Any]:
+    """``comparison.json`` of runs measured separately (not interleaved)."""
+    summaries = saved.summaries
+    first = next(iter(summaries.values()))
+    fx = first.get("fixtures") or []
+    return comparison_document(
+        ranking,
+        name=" vs ".join(saved.names)[:80],
+        description=(
+            "Existing runs, measured separately (not interleaved): drift between them "
+            "is not controlled."
+        ),
+        source={"runs": [str(d) for d in saved.dirs]},
+        samples=saved.samples,
+        summaries=summaries,
+        run_dirs={n: str(r.path) for n, r in zip(saved.names, saved.runs, strict=True)},
+        labels={},
+        excluded=[],
+        fixtures={
+            "count": len(fx),
+            "ids": [f.get("id") for f in fx if isinstance(f, dict)],
+            "set_sha256": first.get("fixture_set_sha256"),
+        },
+        schedule={
+            "order": "separate runs (not interleaved)",
+            "warmup": max((s.get("counts") or {}).get("warmup", 0) for s in summaries.values()),
+            "measured_per_combination": "see n",
+        },
+        interleaved=False,
+    )
