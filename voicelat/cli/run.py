@@ -92,6 +92,21 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "on one connection, turn after turn (--repeat rounds of them, --concurrency N calls at "
         "once; docs/CALLS.md)",
     )
+    p.add_argument(
+        "--frozen",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a simulated caller ([caller]) replays the lines it said in RUN_DIR (its "
+        "conversation.jsonl) exactly, whatever the agent answers: a regression run "
+        "(docs/CALLER.md)",
+    )
+    p.add_argument(
+        "--caller-cache",
+        type=Path,
+        metavar="DIR",
+        help="where a simulated caller keeps its rendered lines, by (voice, text) hash "
+        "(default: $VOICELAT_CACHE/caller, else ~/.cache/voicelat/caller)",
+    )
     _add_load_arguments(p)
     _add_export_arguments(p)
     p.add_argument(

@@ -229,6 +229,11 @@ def execute_run(
     from voicelat.engine.network import open_network
     from voicelat.export import ExportObserver, open_exports
 
+    callers = None
+    if any(getattr(c.scenario, "caller", None) is not None for c in calls):
+        from voicelat.engine.caller import callers_for_run
+
+        pipeline, callers = callers_for_run(args, pipeline, calls, out_dir, info)
     # --network / [network]: the stages pointed at the impairment relay (docs/NETWORK.md).
     network = open_network(args, with_stack_urls(pipeline), info)
     runner = Runner(
@@ -238,6 +243,7 @@ def execute_run(
         observer=observer,
         argv=list(argv),
         calls=calls,
+        callers=callers,
     )
     try:
         runner.validate()
@@ -293,10 +299,23 @@ def _plan_calls(
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
     loaded = load_scenarios_for(args, scenario)
     calls = plan_calls([item.scenario for item in loaded], getattr(args, "repeat", 1) or 1)
+    simulated = any(c.scenario.caller is not None for c in calls)
+    if simulated and (getattr(args, "workers", None) or 1) > 1:
+        raise ConfigError(
+            "--workers with a simulated caller ([caller]): its calls run in one process for "
+            "now (use --concurrency N)"
+        )
+    if getattr(args, "frozen", None) is not None and not simulated:
+        raise ConfigError("--frozen replays a simulated caller's lines: no scenario has a [caller]")
+    # A simulated caller's turns are planned up to its hard limit (the plan's count is an
+    # upper bound; each line's fixture is named when the caller renders it).
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)
         for c in calls
-        for i, fid in enumerate(c.scenario.fixture_ids())
+        for i, fid in enumerate(
+            c.scenario.fixture_ids()
+            + ["(caller)"] * (c.scenario.max_turns - len(c.scenario.says))
+        )
     ]
     return scenario_fixtures(loaded), calls, plan
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from voicelat.core.call import Scenario, Step
 from voicelat.core.errors import ConfigError
+from voicelat.files.caller import parse_caller
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 
 __all__ = ["LoadedScenario", "load_scenario", "load_scenarios"]
@@ -44,7 +45,9 @@ __all__ = ["LoadedScenario", "load_scenario", "load_scenarios"]
 #: The longest gap, silence or fixed offset a step may ask for (an hour of call).
 MAX_MS = 3_600_000
 _STEP_KINDS = "say = FIXTURE, silence = MS, expect_greeting = true or include = FILE"
-_TOP_KEYS = {"name", "description", "fixtures", "on_failure", "seed", "greeting", "step"}
+_TOP_KEYS = {
+    "name", "description", "fixtures", "on_failure", "seed", "greeting", "step", "caller",
+}  # fmt: skip
 _STEP_KEYS = {"say", "silence", "expect_greeting", "include", "gap_ms", "spread_ms", "at_ms"}
 
 
@@ -77,9 +80,15 @@ def load_scenario(path: Path, fixtures_dir: Path | None = None) -> LoadedScenari
         raise ConfigError(
             f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_TOP_KEYS))})"
         )
-    steps = _steps(path, data, chain=(path.resolve(),))
-    if not any(s.kind == "say" for s in steps):
-        raise ConfigError(f"{path}: the scenario has no `say` step: add [[step]] say = FIXTURE")
+    # A simulated caller (files/caller.py) speaks after the scripted steps: a scenario with
+    # one may have no steps, or only an `expect_greeting` before the caller's lines.
+    caller = parse_caller(path, data["caller"]) if "caller" in data else None
+    steps = _steps(path, data, chain=(path.resolve(),), optional=caller is not None)
+    if caller is None and not any(s.kind == "say" for s in steps):
+        raise ConfigError(
+            f"{path}: the scenario has no `say` step: add [[step]] say = FIXTURE "
+            "(or a [caller]: docs/CALLER.md)"
+        )
     on_failure = data.get("on_failure", "continue")
     if on_failure not in ("continue", "end"):
         raise ConfigError(f"{path}: on_failure must be 'continue' or 'end', not {on_failure!r}")
@@ -94,6 +103,7 @@ def load_scenario(path: Path, fixtures_dir: Path | None = None) -> LoadedScenari
         on_failure=on_failure,
         seed=seed,
         greeting=_text(path, data, "greeting", Scenario.greeting),
+        caller=caller,
     )
     return LoadedScenario(scenario, _fixtures(path, data, scenario, fixtures_dir))
 
@@ -120,11 +130,13 @@ def _text(path: Path, data: Mapping[str, Any], key: str, default: str) -> str:
     return value
 
 
-def _steps(path: Path, data: Mapping[str, Any], chain: tuple[Path, ...]) -> list[Step]:
+def _steps(
+    path: Path, data: Mapping[str, Any], chain: tuple[Path, ...], optional: bool = False
+) -> list[Step]:
     raw = data.get("step", [])
     if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
         raise ConfigError(f"{path}: steps are [[step]] tables (see docs/CALLS.md)")
-    if not raw:
+    if not raw and not optional:
         raise ConfigError(f"{path}: the scenario is empty: add [[step]] tables ({_STEP_KINDS})")
     steps: list[Step] = []
     for i, table in enumerate(raw, 1):
