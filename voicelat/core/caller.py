@@ -122,6 +122,8 @@ class CallerLine:
     heard_by: str = "none"
     #: The agent's reply text and the transcript of its audio, when both were had and differ.
     mismatch: str | None = None
+    #: The sha256 of the clip's WAV (the bytes the turn played).
+    sha256: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """One ``conversation.jsonl`` line."""
@@ -142,6 +144,7 @@ class CallerLine:
             "ok": self.ok,
             "agent_text": self.agent_text,
             "heard_by": self.heard_by,
+            "sha256": self.sha256,
             **({"mismatch": self.mismatch} if self.mismatch else {}),
         }
 
@@ -170,6 +173,7 @@ class CallerLine:
             ok=d.get("ok") if isinstance(d.get("ok"), bool) else None,
             agent_text=d.get("agent_text") if isinstance(d.get("agent_text"), str) else None,
             heard_by=str(d.get("heard_by", "none")),
+            sha256=str(d.get("sha256", "")),
         )
 
 

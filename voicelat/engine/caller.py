@@ -565,6 +565,7 @@ class SimulatedCaller:
                 cached=cached,
                 speech_start_ms=clip.speech_start_ms,
                 speech_end_ms=clip.speech_end_ms,
+                sha256=clip.sha256,
             )
         )
         self._pending = len(view.turns)
