@@ -51,7 +51,13 @@ def test_a_caller_table_makes_a_scenario_with_no_say_step(tmp_path: Path) -> Non
     assert scenario.says == () and scenario.greets
     assert scenario.caller is not None
     c = scenario.caller
-    assert (c.persona, c.goal, c.max_turns, c.seed, c.hear) == ("You are Sam.", "Book.", 4, 9, "stt")
+    assert (c.persona, c.goal, c.max_turns, c.seed, c.hear) == (
+        "You are Sam.",
+        "Book.",
+        4,
+        9,
+        "stt",
+    )
     assert c.llm["model"] == "m" and c.voice["voice"] == "en-us+f2"
     assert scenario.max_turns == 4  # turn indexes set aside: the hard limit
 
@@ -75,7 +81,7 @@ def test_a_caller_file_named_by_the_scenario(tmp_path: Path) -> None:
         ('[caller]\npersona = "P"\nvoices = 1\n', "unknown key 'voices'"),
         ('[caller]\npersona = "P"\n[caller.llm]\nstage = "other"\n', "`openai`"),
         ('caller = "missing.toml"\n', "does not exist"),
-        ('caller = 3\n', "caller is a [caller] table"),
+        ("caller = 3\n", "caller is a [caller] table"),
         ('[caller]\npersona = "P"\ngoal_token = " "\n', "goal_token must not be empty"),
     ],
 )
@@ -94,10 +100,21 @@ def test_a_scenario_without_caller_still_needs_a_say_step(tmp_path: Path) -> Non
 def test_the_prompt_sees_the_call_from_the_callers_side() -> None:
     exchanges = [Exchange("I'd like a table.", "For how many?"), Exchange("Four.", None)]
     messages = chat_messages(SPEC, "Hello, how can I help?", exchanges)
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert "You are Sam." in messages[0]["content"] and "A table for four." in messages[0]["content"]
+    assert [m["role"] for m in messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert (
+        "You are Sam." in messages[0]["content"] and "A table for four." in messages[0]["content"]
+    )
     assert "[DONE]" in messages[0]["content"]
-    assert messages[2]["content"] == "I'd like a table." and messages[3]["content"] == "For how many?"
+    assert (
+        messages[2]["content"] == "I'd like a table." and messages[3]["content"] == "For how many?"
+    )
     assert messages[-1]["content"].startswith("(silence")  # a turn that got no answer
     # The caller speaks first when the agent did not greet.
     assert chat_messages(SPEC, None, [])[-1]["content"].startswith("(The call connects")

@@ -229,11 +229,7 @@ def execute_run(
     from voicelat.engine.network import open_network
     from voicelat.export import ExportObserver, open_exports
 
-    callers = None
-    if any(getattr(c.scenario, "caller", None) is not None for c in calls):
-        from voicelat.engine.caller import callers_for_run
-
-        pipeline, callers = callers_for_run(args, pipeline, calls, out_dir, info)
+    pipeline, callers = _callers_for(args, pipeline, calls, out_dir)
     # --network / [network]: the stages pointed at the impairment relay (docs/NETWORK.md).
     network = open_network(args, with_stack_urls(pipeline), info)
     runner = Runner(
@@ -318,6 +314,19 @@ def _plan_calls(
         )
     ]
     return scenario_fixtures(loaded), calls, plan
+
+
+def _callers_for(
+    args: argparse.Namespace, pipeline: Pipeline, calls: Sequence[Any], out_dir: Path
+) -> tuple[Pipeline, Any]:
+    """The run's simulated callers (None: no scenario has a ``[caller]``) and the pipeline
+    they need (engine/caller.py ``callers_for_run``)."""
+    if not any(getattr(c.scenario, "caller", None) is not None for c in calls):
+        return pipeline, None
+    from voicelat.engine.caller import callers_for_run
+
+    made: tuple[Pipeline, Any] = callers_for_run(args, pipeline, calls, out_dir, info)
+    return made
 
 
 def load_scenarios_for(args: argparse.Namespace, scenario: Path) -> list[Any]:
