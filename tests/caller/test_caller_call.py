@@ -43,7 +43,7 @@ def _pipeline(tmp_path: Path, port: int, name: str = "agent.toml") -> Path:
     return path
 
 
-def _scenario(tmp_path: Path, caller_port: int, max_turns: int = 8) -> Path:
+def _scenario(tmp_path: Path, caller_port: int, max_turns: int = 8, extra: str = "") -> Path:
     url = f"http://127.0.0.1:{caller_port}/v1"
     path = tmp_path / "booker.toml"
     path.write_text(
@@ -52,7 +52,7 @@ def _scenario(tmp_path: Path, caller_port: int, max_turns: int = 8) -> Path:
         "[caller]\n"
         'persona = "You are Sam, calling a restaurant."\n'
         'goal = "A table for five, tomorrow at eight."\n'
-        f"max_turns = {max_turns}\nseed = 7\ngap_ms = 300\njudge = true\n"
+        f"max_turns = {max_turns}\nseed = 7\ngap_ms = 300\njudge = true\n{extra}"
         f'[caller.llm]\nbase_url = "{url}"\nmodel = "gpt-4o-mini"\n'
         'api_key_env = "VOICELAT_EMULATOR_KEY"\n'
         f'[caller.voice]\nstage = "openai-tts"\nbase_url = "{url}"\nmodel = "gpt-4o-mini-tts"\n'
@@ -223,3 +223,37 @@ async def test_the_turn_limit_holds_and_an_unreachable_caller_llm_is_one_line(
         assert "simulated caller's LLM" in err[-1] and "127.0.0.1:9" in err[-1]
         assert "Traceback" not in "\n".join(err)
     assert CALLS.is_dir()
+
+
+async def test_hearing_both_ways_records_a_transcript_mismatch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``hear = "both"``: the caller uses the reply's text and also transcribes its saved
+    audio; the emulated TTS speaks a tone, so what the audio says is not the text: a finding."""
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
+    heard = {"openai": {"content": {"transcript": "Something else entirely."}}}
+    profile = {"openai": CALLER_PROFILE["openai"] | {"content": CALLER_PROFILE["openai"]["content"] | heard["openai"]["content"]}}  # fmt: skip
+    async with (
+        Emulators(["openai"], profile=openai_profile("Sure thing."), seed=1, thread=True) as agent,
+        Emulators(["openai"], profile=profile, seed=1, thread=True) as caller,
+    ):
+        url = f"http://127.0.0.1:{caller.servers['openai'].port}/v1"
+        stt = (
+            f'hear = "both"\n[caller.stt]\nstage = "openai-stt"\nbase_url = "{url}"\n'
+            'model = "gpt-4o-mini-transcribe"\napi_key_env = "VOICELAT_EMULATOR_KEY"\n'
+        )
+        scenario = _scenario(tmp_path, caller.servers["openai"].port, max_turns=2, extra=stt)
+        pipeline = _pipeline(tmp_path, agent.servers["openai"].port)
+        out_dir = tmp_path / "both"
+        code = await _run("-p", str(pipeline), "--scenario", str(scenario), "-o", str(out_dir),
+                          "--caller-cache", str(tmp_path / "c"))  # fmt: skip
+        out = capsys.readouterr()
+        assert code == 0, out.err
+    lines = _lines(out_dir)
+    assert [ln["heard_by"] for ln in lines] == ["text+stt", "text+stt"]
+    assert all(ln["agent_text"] == "Sure thing." for ln in lines)
+    assert all("Something else entirely." in ln["mismatch"] for ln in lines)
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["caller"]["mismatches"] == 2
+    assert "2 transcript mismatches" in out.out
+    assert (out_dir / "audio").is_dir()  # the run saved the replies for the caller to hear

@@ -37,6 +37,7 @@ __all__ = [
     "judge_verdict",
     "said_goodbye",
     "system_prompt",
+    "words_differ",
 ]
 
 #: Why a simulated call ended: the caller reached its goal (its LLM said the goal token), the
@@ -44,7 +45,7 @@ __all__ = [
 #: the caller could not go on (its LLM or TTS failed: the record says why).
 EndReason = Literal["goal", "goodbye", "limit", "frozen_end", "error"]
 END_REASONS: tuple[str, ...] = ("goal", "goodbye", "limit", "frozen_end", "error")
-Hearing = Literal["auto", "text", "stt"]
+Hearing = Literal["auto", "text", "stt", "both"]
 
 #: The longest line a caller speaks (a runaway LLM is cut here, at a word).
 MAX_LINE_CHARS = 300
@@ -65,7 +66,8 @@ class CallerSpec:
     ``llm``/``voice``/``stt``/``judge``: stage tables (an ``openai`` LLM, any TTS, any STT;
     an empty table means the embedded stack's defaults, filled in by the engine). ``hear``:
     how the caller learns what the agent said (``text``: the turn's reply text; ``stt``: the
-    reply audio transcribed; ``auto``: the text where the turn has it, else the audio)."""
+    reply audio transcribed; ``auto``: the text where the turn has it, else the audio;
+    ``both``: the text, and the audio transcribed too: a mismatch is recorded)."""
 
     persona: str
     goal: str = ""
@@ -239,6 +241,16 @@ def clean_line(raw: str, goal_token: str) -> tuple[str, bool]:
     return first, reached
 
 
+def words_differ(a: str, b: str) -> bool:
+    """Whether two renderings of one reply say different words (case and punctuation
+    aside): the agent's reply text against the transcript of its audio."""
+
+    def norm(t: str) -> list[str]:
+        return re.findall(r"[a-z0-9']+", t.lower())
+
+    return norm(a) != norm(b)
+
+
 # -- the end -------------------------------------------------------------------------------------
 def said_goodbye(text: str | None) -> bool:
     """Whether the agent's words say goodbye (whole words: "bye", "goodbye", "good-bye")."""
@@ -314,7 +326,7 @@ def caller_section(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | Non
         return None
     reasons = {k: 0 for k in END_REASONS}
     prep: list[int] = []
-    cached = lines_n = 0
+    cached = lines_n = mismatches = 0
     judged = {"yes": 0, "no": 0, "unclear": 0}
     for p in parts:
         reason = p.get("end_reason")
@@ -325,6 +337,7 @@ def caller_section(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | Non
             if isinstance(line.get("prep_ns"), int):
                 prep.append(line["prep_ns"])
             cached += bool(line.get("cached"))
+            mismatches += bool(line.get("mismatch"))
         judge = p.get("judge")
         if isinstance(judge, Mapping):
             v = judge.get("goal_reached")
@@ -334,6 +347,7 @@ def caller_section(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | Non
         "end_reasons": {k: v for k, v in reasons.items() if v},
         "lines": lines_n,
         "cached": cached,
+        "mismatches": mismatches,
         "prep": Distribution.of(prep).to_json(),
         **({"judge": judged} if sum(judged.values()) else {}),
         "conversations": [

@@ -51,6 +51,7 @@ from voicelat.core.caller import (
     end_reason,
     judge_messages,
     judge_verdict,
+    words_differ,
 )
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.conversation import Conversation, Message
@@ -476,7 +477,7 @@ class SimulatedCaller:
             return
         turn = view.turns[self._pending]
         self._pending = None
-        heard, by = await self._heard(turn)
+        heard, by, mismatch = await self._heard(turn)
         line = self.lines[-1]
         self.lines[-1] = replace(
             line,
@@ -485,22 +486,29 @@ class SimulatedCaller:
             ok=turn.ok,
             agent_text=heard,
             heard_by=by,
+            mismatch=mismatch,
         )
         self.exchanges[-1] = replace(self.exchanges[-1], heard=heard, heard_by=by)
 
-    async def _heard(self, turn: Turn) -> tuple[str | None, str]:
+    async def _heard(self, turn: Turn) -> tuple[str | None, str, str | None]:
+        """What the agent said in ``turn``, how it was heard, and (``both``) how its text and
+        its audio's transcript differ."""
         hear = self.spec.hear
         if hear in ("auto", "text") and turn.reply:
-            return turn.reply, "text"
+            return turn.reply, "text", None
         if hear == "text":
-            return None, "none"
+            return None, "none", None
         path = self.run.options.out_dir / "audio" / f"turn-{turn.index:04d}-{turn.fixture}.wav"
         if not await asyncio.to_thread(path.is_file):
-            if hear == "stt":
+            if hear in ("stt", "both"):
                 self.run.warn(f"the caller hears by STT but the reply audio {path} is not saved")
-            return None, "none"
-        text = await self._transcribe(path)
-        return (text or None), "stt"
+            return (turn.reply or None), ("text" if turn.reply else "none"), None
+        text = await self._transcribe(path) or None
+        if hear == "both" and turn.reply:
+            differ = text is not None and words_differ(turn.reply, text)
+            mismatch = f"text {turn.reply!r} vs audio {text!r}" if differ or text is None else None
+            return turn.reply, "text+stt", mismatch
+        return text, "stt", None
 
     async def _transcribe(self, path: Path) -> str:
         stt = await self.stages.stt()
@@ -661,7 +669,7 @@ def callers_for_run(
     its trace is read after the call)."""
     specs = [c.scenario.caller for c in calls if c.scenario.caller is not None]
     agent = getattr(pipeline, "agent", None) is not None
-    hears_audio = any(s.hear == "stt" or (s.hear == "auto" and agent) for s in specs)
+    hears_audio = any(s.hear in ("stt", "both") or (s.hear == "auto" and agent) for s in specs)
     if hears_audio and not pipeline.output.save_audio:
         pipeline = replace(pipeline, output=replace(pipeline.output, save_audio=True))
     cache = getattr(args, "caller_cache", None)

@@ -11,7 +11,7 @@
     gap_ms = 600                          # the human gap after each reply
     goal_token = "[DONE]"                 # the LLM ends its last line with it
     end_on_goodbye = true                 # the agent saying goodbye ends the call
-    hear = "auto"                         # auto | text | stt: how the caller hears the agent
+    hear = "auto"                         # auto | text | stt | both: how it hears the agent
     opening = "Hi, I'd like a table."     # a fixed first line (optional)
     frozen = "runs/last"                  # replay that run's caller lines (optional)
     [caller.llm]                          # an `openai` LLM stage table (default: the stack's)
@@ -96,8 +96,8 @@ def _spec(path: Path, t: Mapping[str, Any]) -> CallerSpec:
     else:
         judge = _table(where, "judge", raw_judge)
     hear = t.get("hear", "auto")
-    if hear not in ("auto", "text", "stt"):
-        raise ConfigError(f"{where} hear must be 'auto', 'text' or 'stt', not {hear!r}")
+    if hear not in ("auto", "text", "stt", "both"):
+        raise ConfigError(f"{where} hear must be 'auto', 'text', 'stt' or 'both', not {hear!r}")
     llm = _table(where, "llm", t.get("llm", {}))
     if llm.get("stage", "openai") != "openai":
         raise ConfigError(f"{where} llm: the caller's LLM is an `openai` (compatible) stage")

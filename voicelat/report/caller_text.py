@@ -33,6 +33,11 @@ def caller_lines(section: object) -> list[str]:
         f"preparation P50 {fmt_ms(prep.get('p50'))} ms  max {fmt_ms(prep.get('max'))} ms "
         "(before each turn, never in its figures)"
     ]
+    if section.get("mismatches"):
+        lines.append(
+            f"  {section['mismatches']} transcript mismatches: the agent's reply text and its "
+            "audio's transcript differ (conversation.jsonl `mismatch`)"
+        )
     judge = section.get("judge")
     if isinstance(judge, Mapping):
         lines.append(
