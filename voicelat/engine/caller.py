@@ -172,8 +172,8 @@ def read_conversation(run_dir: Path) -> list[CallerLine]:
 # -- one spec's stages ---------------------------------------------------------------------------
 class _Stages:
     """One caller spec's stages: its LLM (None when every call replays a recording), its TTS
-    and, entered on first use, its STT and judge. One TTS and one STT render at a time (a
-    worker or a connection per stage): the wait is the caller's, in its preparation time."""
+    and, entered on first use, its STT and judge. One STT transcription and (unless it is an
+    HTTP stage) one TTS render at a time: the wait is the caller's, in its preparation time."""
 
     def __init__(self, spec: CallerSpec, tables: dict[str, dict[str, Any]], clock: Clock) -> None:
         self.spec, self.tables, self.clock = spec, tables, clock
@@ -216,6 +216,13 @@ class _Stages:
             extra = self._llm_extra(t["llm"], system_prompt(self.spec))
             self.llm = await self._enter("LLM", self._build("llm", "llm", t["llm"], **extra))
         self.tts = await self._enter("TTS", self._build("tts", "voice", t["voice"]))
+
+    def tts_turn(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """One render at a time on a TTS that holds one engine or connection (a worker, a
+        socket); an HTTP one takes concurrent requests (its client pools connections)."""
+        from voicelat.stages.http import HttpStage
+
+        return contextlib.nullcontext() if isinstance(self.tts, HttpStage) else self.tts_lock
 
     async def stt(self) -> Any:
         async with self.stt_lock:
@@ -264,11 +271,16 @@ class SimulatedCallers:
         self._frozen_by_scenario: dict[str, list[CallerLine]] = {}
         self.lines: list[CallerLine] = []
         self._warned: set[str] = set()
+        self._key_locks: dict[str, asyncio.Lock] = {}
         for c in self._calls:
             spec = c.scenario.caller
             assert spec is not None
             if id(spec) not in self._stages:
                 self._stages[id(spec)] = _Stages(spec, caller_tables(spec), self.clock)
+
+    def key_lock(self, key: str) -> asyncio.Lock:
+        """The lock of one clip's rendering."""
+        return self._key_locks.setdefault(key, asyncio.Lock())
 
     def warn(self, msg: str) -> None:
         """One warning line per distinct message."""
@@ -619,6 +631,14 @@ class SimulatedCaller:
                     "--frozen: the caller's voice differs from the recorded run's: its lines "
                     "are rendered in the voice configured now"
                 )
+        # One render of a line at a time in the run: calls at once that say the same line
+        # wait for the first one's clip.
+        async with self.run.key_lock(key):
+            return await self._clip_of(key, text, voice)
+
+    async def _clip_of(
+        self, key: str, text: str, voice: Mapping[str, Any]
+    ) -> tuple[CachedClip, bool]:
         cache = self.run.cache
         try:
             found = await asyncio.to_thread(cache.load, key)
@@ -637,7 +657,7 @@ class SimulatedCaller:
         tts = self.stages.tts
         pieces: list[bytes] = []
         rate: int | None = None
-        async with self.stages.tts_lock, asyncio.timeout(_STEP_TIMEOUT_S):
+        async with self.stages.tts_turn(), asyncio.timeout(_STEP_TIMEOUT_S):
             async for ev in tts.synthesize(_once(text)):
                 if isinstance(ev, Audio) and ev.pcm:
                     if rate is not None and ev.rate != rate:

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,8 +84,10 @@ class ClipCache:
         """Write ``clip`` as ``key``'s entry (replacing any), atomically; returns it."""
         wav, meta = self._paths(key)
         wav.parent.mkdir(parents=True, exist_ok=True)
-        tmp_wav = wav.with_name(f".{wav.name}.{os.getpid()}.tmp")
-        tmp_meta = meta.with_name(f".{meta.name}.{os.getpid()}.tmp")
+        # A name no other writer uses (another process, another thread) until the rename.
+        token = f"{os.getpid()}.{secrets.token_hex(4)}"
+        tmp_wav = wav.with_name(f".{wav.name}.{token}.tmp")
+        tmp_meta = meta.with_name(f".{meta.name}.{token}.tmp")
         try:
             write_wav(tmp_wav, clip.pcm)
             sha = hashlib.sha256(tmp_wav.read_bytes()).hexdigest()
