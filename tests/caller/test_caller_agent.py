@@ -83,7 +83,8 @@ def test_a_simulated_caller_talks_to_a_pipecat_bot_and_hears_it_by_stt(
                 {"agent": table, "turn": {"timeout_s": 20}, "output": {"save_audio": True}}
             )
             out = tmp_path / "out"
-            callers = SimulatedCallers(CallerOptions(out, cache_dir=cache.root), calls)
+            options = CallerOptions(out, cache_dir=cache.root, auto_hears_audio=True)
+            callers = SimulatedCallers(options, calls)
             runner = Runner(pipeline, [], out, calls=calls, callers=callers)
             made = PipecatWs(pipeline.agent or {})
             runner.build_stages = lambda: AgentStageSet.agent_of(made)  # type: ignore[method-assign]

@@ -100,6 +100,8 @@ class CallerOptions:
     cache_dir: Path | None = None
     frozen: Path | None = None
     warn: Callable[[str], None] = field(default=lambda _msg: None)
+    #: Whether ``hear = "auto"`` may need the STT (an agent's turns carry no reply text).
+    auto_hears_audio: bool = False
 
 
 def default_caller_cache() -> Path:
@@ -172,7 +174,7 @@ def read_conversation(run_dir: Path) -> list[CallerLine]:
 # -- one spec's stages ---------------------------------------------------------------------------
 class _Stages:
     """One caller spec's stages: its LLM (None when every call replays a recording), its TTS
-    and, entered on first use, its STT and judge. One STT transcription and (unless it is an
+    its STT and judge (entered with the others when the calls need them). One STT transcription and (unless it is an
     HTTP stage) one TTS render at a time: the wait is the caller's, in its preparation time."""
 
     def __init__(self, spec: CallerSpec, tables: dict[str, dict[str, Any]], clock: Clock) -> None:
@@ -208,7 +210,9 @@ class _Stages:
             return {"prompt_template": "{text}"}
         return {} if system is None else {"system": system}
 
-    async def open(self, *, need_llm: bool) -> None:
+    async def open(self, *, need_llm: bool, need_stt: bool) -> None:
+        """Enter the stages the calls will use, before any turn: a client's set-up (an SSL
+        context is ~40 ms of CPU) never stalls the loop while another call's turn is timed."""
         from voicelat.core.caller import system_prompt
 
         t = self.tables
@@ -216,6 +220,10 @@ class _Stages:
             extra = self._llm_extra(t["llm"], system_prompt(self.spec))
             self.llm = await self._enter("LLM", self._build("llm", "llm", t["llm"], **extra))
         self.tts = await self._enter("TTS", self._build("tts", "voice", t["voice"]))
+        if need_stt:
+            await self.stt()
+        if "judge" in t:
+            await self.judge()
 
     def tts_turn(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """One render at a time on a TTS that holds one engine or connection (a worker, a
@@ -297,7 +305,11 @@ class SimulatedCallers:
                 folder = self._frozen_dir(stages.spec)
                 if folder is not None:
                     await self._read_frozen(folder)
-                await stages.open(need_llm=folder is None)
+                hear = stages.spec.hear
+                need_stt = hear in ("stt", "both") or (
+                    hear == "auto" and self.options.auto_hears_audio
+                )
+                await stages.open(need_llm=folder is None, need_stt=need_stt)
         except BaseException:
             await self._close_stages()
             raise
@@ -699,5 +711,6 @@ def callers_for_run(
         cache_dir=Path(cache) if cache is not None else None,
         frozen=Path(frozen) if frozen is not None else None,
         warn=warn,
+        auto_hears_audio=agent,
     )
     return pipeline, SimulatedCallers(options, calls)
