@@ -210,6 +210,11 @@ async def test_the_turn_limit_holds_and_an_unreachable_caller_llm_is_one_line(
         (record,) = read_calls(out_dir)
         assert record.extra["caller"]["end_reason"] == "limit"
         assert [ln["call_turn"] for ln in _lines(out_dir)] == [1, 2, 3]
+        # --frozen naming a folder that holds no recorded conversation: one line, exit 2.
+        code = await _run("-p", str(pipeline), "--scenario", str(scenario), "-o",
+                          str(tmp_path / "nofrozen"), "--frozen", str(tmp_path))  # fmt: skip
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and "has no conversation.jsonl" in err[-1]
         # The same scenario with its LLM on a port nobody listens on.
         dead = scenario.read_text().replace(
             f'127.0.0.1:{caller.servers["openai"].port}/v1"\nmodel', '127.0.0.1:9/v1"\nmodel', 1
@@ -257,3 +262,27 @@ async def test_hearing_both_ways_records_a_transcript_mismatch(
     assert summary["caller"]["mismatches"] == 2
     assert "2 transcript mismatches" in out.out
     assert (out_dir / "audio").is_dir()  # the run saved the replies for the caller to hear
+
+
+async def test_a_persona_that_yields_empty_lines_ends_its_call_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
+    mute = {"openai": CALLER_PROFILE["openai"] | {"content": {"reply": "(stays silent)"}}}
+    async with (
+        Emulators(["openai"], profile=openai_profile("Sure thing."), seed=1, thread=True) as agent,
+        Emulators(["openai"], profile=mute, seed=1, thread=True) as caller,
+    ):
+        pipeline = _pipeline(tmp_path, agent.servers["openai"].port)
+        scenario = _scenario(tmp_path, caller.servers["openai"].port)
+        out_dir = tmp_path / "mute"
+        code = await _run("-p", str(pipeline), "--scenario", str(scenario), "-o", str(out_dir),
+                          "--caller-cache", str(tmp_path / "c"))  # fmt: skip
+        out = capsys.readouterr()
+    assert code == 0, out.err
+    (record,) = read_calls(out_dir)
+    part = record.extra["caller"]
+    assert part["end_reason"] == "error" and "empty line" in part["reason"]
+    assert part["lines"] == [] and record.greeting_ns is not None  # the greeting is kept
+    assert "the simulated caller stopped" in out.err and "empty line" in out.err
+    assert "ended by error 1" in out.out

@@ -706,6 +706,15 @@ def callers_for_run(
         pipeline = replace(pipeline, output=replace(pipeline.output, save_audio=True))
     cache = getattr(args, "caller_cache", None)
     frozen = getattr(args, "frozen", None)
+    from voicelat.core.errors import ConfigError
+
+    # A replay's recording is checked now, before any server starts (exit 2, one line).
+    for folder, who in [(frozen, "--frozen"), *((s.frozen, s.source) for s in specs)]:
+        if folder is not None and not (Path(folder) / CONVERSATION_FILE).is_file():
+            raise ConfigError(
+                f"{who}: {folder} has no {CONVERSATION_FILE} (the results of a run with a "
+                "simulated caller hold one)"
+            )
     options = CallerOptions(
         out_dir,
         cache_dir=Path(cache) if cache is not None else None,
