@@ -109,6 +109,12 @@ def _check_conversation(run_dir: Path, caller: Emulators, out: str) -> list[dict
     assert summary["caller"]["end_reasons"] == {"goal": 1}
     assert summary["caller"]["prep"]["n"] == 4
     assert "caller: 1 call ended by goal 1" in out and "Great, thank you. Goodbye." in out
+    # report.html's call timeline carries the words: each bar's tooltip.
+    from voicelat.cli.view import run_page
+
+    page = run_page(run)
+    assert "<title>turn 1: Hi, I would like to book a table for dinner.</title>" in page
+    assert "<title>turn 4: Sure thing.</title>" in page
     return lines
 
 

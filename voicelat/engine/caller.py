@@ -280,6 +280,7 @@ class SimulatedCallers:
         self.lines: list[CallerLine] = []
         self._warned: set[str] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
+        self._running: list[SimulatedCaller] = []
         for c in self._calls:
             spec = c.scenario.caller
             assert spec is not None
@@ -325,6 +326,10 @@ class SimulatedCallers:
             del call_id
 
     async def __aexit__(self, *exc: object) -> None:
+        # Calls cut short (Ctrl-C, a failure elsewhere): their lines so far are kept too.
+        for source in self._running:
+            self.lines.extend(source.lines)
+        self._running.clear()
         await self._close_stages()
         try:
             await asyncio.to_thread(self._write_conversation)
@@ -354,11 +359,15 @@ class SimulatedCallers:
             frozen = self._frozen.get(planned.call_id) or self._frozen_by_scenario.get(
                 planned.scenario.name, []
             )
-        return SimulatedCaller(self, self._stages[id(spec)], planned, rate, frozen)
+        made = SimulatedCaller(self, self._stages[id(spec)], planned, rate, frozen)
+        self._running.append(made)
+        return made
 
     def finished(self, source: SimulatedCaller, record: CallRecord) -> CallRecord:
         """``record`` with the caller's part: the end reason, its lines (each with the turn's
         e2e and the caller's preparation time) and the turns it planned."""
+        if source in self._running:
+            self._running.remove(source)
         self.lines.extend(source.lines)
         planned = len(source.planned.scenario.says) + len(source.lines)
         return replace(
