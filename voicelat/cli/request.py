@@ -46,5 +46,7 @@ def request_from_args(args: argparse.Namespace, argv: Sequence[str] = ()) -> Run
         scenario=a.get("scenario"),
         network=a.get("network"),
         calibrate=a.get("calibrate"),
+        frozen=a.get("frozen"),
+        caller_cache=a.get("caller_cache"),
         argv=tuple(argv),
     )

@@ -77,6 +77,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "on one connection, turn after turn (--repeat rounds of them, --concurrency N calls at "
         "once; docs/CALLS.md)",
     )
+    _add_caller_arguments(p)
     _add_load_arguments(p)
     _add_export_arguments(p)
     p.add_argument(
@@ -109,6 +110,25 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     # Internal: `run --tui` starts the measuring run as a child process with this flag and
     # reads its observer calls as JSON lines on the child's stdout (voicelat.tui.protocol).
     p.add_argument("--events", choices=("jsonl",), default=None, help=argparse.SUPPRESS)
+
+
+def _add_caller_arguments(p: argparse.ArgumentParser) -> None:
+    # A simulated caller's options (a scenario's [caller]: docs/CALLER.md).
+    p.add_argument(
+        "--frozen",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a simulated caller ([caller]) replays the lines it said in RUN_DIR (its "
+        "conversation.jsonl) exactly, whatever the agent answers: a regression run "
+        "(docs/CALLER.md)",
+    )
+    p.add_argument(
+        "--caller-cache",
+        type=Path,
+        metavar="DIR",
+        help="where a simulated caller keeps its rendered lines, by (voice, text) hash "
+        "(default: $VOICELAT_CACHE/caller, else ~/.cache/voicelat/caller)",
+    )
 
 
 def _add_load_arguments(p: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from voicelat.core.bargein import OverlayOutcome, barge_in_section
+from voicelat.core.caller import CallerSpec
 from voicelat.core.stats import Distribution
 from voicelat.core.turn import Turn
 
@@ -109,6 +110,15 @@ class Scenario:
     seed: int = 1
     #: What voicelat's own cascade says when it greets (it has no greeting of its own).
     greeting: str = "Hello, thanks for calling. How can I help you today?"
+    #: A simulated caller (docs/CALLER.md): its lines follow the scripted steps, decided one
+    #: by one from what the agent said; None: the steps are the whole call.
+    caller: CallerSpec | None = None
+
+    @property
+    def max_turns(self) -> int:
+        """The most measured turns the call can have: its ``say`` steps, and the simulated
+        caller's hard turn limit (turn indexes are set aside for that many)."""
+        return len(self.says) + (self.caller.max_turns if self.caller is not None else 0)
 
     @property
     def says(self) -> tuple[Step, ...]:

@@ -101,7 +101,7 @@ def plan_calls(scenarios: Sequence[Scenario], repeat: int = 1) -> list[PlannedCa
     index = 0
     for scenario in [s for _ in range(repeat) for s in scenarios]:
         planned.append(PlannedCall(scenario, f"call-{len(planned) + 1:04d}-{scenario.name}", index))
-        index += len(scenario.says)
+        index += scenario.max_turns
     return planned
 
 

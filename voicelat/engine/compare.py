@@ -205,6 +205,12 @@ def _plan_calls(
     if request.plan.turns is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
     loaded = load_scenarios_for(scenario, request.fixtures_dir)
+    if any(item.scenario.caller is not None for item in loaded):
+        raise ConfigError(
+            "compare --scenario with a simulated caller ([caller]) is not supported yet: run "
+            "each pipeline with `voicelat run --scenario FILE --frozen RUN_DIR` to replay the "
+            "same caller lines on each (docs/CALLER.md)"
+        )
     calls = plan_calls([item.scenario for item in loaded], request.plan.repeat)
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)

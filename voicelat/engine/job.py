@@ -213,6 +213,7 @@ def execute_run(
     from voicelat.engine.network import open_network
     from voicelat.export import ExportObserver, open_exports
 
+    pipeline, callers = _callers_for(request, pipeline, calls, out_dir, progress)
     # --network / [network]: the stages pointed at the impairment relay (docs/NETWORK.md).
     pointed = with_stack_urls(pipeline, progress)
     network = open_network(request.network, pointed, progress, ray=request.ray)
@@ -223,6 +224,7 @@ def execute_run(
         observer=observer,
         argv=list(request.argv),
         calls=calls,
+        callers=callers,
     )
     try:
         runner.validate()
@@ -284,12 +286,38 @@ def _plan_calls(
     for item in loaded:
         check_overlays(item.scenario, pipeline)
     calls = plan_calls([item.scenario for item in loaded], request.plan.repeat or 1)
+    simulated = any(c.scenario.caller is not None for c in calls)
+    if simulated and request.workers > 1:
+        raise ConfigError(
+            "--workers with a simulated caller ([caller]): its calls run in one process for "
+            "now (use --concurrency N)"
+        )
+    if request.frozen is not None and not simulated:
+        raise ConfigError("--frozen replays a simulated caller's lines: no scenario has a [caller]")
+    # A simulated caller's turns are planned up to its hard limit (the plan's count is an
+    # upper bound; each line's fixture is named when the caller renders it).
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)
         for c in calls
-        for i, fid in enumerate(c.scenario.fixture_ids())
+        for i, fid in enumerate(
+            c.scenario.fixture_ids()
+            + ["(caller)"] * (c.scenario.max_turns - len(c.scenario.says))
+        )
     ]
     return scenario_fixtures(loaded), calls, plan
+
+
+def _callers_for(
+    request: RunRequest, pipeline: Pipeline, calls: Sequence[Any], out_dir: Path, progress: Any
+) -> tuple[Pipeline, Any]:
+    """The run's simulated callers (None: no scenario has a ``[caller]``) and the pipeline
+    they need (engine/caller.py ``callers_for_run``)."""
+    if not any(getattr(c.scenario, "caller", None) is not None for c in calls):
+        return pipeline, None
+    from voicelat.engine.caller import callers_for_run
+
+    made: tuple[Pipeline, Any] = callers_for_run(request, pipeline, calls, out_dir, progress)
+    return made
 
 
 def load_scenarios_for(scenario: Path, fixtures_dir: Path | None = None) -> list[Any]:

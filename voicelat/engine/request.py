@@ -101,6 +101,10 @@ class RunRequest:
     network: str | None = None
     #: ``--calibrate off|quick|full``; None: ``VOICELAT_CALIBRATE``, else quick.
     calibrate: str | None = None
+    #: ``--frozen RUN_DIR``: a simulated caller replays the lines it said there (docs/CALLER.md).
+    frozen: Path | None = None
+    #: ``--caller-cache DIR``: where a simulated caller keeps its rendered lines.
+    caller_cache: Path | None = None
     #: The command line the run records in its summary.
     argv: tuple[str, ...] = ()
     pipeline: Pipeline | None = None

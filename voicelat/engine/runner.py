@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.core.call import CallRecord, calls_section
+from voicelat.core.caller import caller_section
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.diagnostics import MachineSample
 from voicelat.core.errors import InfraError, only_interrupts
@@ -135,6 +136,9 @@ class Runner:
     #: Whole calls instead of single turns (``run --scenario``): each a scenario run as one
     #: call on one session (``engine/call.py``); the plan is then their turns.
     calls: Sequence[PlannedCall] = ()
+    #: The simulated callers of scenarios with a ``[caller]`` (``engine/caller.py``
+    #: SimulatedCallers; None: every call is scripted).
+    callers: Any = None
     #: The instrument error bar's reference passes (``engine/calibrate.py``'s Calibration:
     #: ``before()`` the measured turns, ``after()`` them, its ``section()`` in the summary).
     calibration: Any = None
@@ -312,10 +316,13 @@ class Runner:
         calls = CallEngine(self.turn_engine(), self.inputs)
         todo = deque(self.calls)
         pool = SessionPool(self._make_stages, self.clock)
+        callers = self.callers
 
         async def caller(s: Session) -> None:
             while todo:
                 planned = todo.popleft()
+                # A simulated caller decides the call's lines between its turns.
+                source = None if callers is None else callers.source(planned, s.stages.input_rate)
                 record = await calls.run(
                     planned.scenario,
                     s.stages,
@@ -323,11 +330,16 @@ class Runner:
                     first_index=planned.first_index,
                     done=done,
                     session=s.id,
+                    source=source,
                 )
+                if source is not None:
+                    record = callers.finished(source, record)
                 self.call_records.append(record)
 
         try:
-            async with pool:
+            # The callers' stages are entered before any session or turn (their set-up is
+            # never a turn's); on the way out they write conversation.jsonl.
+            async with callers if callers is not None else contextlib.nullcontext(), pool:
                 sessions = [await pool.open(0, stages0)]
                 self.stages = stages0
                 n = min(load.concurrency, len(self.calls))
@@ -337,6 +349,9 @@ class Runner:
                     await self.barrier()  # worker processes: every worker's calls start together
                 probe.start()
                 await asyncio.gather(*(caller(s) for s in sessions))
+                if callers is not None:
+                    # The judge, once every call is over (no turn is running).
+                    self.call_records[:] = await callers.settle(self.call_records)
         finally:
             self.sessions_opened += pool.opened
 
@@ -423,7 +438,11 @@ class Runner:
         """The summary's ``calls`` section of a run of calls (nothing for single turns)."""
         if not self.calls:
             return {}
-        return {"calls": calls_section(self.call_records, self.call_turns)}
+        part: dict[str, Any] = {"calls": calls_section(self.call_records, self.call_turns)}
+        caller = caller_section(c.extra["caller"] for c in self.call_records if "caller" in c.extra)
+        if caller is not None:
+            part["caller"] = caller  # the simulated callers (core/caller.py)
+        return part
 
     def share_loop_lag(self, other: Runner) -> None:
         """Use ``other``'s loop-lag probe: runners on one event loop need one probe, not one

@@ -45,6 +45,7 @@ from typing import Any
 
 from voicelat.core.call import OVERLAY_STEPS, Scenario, Step
 from voicelat.core.errors import ConfigError
+from voicelat.files.caller import parse_caller
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.files.pipeline import Pipeline
 
@@ -57,7 +58,9 @@ _STEP_KINDS = (
     "silence = MS, expect_greeting = true or include = FILE"
 )
 _KINDS = ("say", "silence", "expect_greeting", *OVERLAY_STEPS)
-_TOP_KEYS = {"name", "description", "fixtures", "on_failure", "seed", "greeting", "step"}
+_TOP_KEYS = {
+    "name", "description", "fixtures", "on_failure", "seed", "greeting", "step", "caller",
+}  # fmt: skip
 _STEP_KEYS = {
     *_KINDS, "include", "gap_ms", "spread_ms", "at_ms", "after_ms", "pause_ms"
 }  # fmt: skip
@@ -92,10 +95,16 @@ def load_scenario(path: Path, fixtures_dir: Path | None = None) -> LoadedScenari
         raise ConfigError(
             f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_TOP_KEYS))})"
         )
-    steps = _steps(path, data, chain=(path.resolve(),))
+    # A simulated caller (files/caller.py) speaks after the scripted steps: a scenario with
+    # one may have no steps, or only an `expect_greeting` before the caller's lines.
+    caller = parse_caller(path, data["caller"]) if "caller" in data else None
+    steps = _steps(path, data, chain=(path.resolve(),), optional=caller is not None)
     _check_overlays(steps)
-    if not any(s.kind == "say" for s in steps):
-        raise ConfigError(f"{path}: the scenario has no `say` step: add [[step]] say = FIXTURE")
+    if caller is None and not any(s.kind == "say" for s in steps):
+        raise ConfigError(
+            f"{path}: the scenario has no `say` step: add [[step]] say = FIXTURE "
+            "(or a [caller]: docs/CALLER.md)"
+        )
     on_failure = data.get("on_failure", "continue")
     if on_failure not in ("continue", "end"):
         raise ConfigError(f"{path}: on_failure must be 'continue' or 'end', not {on_failure!r}")
@@ -110,6 +119,7 @@ def load_scenario(path: Path, fixtures_dir: Path | None = None) -> LoadedScenari
         on_failure=on_failure,
         seed=seed,
         greeting=_text(path, data, "greeting", Scenario.greeting),
+        caller=caller,
     )
     return LoadedScenario(scenario, _fixtures(path, data, scenario, fixtures_dir))
 
@@ -136,11 +146,13 @@ def _text(path: Path, data: Mapping[str, Any], key: str, default: str) -> str:
     return value
 
 
-def _steps(path: Path, data: Mapping[str, Any], chain: tuple[Path, ...]) -> list[Step]:
+def _steps(
+    path: Path, data: Mapping[str, Any], chain: tuple[Path, ...], optional: bool = False
+) -> list[Step]:
     raw = data.get("step", [])
     if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
         raise ConfigError(f"{path}: steps are [[step]] tables (see docs/CALLS.md)")
-    if not raw:
+    if not raw and not optional:
         raise ConfigError(f"{path}: the scenario is empty: add [[step]] tables ({_STEP_KINDS})")
     steps: list[Step] = []
     for i, table in enumerate(raw, 1):

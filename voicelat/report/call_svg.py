@@ -110,8 +110,11 @@ def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
             cut.setdefault(int(t.extra.get(CALL_TURN) or 0), t.t0_ns + b["last_audible_ns"])
     for t in mine:
         k, m, base = int(t.extra.get(CALL_TURN) or 0), t.milestones, t.t0_ns - zero
+        # The words as each bar's tooltip: what the caller said (the fixture's or the simulated
+        # caller's line) and what the agent replied, where the turn knows them.
+        said = f"turn {k}" + (f": {_words(t.expected)}" if t.expected else "")
         if "speech_start" in m and "speech_end" in m and not t.extra.get(INTERRUPTING):
-            user.append(Span(k, base + m["speech_start"], base + m["speech_end"], f"turn {k}"))
+            user.append(Span(k, base + m["speech_start"], base + m["speech_end"], said))
         heard = m.get("output_first_audible")
         if heard is not None:
             played = t.figures.get("reply_audio_ns")
@@ -119,7 +122,8 @@ def call_lanes(record: CallRecord, turns: Sequence[Turn]) -> CallLanes:
             stopped_at = cut.get(k)
             if stopped_at is not None:  # an interruption cut it: it played to there
                 length = max(1, stopped_at - zero - (base + heard))
-            agent.append(Span(k, base + heard, base + heard + length))
+            answer = f"turn {k}: {_words(t.reply)}" if t.reply else ""
+            agent.append(Span(k, base + heard, base + heard + length, answer))
         if t.ok and t.e2e_ns is not None and "speech_end" in m and heard is not None:
             waits.append(Wait(k, base + m["speech_end"], base + heard))
         if not t.ok:
@@ -170,6 +174,11 @@ def _overlays(record: CallRecord, turns: Sequence[Turn]) -> tuple[Overlay, ...]:
             )
         )
     return tuple(out)
+
+
+def _words(text: str, most: int = 120) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= most else one[: most - 1] + "…"
 
 
 def calls_from_turns(turns: Sequence[Turn]) -> list[CallRecord]:

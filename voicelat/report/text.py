@@ -9,6 +9,7 @@ from voicelat.core.diagnostics import machine_judged, transport_judged
 from voicelat.core.display import fmt_ms
 from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
 from voicelat.core.turn import Turn
+from voicelat.report.caller_text import caller_lines
 
 
 def turn_line(turn: Turn, total: int) -> str:
@@ -36,6 +37,7 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     lines.extend(provider_lines(s))
     lines.extend(_count_lines(s))
     lines.extend(call_lines(s))
+    lines.extend(caller_lines(s.extra.get("caller")))
     lines.extend(cost_lines(s.extra.get("cost")))
     lines.extend(quality_lines(s.extra.get("quality")))
     lines.extend(_load_lines(s))

@@ -26,6 +26,7 @@ Timeline of a streamed chat request (t0 = the request's last byte read)::
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import secrets
 import time
@@ -106,6 +107,10 @@ class OpenAIEmulator(Emulator):
     }
     CONTENT: ClassVar[Mapping[str, Any]] = {
         "reply": "Sure. It is sunny and mild today, around twenty degrees. Anything else?",
+        # A conversation's replies in turn (a simulated caller's LLM, tests/caller): a chat
+        # request carrying N assistant messages gets reply N (the last one repeats); empty:
+        # every request gets `reply`.
+        "replies": [],
         "reasoning": "The user asks a simple question. I should answer briefly and kindly.",
         "reasoning_field": "reasoning_content",
         "reasoning_models": ["*reason*", "*think*", "*-r1*"],
@@ -264,7 +269,7 @@ class OpenAIEmulator(Emulator):
         budget = body.get("max_completion_tokens") or body.get("max_tokens")
         limit = budget if isinstance(budget, int) and budget > 0 else 1 << 30
         reasoning = words(self.content["reasoning"]) if chat and self.reasons(model) else []
-        content = words(self.content["reply"])
+        content = words(self._reply_text(body))
         # Reasoning tokens spend the same budget first: a reasoning model given a small
         # max_tokens thinks and then says nothing (finish_reason "length").
         full = len(reasoning) + len(content)
@@ -283,6 +288,19 @@ class OpenAIEmulator(Emulator):
             reasoning_field=self.content["reasoning_field"],
             include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
         )
+
+    def _reply_text(self, body: dict[str, Any]) -> str:
+        """``reply``, or with ``replies`` the one for the conversation's point so far."""
+        replies = self.content["replies"]
+        if not replies:
+            return str(self.content["reply"])
+        messages = body.get("messages")
+        said = sum(
+            1
+            for m in (messages if isinstance(messages, list) else ())
+            if isinstance(m, dict) and m.get("role") == "assistant"
+        )
+        return str(replies[min(said, len(replies) - 1)])
 
     def _usage(self, n_prompt: int, pieces: list[tuple[str, str]]) -> dict[str, Any]:
         """``usage`` as the chat API reports it: counts and their details (cached prompt
@@ -434,6 +452,9 @@ class OpenAIEmulator(Emulator):
         x.truth.detail["audio_ms"] = (
             round(len(samples) * 1000 / rate) if samples is not None else None
         )
+        if samples is not None:
+            # Which audio came (a rerun that must send byte-identical audio is checked on it).
+            x.truth.detail["audio_sha256"] = hashlib.sha256(samples.tobytes()).hexdigest()
         text = await self.transcriber.transcribe(samples, rate)
         # whisper-1 ignores stream=true (PROTOCOLS.md §2b) and answers one JSON body.
         stream = str(form.get("stream", "false")).lower() == "true" and model != "whisper-1"
