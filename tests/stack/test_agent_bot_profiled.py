@@ -168,6 +168,7 @@ def _assert_reported(turn: Turn) -> None:
     assert -ROUNDING_NS <= gap <= LLM_GAP_BOUND_NS, (gap / MS, _why(turn))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_every_turn_is_profiled_and_split_by_the_bots_own_traces(
     runs: dict[str, Path], transport: str
