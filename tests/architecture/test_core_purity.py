@@ -54,7 +54,6 @@ def test_the_core_has_modules_to_check() -> None:
     assert "voicelat.core.recorder" in CORE_MODULES and len(CORE_MODULES) > 10
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("module", CORE_MODULES)
 def test_core_module_imports_no_io_library(module: str) -> None:
     assert _loaded_after_import(module) == [], f"{module} pulls in an I/O library"
