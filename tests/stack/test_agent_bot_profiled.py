@@ -35,7 +35,7 @@ from voicelat.stack.config import StackConfig
 from voicelat.tui.model import RunModel
 from voicelat.tui.render import turn_detail
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSPORTS = ("twilio", "pipecat-ws", "webrtc")
