@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from tests.helpers import ROOT
 
 BENCH = ROOT / "bench" / "accuracy.py"
 
 
+@pytest.mark.e2e
 def test_accuracy_bench_at_1_and_10_sessions_is_within_10_ms_at_p99() -> None:
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--sessions", "1,10", "--turns", "3"],
@@ -44,6 +47,7 @@ def _bench_module() -> ModuleType:
     return module
 
 
+@pytest.mark.e2e
 def test_nagle_on_the_server_is_measured_and_flagged(tmp_path: Path) -> None:
     """Headers and the first token as two writes without TCP_NODELAY, requests back to back:
     Linux's delayed ACK holds the token ~40 ms. voicelat sees it (the error vs the write) and

@@ -87,6 +87,7 @@ def _check(out: str, transports: tuple[str, ...], turns: int) -> None:
     assert float(m.group(1)) <= 5.0, out
 
 
+@pytest.mark.e2e
 def test_the_bench_agrees_within_5_ms_over_pipecat_ws() -> None:
     """One real Pipecat bot, one measured turn (~15 s)."""
     _check(_run("--turns", "1", "--only", "pipecat-ws"), ("pipecat-ws",), 1)

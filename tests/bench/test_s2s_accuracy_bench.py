@@ -7,11 +7,14 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT
 
 BENCH = ROOT / "bench" / "s2s_accuracy.py"
 
 
+@pytest.mark.e2e
 def test_s2s_accuracy_bench_is_within_10_ms_at_p99() -> None:
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--turns", "3"],

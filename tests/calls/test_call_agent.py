@@ -51,6 +51,7 @@ def _call(tmp_path: Path, stage: Any, table: dict[str, Any]) -> list[Turn]:
     return sorted(runner.turns, key=lambda t: t.index)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("transport", "port", "stage", "url"),
     [
@@ -82,6 +83,7 @@ def test_a_call_is_one_connection_with_every_turn_answered_on_it(
         assert abs(turn.extra["lead_silence_ms"] - GAP_MS) <= 40, turn.extra
 
 
+@pytest.mark.e2e
 def test_a_twilio_call_is_one_media_stream_with_every_turn_answered_on_it(tmp_path: Path) -> None:
     from tests.agents.pipecat_agent import running_agent
     from voicelat.stages.twilio import Twilio
@@ -101,6 +103,7 @@ def test_a_twilio_call_is_one_media_stream_with_every_turn_answered_on_it(tmp_pa
         assert abs(turn.extra["lead_silence_ms"] - GAP_MS) <= 40, turn.extra
 
 
+@pytest.mark.e2e
 def test_a_bots_greeting_is_timed_from_the_connection_to_the_ear(tmp_path: Path) -> None:
     """The test bot speaks its clip (30 ms of silence, then the tone) as the caller connects:
     the greeting's first audible sample is its first write plus the clip's silence, and the

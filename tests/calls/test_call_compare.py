@@ -25,6 +25,7 @@ def _pipeline(tmp_path: Path, name: str, port: int) -> Path:
     return path
 
 
+@pytest.mark.e2e
 async def test_compare_runs_each_call_on_every_combination_in_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,7 @@ from voicelat.files.scenario import load_scenario
 PROFILE = openai_profile()
 
 
+@pytest.mark.e2e
 async def test_calls_are_dealt_whole_to_the_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

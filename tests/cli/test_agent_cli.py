@@ -32,6 +32,7 @@ def twilio_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(stage_base, "available_stages", lambda: {**found, "twilio": ep})
 
 
+@pytest.mark.e2e
 def test_voicelat_run_profiles_an_agent_pipeline(
     tmp_path: Path, twilio_entry_point: None, capsys: pytest.CaptureFixture[str]
 ) -> None:

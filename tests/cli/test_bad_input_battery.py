@@ -239,6 +239,7 @@ def test_the_battery_is_broad() -> None:
     assert {"run", "view", "ci", "compare", "serve", "stack", "live"} <= commands
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(case: Case, tmp_path: Path) -> None:
     proc = voicelat(*case.argv(tmp_path), env=case.env, timeout=60)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT, voicelat
 from voicelat.core.turn import Turn
 from voicelat.files.results import turn_to_json, write_summary
@@ -95,6 +97,7 @@ def test_score_of_bad_prices_file_or_mode_is_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "invalid choice" in r.stderr
 
 
+@pytest.mark.e2e
 def test_ci_holds_a_priced_run_to_its_cost_per_turn(tmp_path: Path) -> None:
     run = _run_dir(tmp_path)
     prices = tmp_path / "prices.toml"

@@ -86,6 +86,7 @@ def _voicelat(*args: str, read_lines: int, timeout: float = 120) -> tuple[int, l
     return rc, lines, stderr
 
 
+@pytest.mark.e2e
 def test_run_piped_to_head_keeps_every_planned_turn(
     piped_run: tuple[int, list[str], str, Path],
 ) -> None:
@@ -99,6 +100,7 @@ def test_run_piped_to_head_keeps_every_planned_turn(
     assert summary["run"]["status"] == "complete" and summary["counts"]["turns"] == 3
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "command",
     [

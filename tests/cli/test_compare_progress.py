@@ -77,6 +77,7 @@ def test_a_combination_that_cannot_start_still_counts_towards_the_end(
     assert "2/2 turns (100%), 2/2 combinations done" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_a_real_comparison_shows_progress_and_opens_again_in_view(tmp_path: Path) -> None:
     env = {**os.environ, KEY_ENV: "emulator-key", "PYTHONPATH": str(ROOT)}
     out = tmp_path / "cmp"

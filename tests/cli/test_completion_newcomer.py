@@ -57,6 +57,7 @@ def test_the_tree_has_every_command_of_the_parser() -> None:
     assert {("stack", "up"), ("baseline", "save"), ("fixtures", "annotate")} <= paths
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 def test_bash_and_zsh_complete_commands_options_and_choices(tmp_path: Path, shell: str) -> None:
     if shutil.which(shell) is None:
@@ -78,6 +79,7 @@ def test_bash_and_zsh_complete_commands_options_and_choices(tmp_path: Path, shel
     assert _bash_like(shell, script, ["voicelat", "completion", ""]) == ["bash", "zsh", "fish"]
 
 
+@pytest.mark.e2e
 def test_fish_completes_commands_nested_commands_and_choices(tmp_path: Path) -> None:
     if shutil.which("fish") is None:
         pytest.skip("fish is not installed (.ci/run installs it)")

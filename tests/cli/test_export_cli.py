@@ -68,6 +68,7 @@ def _scrape_while_running(port: int, stop: threading.Event, seen: list[str]) -> 
         time.sleep(0.2)
 
 
+@pytest.mark.e2e
 def test_run_json_prints_only_the_summary_and_exports_every_turn(
     emulated: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -115,6 +116,7 @@ def test_run_json_prints_only_the_summary_and_exports_every_turn(
     assert any("voicelat_turns_total" in page for page in scraped), scraped[-1:]
 
 
+@pytest.mark.e2e
 def test_quiet_run_prints_nothing_and_still_writes_results(
     emulated: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -223,6 +225,7 @@ def _instant(base: str, promql: str, at: float) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
+@pytest.mark.e2e
 def test_prometheus_scraping_a_load_run_agrees_with_its_summary(
     emulated: dict[str, Any], tmp_path: Path
 ) -> None:

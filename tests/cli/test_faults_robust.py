@@ -53,6 +53,7 @@ def emulator() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.e2e
 def test_a_full_disk_stops_the_run_with_one_line_and_no_torn_line(
     tmp_path: Path, tmpfs: Path, emulator: str
 ) -> None:
@@ -81,6 +82,7 @@ def test_a_read_only_results_directory_is_exit_3_before_any_turn(
     assert "[1/2]" not in stdout  # refused before measuring anything
 
 
+@pytest.mark.e2e
 def test_a_server_killed_mid_run_fails_the_rest_and_the_run_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with serving() as (url, server):

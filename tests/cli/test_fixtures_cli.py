@@ -156,6 +156,7 @@ def test_transcribe_without_the_stack_is_one_line_exit_3(tmp_path: Path) -> None
     assert _manifest(mine)["fixtures"][0]["text"] is None
 
 
+@pytest.mark.e2e
 @pytest.mark.stack
 def test_annotate_transcribes_with_the_stacks_whisper(
     tmp_path: Path, local_stack: dict[str, Any]

@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 from voicelat.cli.live_terminal import SpeechEndAnnouncer
 from voicelat.cli.live_tui import _app_class, _child_class, forwarded_options
 from voicelat.cli.main import build_parser
@@ -145,6 +147,7 @@ def test_the_childs_stop_is_sigusr2_and_its_talk_key_sigusr1() -> None:
     assert child.exit_code == 0 and child.status == "complete"
 
 
+@pytest.mark.e2e
 def test_bad_counts_and_rates_are_usage_errors_before_any_device_is_touched() -> None:
     from tests.helpers import voicelat
 

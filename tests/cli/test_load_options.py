@@ -15,6 +15,7 @@ import pytest
 from tests.helpers import ROOT, voicelat
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -75,6 +76,7 @@ def emulated_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
         proc.wait(timeout=20)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("args", "load"),
     [

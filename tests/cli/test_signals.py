@@ -43,6 +43,7 @@ def _turn_marker() -> str:
     return "1/30"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
 )
@@ -62,6 +63,7 @@ def test_run_stopped_by_a_signal_keeps_turns_and_summary(
     assert f"interrupted by {signal.Signals(sig).name}" in stderr or sig == signal.SIGINT
 
 
+@pytest.mark.e2e
 def test_sigkill_keeps_every_finished_turn_whole(tmp_path: Path, emulator: str) -> None:
     out = tmp_path / "out"
     proc = popen("run", *_run_args(tmp_path, emulator, out))
@@ -75,6 +77,7 @@ def test_sigkill_keeps_every_finished_turn_whole(tmp_path: Path, emulator: str) 
         json.loads(line)  # no torn line
 
 
+@pytest.mark.e2e
 def test_ci_stopped_by_sigterm_writes_summary_and_reports(tmp_path: Path, emulator: str) -> None:
     out = tmp_path / "out"
     junit, md = tmp_path / "junit.xml", tmp_path / "report.md"
@@ -89,6 +92,7 @@ def test_ci_stopped_by_sigterm_writes_summary_and_reports(tmp_path: Path, emulat
     assert "interrupted" in md.read_text()
 
 
+@pytest.mark.e2e
 def test_compare_stopped_by_sigterm_writes_every_summary(tmp_path: Path, emulator: str) -> None:
     out = tmp_path / "cmp"
     a, b = pipeline(tmp_path, emulator, "a"), pipeline(tmp_path, emulator, "b")
@@ -102,6 +106,7 @@ def test_compare_stopped_by_sigterm_writes_every_summary(tmp_path: Path, emulato
         assert json.loads(s.read_text())["run"]["status"] == "interrupted"
 
 
+@pytest.mark.e2e
 def test_a_background_job_with_sigint_ignored_still_stops_cleanly_on_sigterm(
     tmp_path: Path, emulator: str
 ) -> None:

@@ -58,6 +58,7 @@ def _live_stopped_by(sig: int, code: int, tmp_path: Path, emulator: str) -> None
     assert summary["counts"]["turns"] == 1
 
 
+@pytest.mark.e2e
 def test_live_stopped_by_sigterm_keeps_the_finished_turn_and_summary(
     tmp_path: Path, emulator: str
 ) -> None:

@@ -114,6 +114,7 @@ def test_stack_up_stopped_by_sigterm_while_starting_leaves_no_server(tmp_path: P
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.e2e
 def test_run_on_a_stack_it_started_stopped_by_sigterm_stops_the_servers(tmp_path: Path) -> None:
     env = _stack_env(tmp_path, 9315)
     out = tmp_path / "out"

@@ -144,6 +144,7 @@ def _run_tui_stopped_by(sig: int, code: int, tmp_path: Path, emulator: str) -> N
     assert alive_mentioning(str(out)) == []
 
 
+@pytest.mark.e2e
 def test_run_tui_stopped_by_sigterm_keeps_turns_summary_and_no_child(
     tmp_path: Path, emulator: str
 ) -> None:
@@ -171,6 +172,7 @@ def saved_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
 )

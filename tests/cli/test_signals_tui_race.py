@@ -35,6 +35,7 @@ def emulator() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.e2e
 def test_run_tui_as_a_background_job_ends_on_sigterm_with_143(
     tmp_path: Path, emulator: str
 ) -> None:

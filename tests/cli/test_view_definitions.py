@@ -94,6 +94,7 @@ def agent_run(tmp: Path, out: Path, port: int = 9131) -> None:
         assert main([*args, "-o", str(out), "--no-tui", "--quiet"]) == 0
 
 
+@pytest.mark.e2e
 async def test_a_cascade_run_in_every_definition(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -111,6 +112,7 @@ async def test_a_cascade_run_in_every_definition(
     assert "formula: tts_first_audible − tts_request" in text
 
 
+@pytest.mark.e2e
 async def test_a_realtime_run_in_every_definition(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,6 +130,7 @@ async def test_a_realtime_run_in_every_definition(
     assert defs["aa_s2s_ttfa"]["formula"] == "first_audio − speech_end"
 
 
+@pytest.mark.e2e
 def test_an_agent_run_in_every_definition(
     tmp_path: Path, twilio_entry_point: None, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ from voicelat.files.results import load_run
 SVG = "{http://www.w3.org/2000/svg}"
 
 
+@pytest.mark.e2e
 def test_a_run_writes_its_report_with_every_picture(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with serving() as (url, _proc):

@@ -39,6 +39,7 @@ def test_workers_are_capped_at_the_plans_measured_turns() -> None:
     assert effective_workers(Load(concurrency=2), 2, turns=10) == (2, None)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("count", ["1000000000", "1025", "0", "-3", "two"])
 def test_an_absurd_worker_count_is_one_line_exit_2(count: str, tmp_path: Path) -> None:
     out = str(tmp_path / "out")
@@ -57,6 +58,7 @@ def test_an_absurd_worker_count_is_one_line_exit_2(count: str, tmp_path: Path) -
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.e2e
 def test_six_workers_for_a_two_turn_plan_start_two(tmp_path: Path, emulator: str) -> None:
     out = tmp_path / "out"
     args = run_args(tmp_path, emulator, out, turns=2)
@@ -107,6 +109,7 @@ def _gone_within(pids: list[int], limit_s: float) -> list[int]:
     return alive
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigkill_of_a_workers_parent_takes_its_workers_with_it(
     tmp_path: Path, emulator: str

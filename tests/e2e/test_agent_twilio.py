@@ -54,6 +54,7 @@ def _run(tmp_path: Path, url: str, turns: int = 2, **options: Any) -> Runner:
     return runner
 
 
+@pytest.mark.e2e
 def test_pipecat_agent_over_twilio_every_turn_sums_to_e2e(tmp_path: Path, agent: str) -> None:
     runner = _run(tmp_path, f"{agent}/twilio", turns=3)
     assert len(runner.turns) == 3
@@ -86,6 +87,7 @@ def test_a_refused_upgrade_fails_each_turn_and_the_run_goes_on(tmp_path: Path, a
         ), turn.failure_reason
 
 
+@pytest.mark.e2e
 def test_an_agent_that_never_answers_fails_naming_the_last_message(
     tmp_path: Path, agent: str
 ) -> None:

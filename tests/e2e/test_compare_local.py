@@ -16,6 +16,7 @@ pytestmark = pytest.mark.stack
 MATRIX = (ROOT / "pipelines" / "matrix-local.toml").read_text()
 
 
+@pytest.mark.e2e
 def test_local_matrix_ranks_four_real_combinations(
     local_stack: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -17,6 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT
 from voicelat.cli.main import main
 from voicelat.core.errors import ConfigError
@@ -71,6 +73,7 @@ async def _emulators() -> Emulators:
     raise RuntimeError("no free port pair in 19340-19399")
 
 
+@pytest.mark.e2e
 async def test_deepgram_run_scored_against_emulator_truth(tmp_path: Path) -> None:
     fixtures = _fixtures(tmp_path / "fx")
     em = await _emulators()

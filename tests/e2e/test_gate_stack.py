@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_RUN = ("--turns", "3", "--warmup", "1")

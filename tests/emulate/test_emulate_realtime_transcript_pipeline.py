@@ -14,6 +14,7 @@ from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 
 
+@pytest.mark.e2e
 async def test_the_stage_transcription_model_gets_the_fixture_transcript(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -51,6 +51,7 @@ def _plain(text: str | None) -> str:
     return re.sub(r"[^\w\s']", "", text or "").lower()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("name", "emulators", "tts_truth"),
     [

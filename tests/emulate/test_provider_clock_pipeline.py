@@ -90,6 +90,7 @@ async def _run(name: str, emulators: list[str], tmp_path: Path) -> tuple[Any, Em
     return outcome, em
 
 
+@pytest.mark.e2e
 async def test_every_openai_stage_is_split_by_its_processing_header(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -115,6 +116,7 @@ async def test_every_openai_stage_is_split_by_its_processing_header(
         assert (dists[f"{stage}_overhead_ns"].p50 or -1) >= 0
 
 
+@pytest.mark.e2e
 async def test_cartesia_step_time_splits_tts_and_assemblyai_reports_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

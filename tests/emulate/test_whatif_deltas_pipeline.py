@@ -39,6 +39,7 @@ PROFILE = {
 }
 
 
+@pytest.mark.e2e
 async def test_a_recorded_turn_carries_its_delta_arrivals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

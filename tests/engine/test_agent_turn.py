@@ -176,6 +176,7 @@ class CallingAgent(FakeAgent):
             yield event
 
 
+@pytest.mark.e2e
 async def test_the_traces_are_asked_for_the_stages_call(tmp_path: Path, fixtures_dir: Path) -> None:
     """Calls at once (--concurrency) overlap in time: the window alone cannot tell their traces
     apart, the call id the agent puts on its spans can."""

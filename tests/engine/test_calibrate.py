@@ -58,6 +58,7 @@ class OffsetClock:
         return time.perf_counter_ns() + self.offset_ns
 
 
+@pytest.mark.e2e
 async def test_a_calibrated_run_carries_its_error_bar_in_the_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,6 +96,7 @@ async def test_a_calibrated_run_carries_its_error_bar_in_the_summary(
     assert "± instrument error: P50 " in run_html(s, [])
 
 
+@pytest.mark.e2e
 async def test_a_run_on_worker_processes_is_calibrated_in_the_parent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -229,6 +229,7 @@ def audible(out: SimulatedOutput, i: int) -> Callable[[], bool]:
     return lambda: len(out.sinks) > i and out.sinks[i].first_audible_ns is not None
 
 
+@pytest.mark.e2e
 def test_a_vad_turn_has_its_milestones_where_the_audio_put_them(tmp_path: Path) -> None:
     stt = STT()
     session, out, _ = session_for(
@@ -275,6 +276,7 @@ def test_a_vad_turn_has_its_milestones_where_the_audio_put_them(tmp_path: Path) 
     assert again.milestones["speech_end"] == 900 * MS
 
 
+@pytest.mark.e2e
 def test_talking_over_an_audible_reply_interrupts_it_and_keeps_it_out_of_the_headline(
     tmp_path: Path,
 ) -> None:
@@ -305,6 +307,7 @@ def test_talking_over_an_audible_reply_interrupts_it_and_keeps_it_out_of_the_hea
     assert summary["counts"]["interrupted"] == 1 and summary["counts"]["headline"] == 1
 
 
+@pytest.mark.e2e
 def test_talking_before_the_reply_is_audible_fails_the_turn_as_the_users(tmp_path: Path) -> None:
     session, _, _ = session_for(
         tmp_path,
@@ -319,6 +322,7 @@ def test_talking_before_the_reply_is_audible_fails_the_turn_as_the_users(tmp_pat
     assert second.ok, second.failure_reason
 
 
+@pytest.mark.e2e
 def test_without_barge_in_the_reply_plays_out_over_speech(tmp_path: Path) -> None:
     out_ref: list[SimulatedOutput] = []
 

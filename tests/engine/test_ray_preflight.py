@@ -113,6 +113,7 @@ def _error_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.e2e
 def test_run_at_a_silent_ray_port_is_one_line_exit_3(silent_port: int, tmp_path: object) -> None:
     t0 = time.monotonic()
     proc = voicelat(
@@ -124,6 +125,7 @@ def test_run_at_a_silent_ray_port_is_one_line_exit_3(silent_port: int, tmp_path:
     assert time.monotonic() - t0 < 60  # it used to hang (no answer in 150 s)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("address", "says"),
     [("", "an empty address"), ("  ", "an empty address"), ("a" * 64 + ".x:6379", "host name")],

@@ -131,6 +131,7 @@ def test_progress_shows_each_worker_by_node() -> None:
     assert pool.progress_line(10) == "ray: 7/10 turns; w0@1a2b3c4d 5/5, w1@ffee0011 2/5 lost"
 
 
+@pytest.mark.e2e
 async def test_the_actor_runs_its_share_after_the_epoch_and_hands_back_every_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.engine.test_runner import FakeLLM, FakeSTT, FakeTTS, _pipeline, fixtures_dir
 from voicelat.core.plan import plan_turns
 from voicelat.core.schedule import Load
@@ -33,6 +35,7 @@ def _runner(tmp_path: Path, fixtures_dir: Path) -> tuple[Runner, list[tuple[Any,
     return runner, built
 
 
+@pytest.mark.e2e
 def test_a_closed_loop_runs_sessions_side_by_side_each_with_its_own_stages(
     tmp_path: Path, fixtures_dir: Path
 ) -> None:
@@ -75,6 +78,7 @@ def test_a_closed_loop_runs_sessions_side_by_side_each_with_its_own_stages(
     assert len((tmp_path / "out" / "turns.jsonl").read_text().splitlines()) == 7
 
 
+@pytest.mark.e2e
 def test_an_open_loop_starts_turns_on_schedule(tmp_path: Path, fixtures_dir: Path) -> None:
     runner, _ = _runner(tmp_path, fixtures_dir)
     ids = [f.id for f in runner.fixtures]
@@ -91,6 +95,7 @@ def test_an_open_loop_starts_turns_on_schedule(tmp_path: Path, fixtures_dir: Pat
     assert outcome.summary["run"]["load"]["mode"] == "open"
 
 
+@pytest.mark.e2e
 def test_an_open_loop_that_runs_out_of_sessions_reports_the_wait_as_schedule_lag(
     tmp_path: Path, fixtures_dir: Path
 ) -> None:

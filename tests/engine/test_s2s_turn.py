@@ -15,6 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+import pytest
+
 from tests.engine.test_runner import _pipeline, fixtures_dir
 from voicelat.core.clock import Clock, MonotonicClock
 from voicelat.core.events import (
@@ -132,6 +134,7 @@ async def test_voicelat_endpoint_ends_the_input_and_the_commit_follows(
         assert "endpoint:not_detected" not in turn.flags
 
 
+@pytest.mark.e2e
 async def test_a_server_that_never_endpoints_is_flagged_and_times_out(
     tmp_path: Path, fixtures_dir: Path
 ) -> None:

@@ -87,6 +87,7 @@ def test_too_many_workers_warns_with_the_reason() -> None:
 
 
 # -- real worker processes -------------------------------------------------------------------
+@pytest.mark.e2e
 async def test_two_workers_write_one_turns_file_and_one_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,6 +169,7 @@ class _KillWorkerOne(_Seen):
 
 # A regression hangs rather than fails (the survivor blocked on a queue lock the dead worker
 # held, 1 run in 4 under load before each worker had its own queue): fail it in minutes.
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 async def test_a_killed_worker_has_its_turns_failed_with_the_reason_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -193,6 +195,7 @@ async def test_a_killed_worker_has_its_turns_failed_with_the_reason_and_the_run_
     assert report["exitcode"] == -9 and report["turns_lost"] == 3 and report["turns_returned"] == 1
 
 
+@pytest.mark.e2e
 async def test_an_open_loop_over_two_workers_follows_one_schedule_from_a_shared_epoch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

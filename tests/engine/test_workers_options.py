@@ -41,6 +41,7 @@ def test_busy_wait_is_off_by_default_and_a_bad_value_is_one_clear_line(tmp_path:
         load_pipeline(f)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("busy", [False, True])
 def test_the_pacer_busy_waits_only_when_the_pipeline_asks(
     tmp_path: Path, fixtures_dir: Path, busy: bool

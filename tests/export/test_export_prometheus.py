@@ -101,6 +101,7 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[PrometheusExporter, str]]:
         exporter.close(None)
 
 
+@pytest.mark.e2e
 def test_prometheus_quantiles_agree_with_the_summary(
     prometheus: tuple[PrometheusExporter, str],
 ) -> None:

@@ -64,6 +64,7 @@ def test_a_good_url_still_exports() -> None:
     assert warnings == [] and len(sink.spans()) > 0
 
 
+@pytest.mark.e2e
 def test_run_with_an_ftp_endpoint_prints_one_warning_line(tmp_path: Path) -> None:
     with serving() as (url, _):
         out = tmp_path / "out"

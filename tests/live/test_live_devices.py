@@ -227,6 +227,7 @@ def test_a_bad_device_choice_is_one_line_before_anything_starts(
 
 
 # -- real turns through the local stack -----------------------------------------------------------
+@pytest.mark.e2e
 @pytest.mark.stack
 def test_a_live_turn_lands_in_the_results_and_its_recording_replays(
     local_stack: dict[str, Any], rig: AlsaRig, tmp_path: Path
@@ -305,6 +306,7 @@ def test_a_live_turn_lands_in_the_results_and_its_recording_replays(
     assert wer(fx.text, again["transcript"]) <= 0.35
 
 
+@pytest.mark.e2e
 @pytest.mark.stack
 def test_talking_over_the_reply_interrupts_it_and_keeps_it_apart(
     local_stack: dict[str, Any], rig: AlsaRig, tmp_path: Path
@@ -348,6 +350,7 @@ def test_talking_over_the_reply_interrupts_it_and_keeps_it_apart(
     assert summary["counts"]["headline"] <= 1  # turn one never counts (turn two may be cold)
 
 
+@pytest.mark.e2e
 @pytest.mark.stack
 def test_a_microphone_that_stops_mid_session_ends_it_cleanly(
     local_stack: dict[str, Any], rig: AlsaRig, tmp_path: Path
@@ -369,6 +372,7 @@ def test_a_microphone_that_stops_mid_session_ends_it_cleanly(
     assert "stopped delivering audio" in summary["live"]["error"]
 
 
+@pytest.mark.e2e
 @pytest.mark.stack
 def test_the_tui_child_streams_events_and_takes_push_to_talk_as_signals(
     local_stack: dict[str, Any], rig: AlsaRig, tmp_path: Path
@@ -431,6 +435,7 @@ def test_an_unpaced_file_or_null_device_is_refused_not_measured(
     assert json.loads((out / "summary.json").read_text())["run"]["status"] == "failed"
 
 
+@pytest.mark.e2e
 @pytest.mark.stack
 def test_an_unpaced_speaker_is_refused_at_the_first_reply(
     local_stack: dict[str, Any], tmp_path: Path

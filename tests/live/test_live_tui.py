@@ -55,6 +55,7 @@ def session() -> Iterator[None]:
     tmux("kill-server", check=False)
 
 
+@pytest.mark.e2e
 def test_live_tui_push_to_talk_and_q(
     local_stack: dict[str, Any], tmp_path: Path, session: None
 ) -> None:

@@ -39,6 +39,7 @@ def test_an_unknown_profile_names_the_builtins(tmp_path: Path) -> None:
     assert "lan, broadband, 4g, 3g-bad, transatlantic, phone" in err
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("body", "needle"),
     [
@@ -84,6 +85,7 @@ def test_netem_requested_where_it_cannot_run_says_what_is_missing(tmp_path: Path
 D_MS = 40.0
 
 
+@pytest.mark.e2e
 def test_a_run_under_a_profile_records_what_the_relay_realised(tmp_path: Path) -> None:
     """The fast one: one run under a 40 ms one-way delay against the exact emulator, whose
     LLM answers its first token 120 ms after the request (emulate/profiles/exact.toml)."""
@@ -196,6 +198,7 @@ def test_compare_over_a_network_axis_puts_the_delay_in_each_exchange(tmp_path: P
     assert abs(far["network"]["realised"]["down"]["delay_p50_ms"] - 80) <= 2.0
 
 
+@pytest.mark.e2e
 def test_ctrl_c_keeps_the_realised_impairment_and_stops_the_relay(tmp_path: Path) -> None:
     """Ctrl-C at a terminal signals the whole process group, the relay child included: it
     ignores it, the run stops it and still records what it realised."""

@@ -33,6 +33,7 @@ def _noisy(x: np.ndarray[Any, Any], snr_db: float) -> np.ndarray[Any, Any]:
     return np.clip(x + noise.astype(np.float32), -1, 1).astype(np.float32)
 
 
+@pytest.mark.e2e
 def test_dnsmos_separates_a_clean_reply_from_the_same_reply_with_noise() -> None:
     from voicelat.score.mos import DnsmosScorer
 

@@ -64,6 +64,7 @@ async def _run(tmp_path: Path, *, save_audio: bool = False, **content: Any) -> t
         return outcome, em.truth
 
 
+@pytest.mark.e2e
 async def test_reported_usage_is_the_emulators_truth_and_is_priced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,6 +95,7 @@ async def test_reported_usage_is_the_emulators_truth_and_is_priced(
     assert summary["pipeline"]["cost"]["stages"]["llm"]["*"]["output_token"] == 8e-6
 
 
+@pytest.mark.e2e
 async def test_realtime_usage_matches_the_audio_the_emulator_sent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,6 +125,7 @@ async def test_realtime_usage_matches_the_audio_the_emulator_sent(
     assert s2s.amount == pytest.approx(f["s2s_usage_output_audio_tokens"] * 80e-6)
 
 
+@pytest.mark.e2e
 async def test_reply_wer_catches_a_tts_that_drops_the_last_word(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

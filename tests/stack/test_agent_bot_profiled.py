@@ -35,7 +35,7 @@ from voicelat.stack.config import StackConfig
 from voicelat.tui.model import RunModel
 from voicelat.tui.render import turn_detail
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSPORTS = ("twilio", "pipecat-ws", "webrtc")
@@ -168,6 +168,7 @@ def _assert_reported(turn: Turn) -> None:
     assert -ROUNDING_NS <= gap <= LLM_GAP_BOUND_NS, (gap / MS, _why(turn))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_every_turn_is_profiled_and_split_by_the_bots_own_traces(
     runs: dict[str, Path], transport: str

@@ -56,6 +56,7 @@ def _gets(em: Emulators) -> int:
     return len(em.truth.select("openai", "models"))
 
 
+@pytest.mark.e2e
 async def test_an_alive_connection_after_idle_gets_no_rewarm_request() -> None:
     # The emulator keeps idle connections open (no idle timeout): once the probe has been open
     # longer than the idle the next request will see, prepare() sends nothing.

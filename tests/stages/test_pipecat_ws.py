@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.stages.agent_helpers import MS, pipecat_agent, run_agent_turns
 from voicelat.core.turn import Turn
 from voicelat.stages.pipecat_ws import PipecatWs
@@ -24,6 +26,7 @@ def _run(tmp_path: Path, port: int = PORT, turns: int = 2, **options: object) ->
     return run_agent_turns(tmp_path, PipecatWs, {**table, **options}, turns=turns)
 
 
+@pytest.mark.e2e
 def test_real_turns_through_a_pipecat_bot(tmp_path: Path) -> None:
     with pipecat_agent("ws", PORT) as agent:
         turns = _run(tmp_path)
@@ -57,6 +60,7 @@ def test_a_bot_that_is_down_fails_every_turn_and_the_run_goes_on(tmp_path: Path)
         assert "connection refused" in (turn.failure_reason or ""), turn.failure_reason
 
 
+@pytest.mark.e2e
 def test_a_refused_upgrade_names_the_origin_option(tmp_path: Path) -> None:
     with pipecat_agent("ws", PORT + 2, "--allowed-origin", "https://app.example") as _:
         refused = _run(tmp_path, PORT + 2, turns=1)
@@ -68,6 +72,7 @@ def test_a_refused_upgrade_names_the_origin_option(tmp_path: Path) -> None:
     assert allowed[0].ok, allowed[0].failure_reason
 
 
+@pytest.mark.e2e
 def test_a_bot_that_never_answers_times_out_naming_the_last_event(tmp_path: Path) -> None:
     with pipecat_agent("ws", PORT + 3, "--mode", "mute") as agent:
         (turn,) = _run(tmp_path, PORT + 3, turns=1, answer_timeout_s=1.0)

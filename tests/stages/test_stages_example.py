@@ -54,6 +54,7 @@ def test_the_entry_point_finds_the_example_stage(installed: dict[str, str]) -> N
     assert out.split() == ["acme_voicelat.llm", "llm"]
 
 
+@pytest.mark.e2e
 def test_the_example_runs_real_turns_against_the_emulator(installed: dict[str, str]) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],

@@ -32,6 +32,7 @@ def _run(tmp_path: Path, port: int = PORT, turns: int = 2, **options: object) ->
     return run_agent_turns(tmp_path, WebRTC, {**table, **options}, turns=turns)
 
 
+@pytest.mark.e2e
 def test_real_turns_through_smallwebrtc(tmp_path: Path) -> None:
     with pipecat_agent("webrtc", PORT) as agent:
         turns = _run(tmp_path)

@@ -115,6 +115,7 @@ def test_failed_plain_assert_prints_the_waterfall(tmp_path: Path) -> None:
     assert "truncated" not in out  # the whole waterfall fits pytest's default explanation
 
 
+@pytest.mark.e2e
 @pytest.mark.stack
 def test_voicelat_run_fixture_on_the_real_stack(
     local_stack: dict[str, Any], voicelat_run: Any, tmp_path: Path

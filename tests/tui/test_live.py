@@ -396,6 +396,7 @@ def emulated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pat
         serve.wait(10)
 
 
+@pytest.mark.e2e
 def test_run_tui_measures_in_a_child_and_q_stops_it_with_its_results(
     emulated: dict[str, Path],
     tmp_path: Path,

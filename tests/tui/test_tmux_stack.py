@@ -60,6 +60,7 @@ def tmux_session() -> Iterator[str]:
         Path(socket).unlink(missing_ok=True)
 
 
+@pytest.mark.e2e
 def test_run_tui_two_turns_in_a_terminal(
     local_stack: dict[str, Any], tmp_path: Path, tmux_session: str
 ) -> None:
