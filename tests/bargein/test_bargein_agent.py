@@ -22,6 +22,9 @@ from voicelat.files.results import read_calls
 from voicelat.files.scenario import load_scenario
 from voicelat.stages.pipecat_ws import PipecatWs
 
+# Real-time end to end (seconds each): the e2e set .ci/run runs (pyproject's markers).
+pytestmark = pytest.mark.e2e
+
 
 async def _run(tmp_path: Path, url: str, stage: type = PipecatWs) -> Runner:
     loaded = load_scenario(scenario(tmp_path, "bot", INTERRUPT_STEPS))

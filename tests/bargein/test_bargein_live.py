@@ -17,6 +17,9 @@ from voicelat.emulate import Emulators
 from voicelat.engine.live import LiveOptions, LiveSession, SimulatedOutput
 from voicelat.files.pipeline import load_pipeline
 
+# Real-time end to end (seconds each): the e2e set .ci/run runs (pyproject's markers).
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

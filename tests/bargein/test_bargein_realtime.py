@@ -21,6 +21,9 @@ from voicelat.files.pipeline import load_pipeline
 from voicelat.files.results import read_calls
 from voicelat.files.scenario import load_scenario
 
+# Real-time end to end (seconds each): the e2e set .ci/run runs (pyproject's markers).
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 STOP_MS = 150
 

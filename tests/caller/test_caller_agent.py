@@ -33,6 +33,9 @@ from voicelat.files.results import read_calls
 from voicelat.files.scenario import load_scenario
 from voicelat.stages.pipecat_ws import PipecatWs
 
+# Real-time end to end (seconds each): the e2e set .ci/run runs (pyproject's markers).
+pytestmark = pytest.mark.e2e
+
 SAID = ["book_01_dinner", "book_02_party", "book_03_time", "book_05_repeat"]
 HEARD = "Your table for four is booked."
 
