@@ -295,7 +295,7 @@ def test_bad_budget_key_lists_the_valid_ones(
     )
     assert rc == 2 and out == ""
     assert ":1: [budget] ttft is not a known key" in err
-    assert "valid keys: agent_response, aggregation, cost_per_turn, dead_air_max, e2e, e2e_first_turn" in err
+    assert "valid keys: agent_response, aggregation, barge_in_stop, cost_per_turn, dead_air_max, e2e" in err
 
 
 def test_every_measured_turn_failed_is_exit_3_with_a_junit_error(

@@ -28,6 +28,7 @@ def _every_option_set() -> argparse.Namespace:
     argv += ["--otlp-endpoint", "http://127.0.0.1:4318", "--metrics-port", "9464"]
     argv += ["--metrics-linger", "2.5", "--workers", "2", "--ray", "127.0.0.1:6390"]
     argv += ["--calibrate", "full", "--network", "4g"]
+    argv += ["--frozen", "rec", "--caller-cache", "cache"]
     return build_parser().parse_args(argv)
 
 

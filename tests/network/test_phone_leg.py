@@ -5,7 +5,6 @@ leg's delay each way (100 ms + 100 ms, plus the caller's transcoding lookahead).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
@@ -55,7 +54,7 @@ async def _run(em: Emulators, out: Path, network: str | None) -> tuple[Any, dict
     pipeline = dataclasses.replace(
         pipeline, output=dataclasses.replace(pipeline.output, save_audio=True)
     )
-    net = open_network(argparse.Namespace(network=network), pipeline) if network else None
+    net = open_network(network, pipeline) if network else None
     runner = Runner(net.pipeline if net else pipeline, _fixtures(), out)
     outcome = await runner.run(plan_turns(list(FIXTURES), turns=4, warmup=1))
     if net is not None:

@@ -228,7 +228,7 @@ class CallEngine:
         call.reply_ended_ns = call.connected_ns
         try:
             k = 0
-            async for step, overlays in self._chains(self._steps(call, source)):
+            async for step, overlays in self._chains(self._steps(call, source), source is None):
                 k += 1
                 if k > 1 and self._hung_up(stages):
                     # A new connection would be another call, with none of this one's
@@ -273,10 +273,16 @@ class CallEngine:
 
     @staticmethod
     async def _chains(
-        steps: AsyncIterator[Step],
+        steps: AsyncIterator[Step], look_ahead: bool = True
     ) -> AsyncIterator[tuple[Step, tuple[Step, ...]]]:
         """Each step with the overlay steps right after it (they play during its reply, and
-        an interruption's own reply takes the overlays after it)."""
+        an interruption's own reply takes the overlays after it). A step source's steps are
+        not looked ahead of (``look_ahead`` False): it makes its next step from the turn the
+        one before it left."""
+        if not look_ahead:
+            async for step in steps:
+                yield step, ()
+            return
         current: Step | None = None
         overlays: list[Step] = []
         async for step in steps:

@@ -192,8 +192,7 @@ def execute_run(
     fails in a second, not after the stack's start-up. On Ctrl-C the finished turns and the
     summary are kept (the runner writes them) and ``KeyboardInterrupt`` goes on up.
     """
-    # Imported here: the runner pulls in numpy and the stages, which `voicelat --help` and
-    # the subcommands that only read results do not need.
+    # Imported here: the runner pulls in numpy and the stages (not needed by `--help`).
     from voicelat.engine.runner import Runner
 
     observer = observer if observer is not None else NullObserver()
