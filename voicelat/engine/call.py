@@ -53,7 +53,7 @@ from voicelat.core.recorder import TurnRecorder
 from voicelat.core.turn import Turn
 from voicelat.engine.agent_turn import AgentTurnEngine
 from voicelat.engine.cascade_turn import CascadeTurnEngine
-from voicelat.engine.overlay import BargeInVad, LineOverlay, OverlayRun, TappedPacer
+from voicelat.engine.overlay import BargeInVad, LineOverlay, OverlayRun, TappedPacer, played_ms
 from voicelat.engine.phases import CascadeReply, Playback, cancel_tasks
 from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import CascadeStageSet, StageSet
@@ -604,15 +604,14 @@ class CallEngine:
             """Detected: voicelat's side of the stop, as the protocol says (the sink flushed:
             a ``clear``, a client's local flush; OpenAI's cancel and truncate)."""
             out = sinks[0]
-            rate = getattr(out, "rate", None) or 1
-            played_ms = getattr(out, "played_samples", 0) * 1000 // rate
+            heard_ms = played_ms(out)
             cancel = getattr(out, "cancel", None)
             if cancel is not None:
                 cancel()
             send = getattr(hearing, "interrupt", None)
             if send is not None:
                 try:
-                    run.cancel_ns = await send(played_ms)
+                    run.cancel_ns = await send(heard_ms)
                 except Exception as exc:  # recorded with the provider's answer
                     run.refused = f"{type(exc).__name__}: {exc}"
 
@@ -634,16 +633,11 @@ class CallEngine:
         out = [(step, said)]
         lo = made[0] if made else None
         left = lo.remainder if lo is not None else []
-        again = (
-            (ov.t0_ns, (lo.next_due_ns or clock.now_ns()) - FRAME_MS * NS_PER_MS) if lo else None
-        )
+        resumed = lo.resume_point() if lo is not None else None
         if overlay.kind == "interrupt":
             nplan = self._plan_turn(call, overlay)
-            if ov.t0_ns is not None and again is not None and again[0] is not None:
+            if resumed is not None:
                 nplan.inp = replace(nplan.inp, frames=left)
-                resumed: tuple[int, int] | None = (again[0], again[1])
-            else:
-                resumed = None
             if rest:
                 out += await self._line_chain(
                     call, overlay, rest, stages, done, resume=resumed, turn=nplan
@@ -656,30 +650,34 @@ class CallEngine:
                     )
                 )
         elif left or ov.stopped:
-            await self._absorb(call, stages, ov, left, again)
+            # After a backchannel or noise: the rest of it goes on the line, and what the
+            # agent says to it (a false barge-in's new reply) is heard, unmeasured, so the
+            # next step's turn starts on a quiet line.
+            inp = replace(ov.inp, frames=left)
+            await self._unmeasured(stages, "(reaction)", inp, _REACTION_S, resume=resumed)
+            call.reply_ended_ns = clock.now_ns()
         return out
 
-    async def _absorb(
+    async def _unmeasured(
         self,
-        call: _Call,
         stages: StageSet,
-        ov: OverlayRun,
-        left: list[bytes],
-        again: tuple[int | None, int] | None,
-    ) -> None:
-        """After a backchannel or noise on the line: the rest of it goes on the line, and
-        what the agent says to it (a false barge-in's new reply) is heard, unmeasured, so
-        the next step's turn starts on a quiet line."""
+        label: str,
+        inp: TurnInput,
+        limit_s: float,
+        *,
+        resume: tuple[int, int] | None = None,
+    ) -> TurnRecorder:
+        """``inp`` on a realtime or agent call's line with what the agent says heard but not
+        a turn of the run (a silence step, a backchannel's reaction), for at most
+        ``limit_s``; its recorder (when the agent spoke)."""
         engine = self.engine
-        planned = PlannedTurn(-1, "(reaction)", 0, True)
+        planned = PlannedTurn(-1, label, 0, True)
         rec = engine.recorder(planned)
-        inp = replace(ov.inp, frames=left)
-        resume = (again[0], again[1]) if again is not None and again[0] is not None else None
         body = converse_turn(engine, stages.hearing, planned, inp, rec, resume=resume)  # type: ignore[arg-type]
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_REACTION_S):
+            async with asyncio.timeout(limit_s):
                 await engine.measure(planned, stages, inp, rec=rec, body=body, scheduled=False)
-        call.reply_ended_ns = engine.clock.now_ns()
+        return rec
 
     def _lead_ns(self, call: _Call, step: Step) -> int:
         """How long before the step's first frame: the human gap after the reply, or up to the
@@ -773,20 +771,15 @@ class CallEngine:
     # -- a silence step ------------------------------------------------------------------------------
     async def _silence(self, call: _Call, step: Step, stages: StageSet) -> None:
         """The user says nothing for ``step.ms``: does the agent speak into it (re-prompt)?"""
-        engine, clock = self.engine, self.engine.clock
+        clock = self.engine.clock
         start = clock.now_ns()
         if not self._line_shape:
             # voicelat's own cascade never re-prompts: the silence just passes.
             await asyncio.sleep(step.ms / 1000)
             call.silences.append(SilenceOutcome(step.ms))
             return
-        planned = PlannedTurn(-1, "(silence)", 0, True)
-        rec = engine.recorder(planned)
         inp = _silence_input(stages.input_rate, step.ms)
-        body = converse_turn(engine, stages.hearing, planned, inp, rec)  # type: ignore[arg-type]
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(step.ms / 1000 + _SILENCE_GRACE_S):
-                await engine.measure(planned, stages, inp, rec=rec, body=body, scheduled=False)
+        rec = await self._unmeasured(stages, "(silence)", inp, step.ms / 1000 + _SILENCE_GRACE_S)
         first = rec.milestones().get("output_first_audible")
         call.silences.append(SilenceOutcome(step.ms, None if first is None else first - start))
         call.reply_ended_ns = clock.now_ns()

@@ -48,6 +48,7 @@ from voicelat.core.errors import AudioError
 from voicelat.core.plan import PlannedTurn
 from voicelat.core.recorder import TurnRecorder
 from voicelat.core.turn import INTERRUPTED, Turn
+from voicelat.engine.overlay import played_ms
 from voicelat.engine.probes import frozen_gc
 from voicelat.engine.progress import NullObserver, Observer
 from voicelat.engine.runner import Runner
@@ -708,8 +709,7 @@ class LiveSession:
             return
         turn.interrupted = True
         sink = turn.sink
-        rate = getattr(sink, "rate", None) or 0
-        played_ms = getattr(sink, "played_samples", 0) * 1000 // rate if rate else 0
+        heard_ms = played_ms(sink)
         sink.cancel()
         # A realtime model is told what its protocol says (OpenAI: response.cancel and
         # conversation.item.truncate at what was heard), as a call's interruption does
@@ -718,7 +718,7 @@ class LiveSession:
         hearing = getattr(self._stages, "hearing", None)
         interrupt = getattr(hearing, "interrupt", None)
         if interrupt is not None:
-            task = asyncio.ensure_future(_tell(interrupt, played_ms, turn.body))
+            task = asyncio.ensure_future(_tell(interrupt, heard_ms, turn.body))
             self._interrupts.add(task)
             task.add_done_callback(self._interrupts.discard)
         elif turn.body is not None:
@@ -940,14 +940,14 @@ __all__ = [
 ]
 
 
-async def _tell(interrupt: Any, played_ms: int, body: asyncio.Task[None] | None) -> None:
+async def _tell(interrupt: Any, heard_ms: int, body: asyncio.Task[None] | None) -> None:
     """A barge-in's cancel to the provider (a session already gone has nothing to cancel);
     the turn's body then ends as the response does (its ``response.done``, the provider's
     drain seen), or is stopped after :data:`_DRAIN_WAIT_S`: closing the session at once
     could drop the cancel before the server read it."""
     try:
         with contextlib.suppress(Exception):
-            await interrupt(played_ms)
+            await interrupt(heard_ms)
         if body is not None:
             await asyncio.wait({body}, timeout=_DRAIN_WAIT_S)
     finally:

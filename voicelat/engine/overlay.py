@@ -30,15 +30,21 @@ from voicelat.audio.pacer import sleep_until
 from voicelat.core.bargein import PAUSE_THRESHOLD_NS, OverlayOutcome
 from voicelat.core.call import Step
 from voicelat.core.clock import Clock
-from voicelat.core.events import Audio, Interrupted, ServerSpeech, StageEvent
+from voicelat.core.events import Interrupted, ServerSpeech, StageEvent
 from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, TurnInput, silence_frame
 from voicelat.files.pipeline import TurnTaking
 
-__all__ = ["BargeInVad", "LineOverlay", "OverlayRun", "TappedPacer"]
+__all__ = ["BargeInVad", "LineOverlay", "OverlayRun", "TappedPacer", "played_ms"]
 
 _FRAME_NS = FRAME_MS * NS_PER_MS
 #: A loud frame run is broken by this much silence (the gaps between syllables are shorter).
 _BREAK_FRAMES = 10
+
+
+def played_ms(sink: Any) -> int:
+    """How much of the reply the ear heard (ms): where a truncate cuts the model's item."""
+    rate = getattr(sink, "rate", None)
+    return getattr(sink, "played_samples", 0) * 1000 // rate if rate else 0
 
 
 @dataclass
@@ -185,6 +191,13 @@ class LineOverlay:
         """The overlay's frames not sent yet (the next turn's input, for an interruption)."""
         return list(self.frames[self.sent :]) if self.run.t0_ns is not None else []
 
+    def resume_point(self) -> tuple[int, int] | None:
+        """Where the rest goes on (``Listener`` ``resume``): the overlay's ``t0``, and the
+        next frame's due time minus a frame; None when the overlay never started."""
+        if self.run.t0_ns is None or self.next_due_ns is None:
+            return None
+        return self.run.t0_ns, self.next_due_ns - _FRAME_NS
+
     async def keep_line(self, line: asyncio.Queue[bytes | None]) -> None:
         clock = self.clock
         due = clock.now_ns() + _FRAME_NS
@@ -213,14 +226,11 @@ class LineOverlay:
                 await self._handling
 
     def on_event(self, ev: StageEvent) -> None:
-        """A stage event of the turn: detection (``speech_started``, ``interrupted``), the
-        reply's audio (the drain's end)."""
+        """A stage event of the turn: the detection (``speech_started``, ``interrupted``).
+        The drain's end (the last audio byte) is the playback's, taken when the turn ends."""
         run = self.run
         t_ns = getattr(ev, "t_ns", None)
         if run.t0_ns is None or not isinstance(t_ns, int) or t_ns < run.t0_ns:
-            return
-        if isinstance(ev, Audio) and ev.pcm:
-            run.last_byte_ns = t_ns
             return
         speech = isinstance(ev, ServerSpeech) and ev.started
         if (speech or isinstance(ev, Interrupted)) and run.detected_ns is None:
