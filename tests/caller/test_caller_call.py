@@ -17,7 +17,7 @@ import pytest
 
 from tests.calls.calls_helpers import CALLS, MS, openai_profile
 from voicelat.cli.main import main
-from voicelat.core.call import CALL_ID, CALL_TURN
+from voicelat.core.calls.call import CALL_ID, CALL_TURN
 from voicelat.emulate import Emulators
 from voicelat.files.results import load_run, read_calls
 

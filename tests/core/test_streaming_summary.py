@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.diagnostics import MachineSample, ProcessSample
-from voicelat.core.sketch import LogHistogram, ValueStream
-from voicelat.core.stats import percentile
-from voicelat.core.streaming_summary import SummaryAccumulator
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import SpanRecord, Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.stats import percentile
+from voicelat.core.base.turn import SpanRecord, Turn
+from voicelat.core.summaries.diagnostics import MachineSample, ProcessSample
+from voicelat.core.summaries.sketch import LogHistogram, ValueStream
+from voicelat.core.summaries.streaming_summary import SummaryAccumulator
+from voicelat.core.summaries.summary import build_summary
 
 MS = 1_000_000
 CONFIG: dict[str, Any] = {

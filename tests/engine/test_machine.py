@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.emulated_run import finish, popen, run_args, serving, wait_for
-from voicelat.core.diagnostics import assess_trust
+from voicelat.core.summaries.diagnostics import assess_trust
 from voicelat.engine.machine import MachineSampler, server_pids
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/schedstat").exists(), reason="needs Linux")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import emulated_openai_pipeline
-from voicelat.core.plan import plan_turns
-from voicelat.core.schedule import Load
-from voicelat.core.streaming_summary import RecentTurns
-from voicelat.core.summary import build_summary
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.schedule import Load
+from voicelat.core.summaries.streaming_summary import RecentTurns
+from voicelat.core.summaries.summary import build_summary
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures

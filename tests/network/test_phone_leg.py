@@ -16,9 +16,9 @@ import pytest
 
 from tests.helpers import emulated_openai_pipeline
 from voicelat.audio.wav import read_wav
-from voicelat.core.network import NetworkProfile, builtin_profile
-from voicelat.core.plan import plan_turns
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.base.network import NetworkProfile, builtin_profile
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.emulate import Emulators
 from voicelat.engine.network import open_network
 from voicelat.engine.phone_leg import PhoneLeg, heard_input

@@ -25,7 +25,7 @@ from tests.helpers import ROOT, voicelat
 from tests.stages.echo_server import echo_server
 from tests.stages.leaky_ws_server import leaky_ws_server
 from tests.stages.test_secrets_robust import _one_fixture as one_fixture
-from voicelat.core.events import Failed, StageEvent
+from voicelat.core.measure.events import Failed, StageEvent
 from voicelat.engine.servers import with_stack_servers
 from voicelat.stages.base import load_stage_class
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.cost import Prices, parse_prices
-from voicelat.core.errors import ConfigError
-from voicelat.core.network import NetworkProfile
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.network import NetworkProfile
+from voicelat.core.judge.cost import Prices, parse_prices
 
 _TOP_LEVEL = {
     "pipeline", "stt", "llm", "tts", "s2s", "agent", "endpointing", "chunker", "output", "turn",
