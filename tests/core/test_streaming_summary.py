@@ -194,6 +194,7 @@ def test_a_histogram_waterfall_band_still_sums_to_its_mean_and_is_near_the_exact
     assert "waterfall" in q["approximate"] and "e2e" in q["approximate"]
 
 
+@pytest.mark.e2e
 def test_memory_stays_bounded_past_the_cap() -> None:
     """10^5 synthetic turns: past the cap a stream holds histogram buckets, as many as the
     values' range needs (log(max/min) / log(gamma)), not one per value: what it holds grows

@@ -33,6 +33,7 @@ def _pipeline(em: Emulators) -> Pipeline:
     return pipeline
 
 
+@pytest.mark.e2e
 async def test_a_run_keeps_a_window_of_turns_and_its_summary_is_the_turns_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -63,6 +63,7 @@ async def _run(em: Emulators, out: Path, network: str | None) -> tuple[Any, dict
     return outcome, json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.e2e
 async def test_a_phone_run_plays_band_limited_audio_counts_its_loss_and_adds_its_delay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -235,6 +235,7 @@ def _collector() -> Iterator[tuple[str, list[bytes]]]:
         server.server_close()
 
 
+@pytest.mark.e2e
 def test_whole_runs_against_servers_that_send_the_key_back_leak_nothing(tmp_path: Path) -> None:
     pytest.importorskip("aiortc")
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http")

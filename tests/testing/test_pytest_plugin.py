@@ -154,6 +154,7 @@ def _emulated_pipeline_file(em: Any, path: Path) -> Path:
     return path
 
 
+@pytest.mark.e2e
 async def test_the_fixture_runs_a_closed_loop_over_worker_processes(
     voicelat_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
