@@ -42,7 +42,13 @@ def _scenario(tmp_path: Path, greet: bool) -> Path:
     ("name", "pipeline", "url", "greet"),
     [
         ("openai-realtime", "emulated-openai-realtime.toml", "ws://127.0.0.1:{port}/v1", True),
-        ("gemini-live", "emulated-gemini-live.toml", "ws://127.0.0.1:{port}", False),
+        pytest.param(
+            "gemini-live",
+            "emulated-gemini-live.toml",
+            "ws://127.0.0.1:{port}",
+            False,
+            marks=pytest.mark.e2e,  # the second realtime protocol: the e2e set
+        ),
     ],
 )
 async def test_a_realtime_call_is_one_session_with_a_greeting_and_every_turn_answered(

@@ -193,6 +193,7 @@ def test_workflow_steps_run_as_a_script(tmp_path: Path) -> None:
         shutil.rmtree(py, ignore_errors=True)  # about 1 GB
 
 
+@pytest.mark.e2e
 def test_a_wheel_ships_the_bundled_fixtures_and_default_pipeline(tmp_path: Path) -> None:
     # A non-editable install (the workflow's, or one from a git URL) has no checkout around
     # it: `voicelat run` with no --fixtures needs the fixtures inside the package.
