@@ -98,6 +98,9 @@ class RunEnded:
 
     status: str
     message: str | None = None
+    #: The summary's ``instrument`` section (the run's error bar), read from the summary the
+    #: child wrote; not compared (an event is the status, whatever the machine measured).
+    instrument: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +245,9 @@ class RunModel:
     live_mode: bool = False
     setup_log: deque[str] = field(default_factory=lambda: deque(maxlen=8))
     started: str | None = None
+    #: The summary's ``instrument`` section: the run's error bar (None: not known yet, or a
+    #: run from before calibration existed).
+    instrument: Mapping[str, Any] | None = None
 
     @classmethod
     def from_loaded(cls, run: LoadedRun) -> RunModel:
@@ -266,6 +272,7 @@ class RunModel:
                 else None
             ),
             started=s.run.started,
+            instrument=inst if isinstance(inst := s.extra.get("instrument"), Mapping) else None,
         )
 
     # -- live updates --------------------------------------------------------------------------
@@ -291,6 +298,8 @@ class RunModel:
             self.status = event.status
             self.message = event.message
             self.live = None
+            if event.instrument is not None:
+                self.instrument = event.instrument
         elif isinstance(event, SetupLine):
             text = event.text.strip()
             if text:

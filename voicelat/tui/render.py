@@ -461,6 +461,36 @@ def segment_table(dists: Mapping[str, Distribution]) -> Table:
     return table
 
 
+def instrument_text(section: object) -> Text | None:
+    """The run's error bar under the percentiles: "± instrument error P99 x ms" (its P50 and
+    reference turns after), "uncalibrated" and why, or None for a run with no ``instrument``
+    section (a live run until its summary is written, a run from before calibration). The
+    P99 first: it is what a difference between two figures has to exceed."""
+    if not isinstance(section, Mapping):
+        return None
+    p50, p99 = section.get("error_p50_ns"), section.get("error_p99_ns")
+    if section.get("status") != "calibrated" or not isinstance(p99, int | float):
+        why = section.get("reason") or "no reason given"
+        return Text(f"± instrument error: uncalibrated ({why})", style="yellow")
+    out = Text("± instrument error P99 ", style="bold")
+    out.append(f"{core_fmt_ms(p99, decimals=1)} ms", style="bold")
+    detail = [f"P50 {core_fmt_ms(p50, decimals=1)} ms"] if isinstance(p50, int | float) else []
+    if isinstance(turns := section.get("turns"), int):
+        detail.append(f"{turns} reference turns")
+    if detail:
+        out.append(f" ({', '.join(detail)})", style=DIM)
+    if warning := section.get("reason"):
+        out.append(f"; WARNING: {warning}", style="yellow")
+    return out
+
+
+def stats_view(dists: Mapping[str, Distribution], instrument: object = None) -> RenderableType:
+    """The percentiles pane's table, with the run's error bar under it when it has one."""
+    table = segment_table(dists)
+    line = instrument_text(instrument)
+    return table if line is None else Group(table, line)
+
+
 def spans_table(spans: Mapping[str, Mapping[str, Distribution]]) -> RenderableType:
     """Network sub-spans per stage (connect, TLS, TTFB ...): P50 / P90 / max / n."""
     table = Table(
