@@ -35,9 +35,8 @@ def _scenario(tmp_path: Path, greet: bool) -> Path:
     return path
 
 
-# Gemini Live in manual activity detection (the emulated pipeline's) greets too, but voicelat's
-# greeting turn opens with activityStart, which the model takes as the user talking over it:
-# its greeting is not measured yet (docs/CALLS.md); its turns are.
+# Both greet: Gemini Live in manual activity detection (the emulated pipeline's) too, since its
+# greeting turn sends no activityStart (which the model would take as the user talking over it).
 @pytest.mark.parametrize(
     ("name", "pipeline", "url", "greet"),
     [
@@ -46,7 +45,7 @@ def _scenario(tmp_path: Path, greet: bool) -> Path:
             "gemini-live",
             "emulated-gemini-live.toml",
             "ws://127.0.0.1:{port}",
-            False,
+            True,
             marks=pytest.mark.e2e,  # the second realtime protocol: the e2e set
         ),
     ],
