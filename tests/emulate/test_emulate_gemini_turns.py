@@ -189,7 +189,8 @@ async def test_speech_during_the_played_reply_interrupts_it_once_committed(
 ) -> None:
     """The reply's turnComplete waits for its assumed playback, and speech heard until then
     interrupts it once ``prefixPaddingMs`` of it is committed: an "mm-hmm" (600 ms of loud
-    frames) interrupts with 0, and passes unheard with 700 (no turn, no second reply)."""
+    frames) interrupts with 0 (and is answered), and passes unheard with 700 (no turn, no
+    second reply)."""
     from google.genai import types
 
     server_ctx, client_ctx = tls
@@ -212,6 +213,8 @@ async def test_speech_during_the_played_reply_interrupts_it_once_committed(
                     audio=types.Blob(data=chunk, mime_type="audio/pcm;rate=16000")
                 )
             cut = await _turn(session)
+            if not prefix_ms:  # the "mm-hmm" was a turn: its answer, read to its end
+                await _turn(session)
         assert em.errors == []
         responses = em.truth.last("gemini-live", "live").responses
     first = responses[0]
@@ -224,3 +227,4 @@ async def test_speech_during_the_played_reply_interrupts_it_once_committed(
     else:
         assert interrupted and first.status == "cancelled" and first.reason == "interrupted"
         assert first.cancel_ns is not None and first.cancel_ns < first.done_ns
+        assert len(responses) == 2 and responses[1].status == "completed"
