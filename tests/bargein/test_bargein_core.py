@@ -127,6 +127,10 @@ def test_overlays_a_pipeline_cannot_hear_and_fixtures_without_speech_are_refused
     with pytest.raises(ConfigError, match='turn_detection = "server_vad"'):
         check_overlays(sc, manual)
     check_overlays(sc, parse_pipeline({"s2s": {"stage": "openai-realtime"}}))
+    gemini = {"stage": "gemini-live", "activity_detection": "manual"}
+    with pytest.raises(ConfigError, match='activity_detection = "automatic"'):
+        check_overlays(sc, parse_pipeline({"s2s": gemini}))
+    check_overlays(sc, parse_pipeline({"s2s": gemini | {"activity_detection": "automatic"}}))
     # A backchannel fixture whose manifest has no speech bounds: named, before anything runs.
     folder = tmp_path / "fx"
     folder.mkdir()
