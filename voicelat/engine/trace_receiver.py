@@ -36,8 +36,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-# No protobuf stubs in the environment: json_format's functions are typed Any here.
-from google.protobuf import json_format  # type: ignore[import-untyped]
+# Without protobuf stubs json_format's functions are typed Any here (types-protobuf, which
+# livekit-agents brings into the dev extra, types them: either way is checked).
+from google.protobuf import json_format  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,

@@ -145,7 +145,8 @@ def frame_classes() -> dict[str, Any]:
         )
     # A private pool: pipecat's own frames_pb2 may be loaded in the same process.
     pool = descriptor_pool.DescriptorPool()
-    file = pool.Add(fdp)
+    pool.Add(fdp)
+    file = pool.FindFileByName(fdp.name)
     return {
         name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"pipecat.{name}"))
         for name in [*(m for m, _ in _MESSAGES), "Frame"]
