@@ -57,7 +57,8 @@ class LiveKitOptions(PipecatWsOptions):
             raise OptionProblem("rtvi", "the LiveKit bridge speaks no RTVI: leave rtvi out")
         if self.streams_silence:
             raise OptionProblem(
-                "streams_silence", "the LiveKit bridge sends only the session's audio: leave it out"
+                "streams_silence",
+                "the LiveKit bridge sends only the session's audio: leave streams_silence out",
             )
 
 
