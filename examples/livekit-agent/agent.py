@@ -15,10 +15,10 @@ voicelat's ``voicelat/stages/protocols/livekit.py``, which is its client):
 * the caller sends binary PCM16LE mono frames at ``input_rate`` (the session's ``AudioInput``
   yields each as an ``rtc.AudioFrame``);
 * the host sends each frame the session's ``AudioOutput`` captured, as binary PCM16LE mono at
-  ``output_rate``, as soon as it is given (LiveKit pushes frames faster than real time), and
+  ``output_rate``, at most 200 ms ahead of real time (as a track's audio source queues it), and
   text JSON: ``user_state`` (LiveKit's ``user_state_changed``), ``playback_finished`` (the
-  segment's real-time playout from its first frame is over), ``clear`` (LiveKit cleared the
-  buffer: an interruption), ``error``.
+  segment's real-time playout is over and LiveKit's agent state has left ``speaking``: the
+  reply is done), ``clear`` (LiveKit cleared the buffer: an interruption), ``error``.
 
 Playback is reported as LiveKit's RoomIO does: ``on_playback_started`` when the segment's first
 frame is handed over (here: written to the websocket), ``on_playback_finished`` when its audio
@@ -97,7 +97,17 @@ class WsAudioInput(lkio.AudioInput):
 
 
 class WsAudioOutput(lkio.AudioOutput):
-    """The session's audio to the websocket; its playout kept on a real-time timeline."""
+    """The session's audio to the websocket, paced as a track's audio source paces it.
+
+    LiveKit pushes frames faster than real time; RoomIO's ``rtc.AudioSource`` takes them into a
+    short queue and makes ``capture_frame`` wait while it is full. This output does the same
+    with a :data:`QUEUE_S` lead over a real-time playout timeline (which restarts at the next
+    frame after an underrun, as a device does), and reports the segment finished when that
+    timeline has played out.
+    """
+
+    #: How far ahead of real time the output may run (a track source's queue).
+    QUEUE_S = 0.2
 
     def __init__(self, ws: web.WebSocketResponse) -> None:
         super().__init__(
@@ -106,48 +116,66 @@ class WsAudioOutput(lkio.AudioOutput):
             sample_rate=OUT_RATE,
         )
         self._ws = ws
-        self._started: float | None = None  # monotonic time of the segment's first frame
+        self._playing = False  # a segment's first frame went out
+        self._play_end = 0.0  # monotonic time the audio handed over so far ends playing
         self._pushed = 0.0  # seconds of audio handed over in this segment
         self._finish: asyncio.TimerHandle | None = None
+        self._done_msg: dict[str, Any] | None = None
+        self._done_timer: asyncio.TimerHandle | None = None
 
     async def capture_frame(self, frame: rtc.AudioFrame) -> None:
         await super().capture_frame(frame)
         if self._ws.closed:
             return
-        data = frame.data.tobytes()
-        await self._ws.send_bytes(data)
-        if self._started is None:
+        await self._ws.send_bytes(frame.data.tobytes())
+        now = time.monotonic()
+        if not self._playing:
             # As RoomIO: the segment started playing when its first frame was pushed out.
-            self._started = time.monotonic()
+            self._playing = True
             self.on_playback_started(created_at=time.time())
+        self._play_end = max(self._play_end, now) + frame.duration
         self._pushed += frame.duration
+        ahead = self._play_end - now - self.QUEUE_S
+        if ahead > 0:
+            await asyncio.sleep(ahead)
 
     def flush(self) -> None:
         super().flush()
-        remaining = 0.0
-        if self._started is not None:
-            remaining = max(0.0, self._started + self._pushed - time.monotonic())
-        played = self._pushed
+        remaining = max(0.0, self._play_end - time.monotonic()) if self._playing else 0.0
         loop = asyncio.get_running_loop()
-        self._finish = loop.call_later(remaining, self._finished, played, False)
+        self._finish = loop.call_later(remaining, self._finished, self._pushed, False)
 
     def clear_buffer(self) -> None:
         if self._finish is not None:
             self._finish.cancel()
-        if self._started is None and self._finish is None:
+        if not self._playing and self._finish is None:
             return
-        played = self._pushed
-        if self._started is not None:
-            played = min(self._pushed, time.monotonic() - self._started)
+        unplayed = max(0.0, self._play_end - time.monotonic())
         self._send_text({"type": "clear"})
-        self._finished(played, True)
+        self._finished(max(0.0, self._pushed - unplayed), True)
 
     def _finished(self, played: float, interrupted: bool) -> None:
-        self._started, self._pushed, self._finish = None, 0.0, None
+        self._playing, self._pushed, self._finish = False, 0.0, None
         self.on_playback_finished(playback_position=played, interrupted=interrupted)
-        self._send_text(
-            {"type": "playback_finished", "interrupted": interrupted, "position": played}
-        )
+        msg = {"type": "playback_finished", "interrupted": interrupted, "position": played}
+        if interrupted:
+            self._send_text(msg)
+            return
+        # The caller hangs up on this message: send it once LiveKit has taken the playout as
+        # over (its agent state leaves "speaking", see agent_done), or a closing session would
+        # interrupt the reply it is still finishing (lk.interrupted on a reply that played).
+        self._done_msg = msg
+        loop = asyncio.get_running_loop()
+        self._done_timer = loop.call_later(1.0, self.agent_done)
+
+    def agent_done(self) -> None:
+        """LiveKit's reply is over (or a second passed): the caller may hear so now."""
+        msg, self._done_msg = self._done_msg, None
+        if self._done_timer is not None:
+            self._done_timer.cancel()
+            self._done_timer = None
+        if msg is not None:
+            self._send_text(msg)
 
     def _send_text(self, msg: dict[str, Any]) -> None:
         if not self._ws.closed:
@@ -193,6 +221,11 @@ def build_app(args: argparse.Namespace) -> web.Application:
         @session.on("user_state_changed")
         def _user_state(ev: Any) -> None:
             audio_out._send_text({"type": "user_state", "state": ev.new_state})
+
+        @session.on("agent_state_changed")
+        def _agent_state(ev: Any) -> None:
+            if ev.old_state == "speaking":
+                audio_out.agent_done()
 
         try:
             await session.start(Agent(instructions=INSTRUCTIONS))

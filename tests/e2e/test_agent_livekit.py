@@ -2,7 +2,7 @@
 
 examples/livekit-agent/agent.py (a real livekit-agents 1.8.9 ``AgentSession`` with no LiveKit
 server: Silero VAD, LiveKit's OpenAI STT, LLM and TTS plugins, its audio bridged to a
-websocket) runs in a subprocess against ``voicelat serve openai`` with the ``exact`` latencies
+websocket), started by the manager behind `voicelat agent up --bot livekit`, runs against ``voicelat serve openai`` with the ``exact`` latencies
 (STT final 150 ms, TTFT 120 ms, TTS first audio 100 ms, after 10 ms headers), its OTLP exporter
 pointed at the trace receiver ``voicelat run`` opens. Two turns of the shipped pipeline
 (pipelines/agent-livekit.toml, only the ports changed):
@@ -26,12 +26,8 @@ reply) and voicelat's own cascade on the same emulator (pipelines/emulated-opena
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,11 +40,12 @@ from voicelat.core.contract import AGENT_TRACED_SEGMENTS
 from voicelat.core.errors import EXIT_OK
 from voicelat.core.turn import Turn
 from voicelat.files.results import load_run
+from voicelat.stack.agent import AgentConfig, PipecatBot
+from voicelat.stack.config import StackConfig
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT = ROOT / "examples" / "livekit-agent" / "agent.py"
 #: The two shortest bundled fixtures (3.2 and 3.3 s of audio, speech ending at 1.7-1.8 s).
 FIXTURES = ("kitchen_lights", "rain_tomorrow")
 MS = 1_000_000
@@ -85,29 +82,24 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def livekit_agent(emulator: str) -> Iterator[tuple[int, int]]:
-    """The example agent on a free port, exporting to a free trace port: (port, trace port)."""
+def livekit_agent(
+    emulator: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[int, int]]:
+    """The example agent started as `voicelat agent up --bot livekit` starts it, on a free port,
+    exporting to a free trace port: (port, trace port)."""
     port, traces = _free_port(), _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(AGENT), "--port", str(port), "--openai-url", emulator,
-         "--otlp-endpoint", f"http://127.0.0.1:{traces}/v1/traces"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=AGENT.parent,
-        env={**os.environ, "OPENAI_API_KEY": "emulator-key"},
-    )  # fmt: skip
-    assert proc.stdout is not None and proc.stderr is not None
-    line = proc.stdout.readline()  # "livekit-agent ready ..." once it listens
-    errors: list[str] = []
-    threading.Thread(target=lambda: errors.extend(proc.stderr or ()), daemon=True).start()
-    try:
-        assert line.startswith("livekit-agent ready"), line + proc.stderr.read()
+    config = AgentConfig(
+        bot="livekit",
+        port=port,
+        openai_url=emulator,
+        otlp_endpoint=f"http://127.0.0.1:{traces}/v1/traces",
+        stack=StackConfig(state_dir=tmp_path_factory.mktemp("agent-state")),
+        startup_timeout_s=60.0,
+    )
+    with PipecatBot(config) as manager:
+        status = manager.up()
+        assert status.healthy and status.urls == {"livekit": f"ws://127.0.0.1:{port}/ws"}
         yield port, traces
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 def _run(pipeline_file: Path, fixtures: Path, out: Path) -> Path:
@@ -161,6 +153,9 @@ def test_every_turn_ends_at_the_sink_and_is_split_by_livekits_own_spans(
         livekit_eos = m["agent_endpoint"] - delay
         assert abs(livekit_eos - m["speech_end"]) < 250 * MS, where
         assert seg["endpointing"] >= delay - 250 * MS, where
+        # The reply ended at the host's playback_finished, once it had played in real time
+        # (an idle end before it would hang up on LiveKit mid-reply: lk.interrupted).
+        assert m["response_done"] - m["first_audio"] >= fig["agent_audio_ns"] - 50 * MS, where
         # LiveKit's playback start and voicelat's first reply byte: the bridge on loopback.
         assert seg["transport"] < 50 * MS, where
         assert fig["agent_reported_e2e_latency_ms"] > 0, where

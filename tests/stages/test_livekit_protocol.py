@@ -125,3 +125,21 @@ def test_a_host_at_other_rates_fails_the_call_naming_both() -> None:
     events, _ = asyncio.run(_converse((16000, 48000)))
     (failed,) = [e for e in events if isinstance(e, Failed)]
     assert "sends 48000 Hz" in failed.reason and "output_rate = 24000" in failed.reason
+
+
+def test_a_host_that_never_says_ready_fails_the_call_with_one_line() -> None:
+    async def mute(ws: ServerConnection) -> None:
+        async for _ in ws:
+            pass
+
+    async def call() -> list[Any]:
+        async with serve(mute, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            table = {"url": f"ws://127.0.0.1:{port}/ws", "ready_timeout_s": 0.2}
+            async with LiveKit(table) as stage:
+                return [e async for e in stage.converse(_frames(2))]
+
+    (failed,) = asyncio.run(call())
+    assert isinstance(failed, Failed), failed
+    assert "no ready message from the LiveKit host" in failed.reason, failed.reason
+    assert "\n" not in failed.reason and "Traceback" not in failed.reason

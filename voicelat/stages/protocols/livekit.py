@@ -19,7 +19,9 @@ websocket (examples/livekit-agent/agent.py is one) speaks this wire format, whic
   - ``user_state`` (``state``: ``speaking`` / ``listening`` / ``away``): LiveKit's
     ``user_state_changed``, its VAD as seen from outside (``ServerSpeech``);
   - ``playback_finished`` (``interrupted``, ``position`` s): the segment has played out (the host
-    paces its output in real time): the reply is over (``Done``);
+    paces its output in real time) and LiveKit has taken it so (its agent state left
+    ``speaking``): the reply is over (``Done``; the caller then hangs up, which must not cut
+    the reply LiveKit is still closing);
   - ``clear``: ``AudioOutput.clear_buffer`` (LiveKit dropped the rest of the reply: a barge-in,
     ``Interrupted`` when reply audio had come);
   - ``error`` (``message``): the host failed the call (``Failed``).
