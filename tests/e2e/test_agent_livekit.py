@@ -11,7 +11,7 @@ pointed at the trace receiver ``voicelat run`` opens. Two turns of the shipped p
   spans through the ``livekit`` mapping: the traced segments, summing exactly to e2e, none
   negative, nothing clamped or partial;
 * the split is where the injected delays are: ``tts_ttfb`` holds the emulator's 100 ms TTS
-  first audio and equals LiveKit's own TTS TTFB; ``llm_ttft`` holds its 120 ms TTFT;
+  first audio and agrees with LiveKit's own TTS TTFB; ``llm_ttft`` holds its 120 ms TTFT;
   ``endpointing`` holds LiveKit's stated endpointing delay (0.5 s) and LiveKit's end of speech
   (its VAD's, back-dated by LiveKit) lands within 250 ms of the fixture's ground truth (the
   spans' clock placement is right: a wrong one is seconds off);
@@ -145,7 +145,10 @@ def test_every_turn_ends_at_the_sink_and_is_split_by_livekits_own_spans(
         assert fig["agent_response_ns"] == m["first_audio"] - m["speech_end"], where
         # The emulator's injected delays sit in the segments that hold them.
         assert 100 * MS <= seg["tts_ttfb"] < 250 * MS, where
-        assert abs(seg["tts_ttfb"] - fig["agent_reported_tts_ttfb_ms"] * MS) < MS, where
+        # LiveKit's own TTS TTFB (the tts_node's lk.response.ttfb, from the text sent to the
+        # provider) and the split's (the tts_request's TTSMetrics, from the text pushed): two
+        # stamps of one moment, measured 0-4 ms apart on 8 realistic turns.
+        assert abs(seg["tts_ttfb"] - fig["agent_reported_tts_ttfb_ms"] * MS) < 10 * MS, where
         assert seg["llm_ttft"] >= 120 * MS, where
         # LiveKit's end of speech (its endpoint minus its stated delay) near the ground truth.
         delay = fig["agent_reported_endpointing_delay_ms"] * MS

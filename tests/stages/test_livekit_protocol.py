@@ -44,7 +44,7 @@ def test_ready_names_both_rates_or_is_not_ready() -> None:
 def test_the_reply_is_the_audio_after_sound_and_ends_at_playback_finished() -> None:
     p = _proto()
     p.turn_start_ns = 100
-    assert list(p.send_input(LOUD))[0].data == LOUD  # raw PCM out, no framing
+    assert [s.data for s in p.send_input(LOUD)] == [LOUD]  # raw PCM out, no framing
     assert p.receive(LOUD, 50) == []  # before the turn: a greeting, not this reply
     assert p.receive('{"type":"user_state","state":"speaking"}', 200) == [ServerSpeech(200, True)]
     assert p.receive('{"type":"user_state","state":"listening"}', 300) == [ServerSpeech(300, False)]
