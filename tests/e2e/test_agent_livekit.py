@@ -29,6 +29,7 @@ import json
 import shutil
 import socket
 from collections.abc import Iterator
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ from voicelat.core.turn import Turn
 from voicelat.files.results import load_run
 from voicelat.stack.agent import AgentConfig, PipecatBot
 from voicelat.stack.config import StackConfig
+from voicelat.stages import base as stage_base
 
 pytestmark = pytest.mark.e2e
 
@@ -59,6 +61,20 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def livekit_entry_point() -> Iterator[None]:
+    """The ``livekit`` stage as pyproject.toml registers it, also in an environment installed
+    before the entry point existed (as tests/cli/test_agent_cli.py does for twilio)."""
+    found = stage_base.available_stages()
+    with pytest.MonkeyPatch.context() as mp:
+        if "livekit" not in found:
+            ep = EntryPoint(
+                "livekit", "voicelat.stages.livekit:LiveKit", stage_base.ENTRY_POINT_GROUP
+            )
+            mp.setattr(stage_base, "available_stages", lambda: {**found, "livekit": ep})
+        yield
 
 
 @pytest.fixture(scope="module")
