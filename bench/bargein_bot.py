@@ -28,9 +28,9 @@ if str(ROOT) not in sys.path:
 from bench._common import machine_line  # noqa: E402
 from tests.bargein.bargein_helpers import INTERRUPT_STEPS, scenario  # noqa: E402
 from tests.stages.agent_helpers import pipecat_agent  # noqa: E402
-from voicelat.core.bargein import OverlayOutcome  # noqa: E402
-from voicelat.core.plan import PlannedTurn  # noqa: E402
-from voicelat.core.stats import Distribution  # noqa: E402
+from voicelat.core.base.plan import PlannedTurn  # noqa: E402
+from voicelat.core.base.stats import Distribution  # noqa: E402
+from voicelat.core.calls.bargein import OverlayOutcome  # noqa: E402
 from voicelat.engine.call import plan_calls  # noqa: E402
 from voicelat.engine.runner import Runner  # noqa: E402
 from voicelat.engine.stageset import AgentStageSet  # noqa: E402

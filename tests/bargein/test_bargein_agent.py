@@ -13,7 +13,7 @@ import pytest
 from tests.bargein.bargein_helpers import INTERRUPT_STEPS, scenario
 from tests.calls.test_call_agent import MS
 from tests.stages.agent_helpers import pipecat_agent
-from voicelat.core.plan import PlannedTurn
+from voicelat.core.base.plan import PlannedTurn
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner
 from voicelat.engine.stageset import AgentStageSet

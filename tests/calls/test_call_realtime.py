@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.call import CALL_TURN
-from voicelat.core.plan import PlannedTurn
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.calls.call import CALL_TURN
 from voicelat.emulate import Emulators
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner

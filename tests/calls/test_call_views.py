@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from voicelat.core.call import CALL_CONNECTED, CALL_GREETING, CALL_ID, CALL_TURN
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import CALL_CONNECTED, CALL_GREETING, CALL_ID, CALL_TURN
 from voicelat.report.call_svg import call_lanes, calls_from_turns
 from voicelat.tui.calls import call_timeline_text, calls_view
 

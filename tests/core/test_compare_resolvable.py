@@ -3,7 +3,8 @@ widened by both runs' instrument error."""
 
 from __future__ import annotations
 
-from voicelat.core.compare import (
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.compare import (
     NOT_RESOLVABLE,
     NOT_SIGNIFICANT,
     REGRESSION,
@@ -13,8 +14,7 @@ from voicelat.core.compare import (
     instrument_error_ns,
     resolvable,
 )
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 
 MS = 1_000_000
 TIGHT = Tolerance(abs_ms=1, rel_pct=0)
@@ -63,8 +63,8 @@ def test_a_12_ms_shift_is_a_regression_unless_the_instrument_hides_it() -> None:
 
 
 def test_a_ranking_gap_under_the_instrument_error_is_not_resolvable() -> None:
-    from voicelat.core.compare import metric_rows
-    from voicelat.core.ranking import CombinationSample, rank_combinations
+    from voicelat.core.judge.compare import metric_rows
+    from voicelat.core.judge.ranking import CombinationSample, rank_combinations
     from voicelat.report.comparison import vs_cell
 
     def sample(name: str, base_ms: int, error_ms: float | None) -> CombinationSample:

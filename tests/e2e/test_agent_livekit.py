@@ -37,9 +37,9 @@ import pytest
 from tests.cli.emulated_run import KEY_ENV, pipeline, serving
 from tests.stages.agent_helpers import pipecat_agent
 from voicelat.cli.main import main
-from voicelat.core.contract import AGENT_TRACED_SEGMENTS
-from voicelat.core.errors import EXIT_OK
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import AGENT_TRACED_SEGMENTS
+from voicelat.core.base.errors import EXIT_OK
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import load_run
 from voicelat.stack.agent import AgentConfig, PipecatBot
 from voicelat.stack.config import StackConfig

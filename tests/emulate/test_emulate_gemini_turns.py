@@ -13,7 +13,7 @@ import pytest
 
 from tests.emulate.test_emulate_gemini_sdk import _client, _pcm_chunks, _turn, tls
 from tests.helpers import ROOT
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate import Emulators
 
 genai = pytest.importorskip("google.genai")

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import time
 
-from voicelat.core.clock import MonotonicClock
+from voicelat.core.measure.clock import MonotonicClock
 from voicelat.engine.probes import LoopLagProbe
 
 MS = 1_000_000

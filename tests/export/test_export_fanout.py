@@ -9,7 +9,7 @@ from typing import Any
 
 from synthetic_turns import synthetic_turns
 
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.export import Exporter, ExportFanout, ExportObserver, LoopLagSink
 
 

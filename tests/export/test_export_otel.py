@@ -11,7 +11,7 @@ import pytest
 from otlp_sink import attributes as _attrs
 from otlp_sink import otlp_receiver
 
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.export import ExportFanout, ExportOptions, build_exporters
 from voicelat.export.otel import SCHEMA_URL, OtelExporter, otlp_urls, signal_urls, wall_ns
 from voicelat.files.results import load_run

@@ -26,9 +26,9 @@ import pytest
 from tests.stack.test_agent_bot import _free_ports
 from tests.tui.helpers import text_of
 from voicelat.cli.main import main
-from voicelat.core.contract import AGENT_TRACED_SEGMENTS
-from voicelat.core.errors import EXIT_OK
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import AGENT_TRACED_SEGMENTS
+from voicelat.core.base.errors import EXIT_OK
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import load_run
 from voicelat.stack.agent import AgentConfig, PipecatBot
 from voicelat.stack.config import StackConfig

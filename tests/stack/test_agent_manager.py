@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from voicelat.cli.main import main
-from voicelat.core.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, ConfigError
+from voicelat.core.base.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, ConfigError
 from voicelat.stack import agent as agent_mod
 from voicelat.stack.agent import (
     TRANSPORTS,

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from voicelat.core.errors import EXIT_INFRA
+from voicelat.core.base.errors import EXIT_INFRA
 from voicelat.stack import (
     LocalStack,
     NotInstalledError,

@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from voicelat.core.errors import ConfigError, StageError
-from voicelat.core.events import Audio, Done, Failed, Interrupted, ServerSpeech
+from voicelat.core.base.errors import ConfigError, StageError
+from voicelat.core.measure.events import Audio, Done, Failed, Interrupted, ServerSpeech
 from voicelat.stages.livekit import LiveKit
 from voicelat.stages.protocols.livekit import LiveKitBridgeProtocol, ready_rates
 from voicelat.stages.protocols.pipecat_ws import ReplyWatch

@@ -21,7 +21,7 @@ import pytest
 from voicelat.cli.main import build_parser, main
 from voicelat.cli.run import add_run_arguments
 from voicelat.cli.tui_child import child_command, want_tui
-from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.base.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.files.pipeline import Endpointing, Pipeline, TurnConfig
 from voicelat.files.results import load_run
 from voicelat.tui.app import VoicelatApp

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.tui.helpers import MS, SAVED_RUN, make_turn, saved_model
-from voicelat.core.stats import Distribution
+from voicelat.core.base.stats import Distribution
 from voicelat.files.results import LoadedRun
 from voicelat.tui.model import (
     SORT_KEYS,

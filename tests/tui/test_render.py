@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from tests.tui.helpers import MS, make_turn, saved_model, text_of
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.stats import Band
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.stats import Band
 from voicelat.tui.model import LiveTurn, judge
 from voicelat.tui.render import (
     LABEL_WIDTH,

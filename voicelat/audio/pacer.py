@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from voicelat.core.clock import Clock, MonotonicClock
+from voicelat.core.measure.clock import Clock, MonotonicClock
 
 SleepFn = Callable[[float], Awaitable[None]]
 SendFn = Callable[[int, bytes], Awaitable[None]]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from voicelat.cli.args import positive_seconds
 from voicelat.cli.stack import add_stack_options, config_from_args, print_error, print_progress
-from voicelat.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.base.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.stack.agent import (
     BOTS,
     DEFAULT_OPENAI_URL,

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.cli.compare_progress import CompareLines
-from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
-from voicelat.core.ranking import check_same_fixtures
+from voicelat.core.base.errors import EXIT_OK, ConfigError, InfraError
+from voicelat.core.judge.ranking import check_same_fixtures
 from voicelat.engine.comparison import Ranking, with_scores
 from voicelat.engine.progress import stderr_progress as _info
 

@@ -4,14 +4,15 @@ An agent seen from outside is a speech-to-speech stage (docs/AGENTS.md), so
 :class:`AgentTurnEngine`, the agent :class:`~voicelat.engine.turn.TurnEngine` shape over an
 :class:`~voicelat.engine.stageset.AgentStageSet`, runs the realtime shape's
 :func:`~voicelat.engine.s2s_turn.converse_turn` with the agent's recorder
-(:class:`~voicelat.core.agent.AgentRecorder`) and stage name: the pacer streams the
+(:class:`~voicelat.core.traces.agent.AgentRecorder`) and stage name: the pacer streams the
 fixture's 20 ms frames in real time, then silence (the agent endpoints itself, as on a phone
 line); the stage's reply audio goes into the sink, which stamps ``output_first_audible``; the
 turn ends when the stage reports ``Done`` (the reply is over) or ``Failed``.
 
 After the reply has played, a :class:`TraceSource` (the OTLP trace receiver) may be asked for
-the agent's spans of the turn; :func:`~voicelat.core.agent_trace.split_from_spans` maps them
-(LiveKit's: :func:`~voicelat.core.framework_turns.split_window`) and the recorder splits ``agent_response`` with them. That wait is after every stamp of the
+the agent's spans of the turn; :func:`~voicelat.core.traces.agent_trace.split_from_spans` maps them
+(LiveKit's: :func:`~voicelat.core.traces.framework_turns.split_window`) and the recorder splits
+``agent_response`` with them. That wait is after every stamp of the
 turn, so it moves none of them.
 """
 
@@ -20,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from voicelat.core.agent import AgentRecorder
-from voicelat.core.agent_trace import FRAMEWORK_MAPPINGS, AgentSpan, split_from_spans
-from voicelat.core.events import StageName
-from voicelat.core.framework_turns import split_window
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.measure.events import StageName
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.core.traces.agent import AgentRecorder
+from voicelat.core.traces.agent_trace import FRAMEWORK_MAPPINGS, AgentSpan, split_from_spans
+from voicelat.core.traces.framework_turns import split_window
 from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import AgentStageSet, StageSet
 from voicelat.engine.turn import TurnEngine

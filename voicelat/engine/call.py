@@ -1,10 +1,10 @@
 """A whole call: one session, a scenario's steps in order, every turn timed like any other.
 
-:class:`CallEngine` runs one :class:`~voicelat.core.call.Scenario` on one entered stage set,
+:class:`CallEngine` runs one :class:`~voicelat.core.calls.call.Scenario` on one entered stage set,
 of any shape:
 
 * **cascade**: the stage connections stay open and the LLM sees the conversation so far (a
-  :class:`~voicelat.core.conversation.Conversation`: every earlier user turn and reply), as a
+  :class:`~voicelat.core.calls.conversation.Conversation`: every earlier user turn and reply), as a
   real agent's does. voicelat's cascade greets by speaking the scenario's ``greeting`` text
   through its TTS. Between turns it waits the human gap; its STT hears each utterance from
   its first frame (a VAD-gated agent does the same).
@@ -17,7 +17,7 @@ of any shape:
 Turn timing: a ``say`` step starts ``gap_ms`` (+- a seeded spread) after the previous reply
 ended (the sink played it), or at ``at_ms`` on the call's clock (connected = 0). The call's
 own figures (greeting latency, dead air, duration, the step that failed) go into a
-:class:`~voicelat.core.call.CallRecord`; each turn carries ``call_id`` and ``call_turn``.
+:class:`~voicelat.core.calls.call.CallRecord`; each turn carries ``call_id`` and ``call_turn``.
 A turn that fails is recorded with its reason and the call goes on, or ends as the
 scenario's ``on_failure`` says. Cancelled mid-call (Ctrl-C), every finished turn has already
 been handed to ``done``.
@@ -33,8 +33,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from voicelat.audio import SimulatedSink
-from voicelat.core.bargein import BARGE_IN, OverlayOutcome, barge_in_extra
-from voicelat.core.call import (
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.bargein import BARGE_IN, OverlayOutcome, barge_in_extra
+from voicelat.core.calls.call import (
     CALL_CONNECTED,
     CALL_GREETING,
     CALL_ID,
@@ -47,10 +49,8 @@ from voicelat.core.call import (
     Step,
     gap_ns,
 )
-from voicelat.core.conversation import Conversation
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.turn import Turn
+from voicelat.core.calls.conversation import Conversation
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.agent_turn import AgentTurnEngine
 from voicelat.engine.cascade_turn import CascadeTurnEngine
 from voicelat.engine.overlay import BargeInVad, LineOverlay, OverlayRun, TappedPacer, played_ms
@@ -466,7 +466,7 @@ class CallEngine:
             call.conversation = call.conversation.with_text(transcript).then(turn.reply or "")
         return turn
 
-    # -- overlays: speech during a reply (core/bargein.py) ---------------------------------------
+    # -- overlays: speech during a reply (core/calls/bargein.py) ---------------------------------------
     def _overlay_run(self, call: _Call, overlay: Step, call_turn: int) -> OverlayRun:
         assert overlay.fixture is not None
         return OverlayRun(overlay, self.inputs[overlay.fixture], call_turn)

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from voicelat.core import jsontext
-from voicelat.core.errors import ConfigError, VoicelatError
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.turn import Turn
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import ConfigError, VoicelatError
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
 from voicelat.engine.comparison import (
     Ranking,
     check_currencies,
@@ -136,7 +136,7 @@ class CompareObserver(Protocol):
 # -- planning ------------------------------------------------------------------------------------
 def plan_comparison(request: CompareRequest) -> CompareSetup:
     """Read the combinations, the fixtures and the plan; refuse bad input before anything."""
-    from voicelat.core.plan import plan_turns
+    from voicelat.core.base.plan import plan_turns
     from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
     from voicelat.stages.base import load_stage_class
 
@@ -356,7 +356,7 @@ def _write_summary(
 
 
 def _price(run_dir: Path, progress: Progress) -> None:
-    """Price a combination's turns once its measuring is over (core/cost.py; cheap): a
+    """Price a combination's turns once its measuring is over (core/judge/cost.py; cheap): a
     failure is a warning, the ranking stands without it."""
     from voicelat.score.run import score_run
 

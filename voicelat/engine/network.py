@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from voicelat.core.errors import ConfigError, InfraError
-from voicelat.core.network import NetworkProfile, realised_misses
+from voicelat.core.base.errors import ConfigError, InfraError
+from voicelat.core.base.network import NetworkProfile, realised_misses
 from voicelat.engine.phone_leg import TRANSCODE_NOTE, realised_from_turns
 
 __all__ = ["NetworkRun", "RelayProcess", "open_network", "relayed_pipeline"]

@@ -1,8 +1,8 @@
 """Speech during a reply: the user's interruption, backchannel or noise, played and timed.
 
-An overlay step (``core/call.py``) plays its fixture ``after_ms`` after the reply became
+An overlay step (``core/calls/call.py``) plays its fixture ``after_ms`` after the reply became
 audible at the sink; :class:`OverlayRun` collects its stamps into a
-:class:`~voicelat.core.bargein.OverlayOutcome`. Two ways to play it, by who hears the line:
+:class:`~voicelat.core.calls.bargein.OverlayOutcome`. Two ways to play it, by who hears the line:
 
 * **voicelat's cascade** hears it itself: :class:`BargeInVad` (the ``[turn_taking]``
   policy) on the overlay's frames; on an interruption the call engine cancels the reply (LLM
@@ -27,10 +27,10 @@ from typing import Any
 from voicelat.audio import Pacer
 from voicelat.audio.frames import bytes_dbfs
 from voicelat.audio.pacer import sleep_until
-from voicelat.core.bargein import PAUSE_THRESHOLD_NS, OverlayOutcome
-from voicelat.core.call import Step
-from voicelat.core.clock import Clock
-from voicelat.core.events import Interrupted, ServerSpeech, StageEvent
+from voicelat.core.calls.bargein import PAUSE_THRESHOLD_NS, OverlayOutcome
+from voicelat.core.calls.call import Step
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import Interrupted, ServerSpeech, StageEvent
 from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, TurnInput, silence_frame
 from voicelat.files.pipeline import TurnTaking
 

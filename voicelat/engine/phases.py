@@ -29,10 +29,10 @@ from voicelat.audio import (
     SpeechStart,
     StopPacing,
 )
-from voicelat.core.chunker import Chunker
-from voicelat.core.clock import Clock
-from voicelat.core.events import Audio, Delta, Done, EndOfTurn, Failed, Final, StageName
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.measure.chunker import Chunker
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import Audio, Delta, Done, EndOfTurn, Failed, Final, StageName
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, FrameSource, Sink, TurnInput
 from voicelat.files.pipeline import Pipeline
 from voicelat.stages.base import LLMStage, STTStage, TTSStage

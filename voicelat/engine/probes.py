@@ -12,8 +12,8 @@ from array import array
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.schedule import max_in_window, wake_lag_ns
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.schedule import max_in_window, wake_lag_ns
 
 NS_PER_MS = 1_000_000
 T = TypeVar("T")

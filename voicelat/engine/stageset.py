@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self, cast
 
-from voicelat.core.clock import Clock
+from voicelat.core.measure.clock import Clock
 from voicelat.files.pipeline import Pipeline
 from voicelat.stages.base import (
     AgentStage,

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core import jsontext
-from voicelat.core.errors import VoicelatError
-from voicelat.core.turn import Turn
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import VoicelatError
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import load_run
 
 __all__ = ["COMPARISON_JSON", "LoadedComparison", "is_comparison", "load_comparison"]

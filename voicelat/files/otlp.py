@@ -34,14 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Without protobuf stubs json_format's functions are typed Any here (types-protobuf, which
-# livekit-agents brings into the dev extra, types them: either way is checked).
+# types-protobuf may or may not be installed (livekit-agents brings it): without it,
+# json_format's functions are typed Any here.
 from google.protobuf import json_format  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from voicelat.core.agent_trace import AgentSpan, AttrValue
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.traces.agent_trace import AgentSpan, AttrValue
 
 __all__ = [
     "FORMATS",

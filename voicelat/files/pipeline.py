@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.cost import Prices, parse_prices
-from voicelat.core.errors import ConfigError
-from voicelat.core.network import NetworkProfile
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.network import NetworkProfile
+from voicelat.core.judge.cost import Prices, parse_prices
 
 _TOP_LEVEL = {
     "pipeline", "stt", "llm", "tts", "s2s", "agent", "endpointing", "chunker", "output", "turn",
@@ -123,7 +123,7 @@ class AgentTraces:
     """How an agent pipeline reads the agent's own spans (``[agent] traces``, ``trace_wait_ms``)."""
 
     #: "none" (black-box), "pipecat" (Pipecat's span names), "genai" (OTel GenAI conventions)
-    #: or "livekit" (LiveKit Agents' spans: core/livekit_trace.py).
+    #: or "livekit" (LiveKit Agents' spans: core/traces/livekit_trace.py).
     mapping: str = "none"
     #: How long after a turn's reply to wait for its late spans.
     wait_ms: int = 2000

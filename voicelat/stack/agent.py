@@ -37,8 +37,8 @@ from typing import Any, Self
 
 import httpx
 
-from voicelat.core import jsontext
-from voicelat.core.errors import ConfigError
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import ConfigError
 from voicelat.stack.config import (
     NotInstalledError,
     ProgressFn,

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from websockets.exceptions import ConnectionClosed
 
-from voicelat.core.events import StageEvent, StageName
+from voicelat.core.measure.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import (
     OptionProblem,

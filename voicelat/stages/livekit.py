@@ -14,7 +14,7 @@ silence for as long as the call lasts (LiveKit's VAD endpoints itself); the repl
 
 With ``traces = "livekit"`` the session's OTLP spans (LiveKit's ``agent_turn`` > ``llm_node`` /
 ``tts_node`` / ``agent_speaking``, the ``user_turn`` beside it) split the turn through the same
-mapping as ``voicelat import --mapping livekit`` (:mod:`voicelat.core.livekit_trace`), on
+mapping as ``voicelat import --mapping livekit`` (:mod:`voicelat.core.traces.livekit_trace`), on
 voicelat's clock; ``call_id_param`` gives the call an id the host puts on its spans as
 ``conversation.id``, so calls at once are told apart.
 
@@ -27,7 +27,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from voicelat.core.errors import StageError
+from voicelat.core.base.errors import StageError
 from voicelat.stages._ws import WsConn, plain_url
 from voicelat.stages.options import OptionProblem
 from voicelat.stages.pipecat_ws import PipecatWs, PipecatWsOptions

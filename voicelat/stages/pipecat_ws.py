@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-from voicelat.core.events import Done, Failed, StageEvent, StageName
+from voicelat.core.measure.events import Done, Failed, StageEvent, StageName
 from voicelat.stages._ws import (
     Closed,
     Pump,

@@ -48,11 +48,11 @@ from typing import Any, ClassVar, Self
 import httpx
 import numpy as np
 
-from voicelat.core import jsontext
-from voicelat.core.clock import Clock
-from voicelat.core.errors import StageError
-from voicelat.core.events import Audio, Connected, Done, Failed, Span, StageEvent, StageName
-from voicelat.core.secrets import excerpt
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import StageError
+from voicelat.core.base.secrets import excerpt
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import Audio, Connected, Done, Failed, Span, StageEvent, StageName
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.http import error_message
 from voicelat.stages.options import OptionProblem, parse_options, read_secret

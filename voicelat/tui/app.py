@@ -21,9 +21,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
-from voicelat.core.clock import now_ns
-from voicelat.core.stats import PERCENTILES
-from voicelat.core.turn import Turn
+from voicelat.core.base.stats import PERCENTILES
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.clock import now_ns
 from voicelat.tui.model import (
     SORT_KEYS,
     SORT_LABELS,

@@ -3,7 +3,7 @@
 The same lanes as report.html's picture (``report/call_svg.py``): the caller's speech and the
 agent's audio at the ear on the call's clock, one character per step of time, each turn's
 wait (its e2e) as a dotted run with its milliseconds under it. Speech during a reply
-(``core/bargein.py``) marks the caller's lane in its own colour (``▓``), and an interruption's
+(``core/calls/bargein.py``) marks the caller's lane in its own colour (``▓``), and an interruption's
 stop at the ear ("stop 240" or "never stopped") is written under it.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from rich.console import Group
 from rich.text import Text
 
-from voicelat.core.display import fmt_ms
-from voicelat.core.turn import Turn
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.turn import Turn
 from voicelat.report.call_svg import CallLanes, call_lanes, calls_from_turns
 
 __all__ = ["call_timeline_text", "calls_view"]

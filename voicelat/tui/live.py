@@ -38,8 +38,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
-from voicelat.core.run_summary import RunSummary
+from voicelat.core.base.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.tui.model import NS_PER_MS, RunEnded, RunEvent, RunModel, SetupLine
 from voicelat.tui.protocol import ARGV_ENV, SummaryWritten, decode
 

@@ -18,24 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicelat.core.base.contract import E2E
+from voicelat.core.base.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.base.display import fmt_ms as core_fmt_ms
+from voicelat.core.base.display import round_to_total as round_to_total
+from voicelat.core.base.stats import PERCENTILES, Band, Distribution
+from voicelat.core.base.turn import Turn
+
 # Re-exported: the screen's modules (and their tests) import these from here.
-from voicelat.core.budget import BudgetVerdict as BudgetVerdict
-from voicelat.core.budget import crossing_segment as crossing_segment
-from voicelat.core.budget import judge as judge
-from voicelat.core.budget import lenient_budget
-from voicelat.core.contract import E2E
-from voicelat.core.display import NS_PER_MS as NS_PER_MS
-from voicelat.core.display import fmt_ms as core_fmt_ms
-from voicelat.core.display import round_to_total as round_to_total
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.stats import PERCENTILES, Band, Distribution
-from voicelat.core.summary import (
+from voicelat.core.judge.budget import BudgetVerdict as BudgetVerdict
+from voicelat.core.judge.budget import crossing_segment as crossing_segment
+from voicelat.core.judge.budget import judge as judge
+from voicelat.core.judge.budget import lenient_budget
+from voicelat.core.summaries.run_summary import RunSummary
+from voicelat.core.summaries.summary import (
     headline_turns,
     segment_distributions,
     span_distributions,
     waterfall,
 )
-from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun
 
 #: Milestones the runner reports live, in the order they happen on a normal turn.
@@ -143,7 +144,7 @@ def fmt_ms(ns: float | int | None) -> str:
 
 
 # -- budget ------------------------------------------------------------------------------------
-# The judging itself is core's (voicelat.core.budget), the one the gate uses; these read the
+# The judging itself is core's (voicelat.core.judge.budget), the one the gate uses; these read the
 # run's raw [budget] table the way the screen needs.
 def e2e_budget_ns(budget: Mapping[str, Any], p: int) -> float | None:
     """The pipeline's e2e limit at percentile ``p`` (``[budget.e2e] pNN_ms``), in ns."""

@@ -16,11 +16,11 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from voicelat.core.contract import SEGMENTS, milestone_names
-from voicelat.core.display import fmt_ms as core_fmt_ms
-from voicelat.core.palette import SEGMENT_COLOURS, ordered_segments, segment_colour
-from voicelat.core.stats import Band, Distribution
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import SEGMENTS, milestone_names
+from voicelat.core.base.display import fmt_ms as core_fmt_ms
+from voicelat.core.base.palette import SEGMENT_COLOURS, ordered_segments, segment_colour
+from voicelat.core.base.stats import Band, Distribution
+from voicelat.core.base.turn import Turn
 from voicelat.report.text import provider_clock
 from voicelat.tui.model import (
     LIVE_MILESTONES,
@@ -36,7 +36,7 @@ from voicelat.tui.model import (
     round_to_total,
 )
 
-#: One colour per segment, the HTML reports' too (voicelat.core.palette), so a segment keeps its
+#: One colour per segment, the HTML reports' too (voicelat.core.base.palette), so a segment keeps its
 #: colour in every picture; unknown names get the palette's fallback colour.
 SEGMENT_STYLES: dict[str, str] = dict(SEGMENT_COLOURS)
 OVER_STYLE = "bold red"

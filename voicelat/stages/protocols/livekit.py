@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from voicelat.core import jsontext
-from voicelat.core.events import Audio, Failed, Interrupted, ServerSpeech, StageEvent
+from voicelat.core.base import jsontext
+from voicelat.core.measure.events import Audio, Failed, Interrupted, ServerSpeech, StageEvent
 from voicelat.stages.protocols.base import Send
 from voicelat.stages.protocols.pipecat_ws import PipecatWsProtocol
 
