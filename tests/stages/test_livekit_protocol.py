@@ -143,3 +143,17 @@ def test_a_host_that_never_says_ready_fails_the_call_with_one_line() -> None:
     assert isinstance(failed, Failed), failed
     assert "no ready message from the LiveKit host" in failed.reason, failed.reason
     assert "\n" not in failed.reason and "Traceback" not in failed.reason
+
+
+def test_the_shipped_pipeline_reads_traces_with_the_livekit_mapping() -> None:
+    from pathlib import Path
+
+    from voicelat.files.pipeline import load_pipeline
+
+    root = Path(__file__).resolve().parents[2]
+    p = load_pipeline(root / "pipelines" / "agent-livekit.toml")
+    stage = LiveKit(p.agent or {})
+    assert stage.kind == "agent" and stage.endpoint_by_server and stage.stage_name == "livekit"
+    assert (stage.input_rate, stage.output_rate) == (16000, 24000)
+    assert (p.agent_traces.mapping, p.agent_traces.wait_ms) == ("livekit", 3000)
+    assert stage.options.call_id_param == "conversation_id"
