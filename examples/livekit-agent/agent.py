@@ -35,6 +35,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextvars
+import importlib
+import importlib.util
+import inspect
 import json
 import logging
 import os
@@ -203,8 +206,29 @@ def _session(args: argparse.Namespace, vad: Any) -> AgentSession[Any]:
     )
 
 
+def load_factory(spec: str) -> Any:
+    """``MODULE:FUNC`` or ``path/to/file.py:FUNC``: a function returning ``(AgentSession,
+    Agent)`` (or an awaitable of them) for each call; the host gives the session its audio."""
+    target, _, name = spec.rpartition(":")
+    if not target or not name:
+        raise SystemExit(f"livekit-agent: error: --session {spec!r} is not MODULE:FUNC")
+    if target.endswith(".py"):
+        loader = importlib.util.spec_from_file_location("livekit_agent_session", target)
+        if loader is None or loader.loader is None:
+            raise SystemExit(f"livekit-agent: error: cannot load {target}")
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise SystemExit(f"livekit-agent: error: {target} has no function {name!r}")
+    return factory
+
+
 def build_app(args: argparse.Namespace) -> web.Application:
-    vad = silero.VAD.load()  # once: every session shares the model
+    factory = load_factory(args.session) if args.session else None
+    vad = None if factory is not None else silero.VAD.load()  # once: sessions share it
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "tracing": not args.no_traces})
@@ -213,7 +237,11 @@ def build_app(args: argparse.Namespace) -> web.Application:
         ws = web.WebSocketResponse(max_msg_size=4 * 1024 * 1024)
         await ws.prepare(request)
         _CALL.set(request.query.get("conversation_id") or uuid.uuid4().hex)
-        session = _session(args, vad)
+        if factory is None:
+            session, agent = _session(args, vad), Agent(instructions=INSTRUCTIONS)
+        else:  # the team's own session and agent, hosted as they are
+            built = factory()
+            session, agent = await built if inspect.isawaitable(built) else built
         audio_in, audio_out = WsAudioInput(), WsAudioOutput(ws)
         session.input.audio = audio_in
         session.output.audio = audio_out
@@ -228,7 +256,7 @@ def build_app(args: argparse.Namespace) -> web.Application:
                 audio_out.agent_done()
 
         try:
-            await session.start(Agent(instructions=INSTRUCTIONS))
+            await session.start(agent)
             await ws.send_str(
                 json.dumps({"type": "ready", "input_rate": IN_RATE, "output_rate": OUT_RATE})
             )
@@ -276,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--otlp-endpoint", default=os.environ.get(
         "VOICELAT_AGENT_OTLP", "http://127.0.0.1:4318/v1/traces"))  # fmt: skip
     p.add_argument("--no-traces", action="store_true")
+    p.add_argument("--session", metavar="MODULE:FUNC", default=None,
+                   help="host your own agent: FUNC() returns (AgentSession, Agent) per call "
+                   "(MODULE: an importable module or a .py file); the example's otherwise")  # fmt: skip
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     provider = None if args.no_traces else _tracing(args.otlp_endpoint)
