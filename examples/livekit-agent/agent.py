@@ -44,7 +44,7 @@ import os
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, NoReturn
 
 from aiohttp import WSMsgType, web
 from livekit import rtc
@@ -206,23 +206,28 @@ def _session(args: argparse.Namespace, vad: Any) -> AgentSession[Any]:
     )
 
 
+def _usage(message: str) -> NoReturn:
+    print(f"livekit-agent: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def load_factory(spec: str) -> Any:
     """``MODULE:FUNC`` or ``path/to/file.py:FUNC``: a function returning ``(AgentSession,
     Agent)`` (or an awaitable of them) for each call; the host gives the session its audio."""
     target, _, name = spec.rpartition(":")
     if not target or not name:
-        raise SystemExit(f"livekit-agent: error: --session {spec!r} is not MODULE:FUNC")
+        _usage(f"--session {spec!r} is not MODULE:FUNC")
     if target.endswith(".py"):
         loader = importlib.util.spec_from_file_location("livekit_agent_session", target)
         if loader is None or loader.loader is None:
-            raise SystemExit(f"livekit-agent: error: cannot load {target}")
+            _usage(f"--session: cannot load {target}")
         module = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(module)
     else:
         module = importlib.import_module(target)
     factory = getattr(module, name, None)
     if not callable(factory):
-        raise SystemExit(f"livekit-agent: error: {target} has no function {name!r}")
+        _usage(f"--session: {target} has no function {name!r}")
     return factory
 
 
