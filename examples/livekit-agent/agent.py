@@ -218,6 +218,8 @@ def load_factory(spec: str) -> Any:
     if not target or not name:
         _usage(f"--session {spec!r} is not MODULE:FUNC")
     if target.endswith(".py"):
+        if not os.path.isfile(target):
+            _usage(f"--session: no file {target}")
         loader = importlib.util.spec_from_file_location("livekit_agent_session", target)
         if loader is None or loader.loader is None:
             _usage(f"--session: cannot load {target}")
