@@ -11,7 +11,8 @@ turn ends when the stage reports ``Done`` (the reply is over) or ``Failed``.
 
 After the reply has played, a :class:`TraceSource` (the OTLP trace receiver) may be asked for
 the agent's spans of the turn; :func:`~voicelat.core.traces.agent_trace.split_from_spans` maps them
-and the recorder splits ``agent_response`` with them. That wait is after every stamp of the
+(LiveKit's: :func:`~voicelat.core.traces.framework_turns.split_window`) and the recorder splits
+``agent_response`` with them. That wait is after every stamp of the
 turn, so it moves none of them.
 """
 
@@ -24,7 +25,8 @@ from voicelat.core.base.plan import PlannedTurn
 from voicelat.core.measure.events import StageName
 from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.core.traces.agent import AgentRecorder
-from voicelat.core.traces.agent_trace import AgentSpan, split_from_spans
+from voicelat.core.traces.agent_trace import FRAMEWORK_MAPPINGS, AgentSpan, split_from_spans
+from voicelat.core.traces.framework_turns import split_window
 from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import AgentStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
@@ -95,7 +97,11 @@ class AgentTurnEngine(TurnEngine):
         except Exception as exc:
             rec.flag(f"trace_error:{type(exc).__name__}")
             return
-        split = split_from_spans(spans, window, traces.mapping)
+        if traces.mapping in FRAMEWORK_MAPPINGS:
+            # LiveKit times a reply its own way (its user_turn beside the agent_turn).
+            split = split_window(spans, window, traces.mapping)
+        else:
+            split = split_from_spans(spans, window, traces.mapping)
         rec.add_trace(split)
         # Where the spans were placed (offset, uncertainty), when the source says.
         clock_info = getattr(self.trace_source, "clock_info", None)

@@ -215,13 +215,14 @@ def convert(
                 spans.append(
                     AgentSpan(
                         name=span.name,
-                        start_ns=place(start),
+                        start_ns=(placed := place(start)),
                         end_ns=place(end),
                         trace_id=span.trace_id.hex(),
                         span_id=span.span_id.hex(),
                         parent_id=span.parent_span_id.hex() or None,
                         attributes=attrs,
                         resource=resource,
+                        placed_offset_ns=placed - start,  # place is a translation
                     )
                 )
     return spans, rejected

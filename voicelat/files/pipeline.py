@@ -122,7 +122,8 @@ class TurnTaking:
 class AgentTraces:
     """How an agent pipeline reads the agent's own spans (``[agent] traces``, ``trace_wait_ms``)."""
 
-    #: "none" (black-box), "pipecat" (Pipecat's span names) or "genai" (OTel GenAI conventions).
+    #: "none" (black-box), "pipecat" (Pipecat's span names), "genai" (OTel GenAI conventions)
+    #: or "livekit" (LiveKit Agents' spans: core/traces/livekit_trace.py).
     mapping: str = "none"
     #: How long after a turn's reply to wait for its late spans.
     wait_ms: int = 2000
@@ -360,7 +361,9 @@ def _stage_kinds(data: dict[str, Any], err: Any) -> tuple[str, ...]:
 def _agent_traces(table: StageTable, err: Any) -> AgentTraces:
     """The trace keys of ``[agent]``, taken out of the table (the stage never sees them)."""
     traces = AgentTraces(
-        mapping=_choice(table, "traces", ("none", "pipecat", "genai"), "none", "agent", err),
+        mapping=_choice(
+            table, "traces", ("none", "pipecat", "genai", "livekit"), "none", "agent", err
+        ),
         wait_ms=_int(table, "trace_wait_ms", 2000, "agent", err, lo=0, hi=60000),
         port=_int(table, "trace_port", 4318, "agent", err, lo=0, hi=65535),
         clock_offset_ms=_num(

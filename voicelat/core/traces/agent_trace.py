@@ -116,6 +116,10 @@ class AgentSpan:
     #: Who exported it (its resource's ``service.name``, ``service.instance.id``, ``host.name``):
     #: spans of one trace from two exporters may sit on two clocks (core/traces/trace_checks.py).
     resource: str = ""
+    #: What placing the span added to its exported (unix-epoch) times, ns: 0 for spans read as
+    #: exported (``voicelat import``), the receiver's wall-to-monotonic translation otherwise.
+    #: An attribute holding a wall time (LiveKit's TTSMetrics ``timestamp``) is placed with it.
+    placed_offset_ns: int = 0
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,8 @@ def _metrics(span: AgentSpan | None, key: str) -> dict[str, float]:
 
 def _tts_times(members: Sequence[AgentSpan]) -> tuple[int, int] | None:
     """(first text pushed to the TTS, its first audio), wall ns, from the first ``tts_request``'s
-    TTSMetrics: ``timestamp - duration`` is when its clock started (the first text pushed)."""
+    TTSMetrics: ``timestamp - duration`` is when its clock started (the first text pushed), on
+    the spans' clock (the wall ``timestamp`` placed as the span was)."""
     requests = sorted((s for s in members if s.name == "tts_request"), key=lambda s: s.start_ns)
     for request in requests:
         m = _metrics(request, "lk.tts_metrics")
@@ -170,7 +171,8 @@ def _tts_times(members: Sequence[AgentSpan]) -> tuple[int, int] | None:
         stamp, duration = m.get("timestamp"), seconds_ns(m.get("duration"))
         if ttfb is None or stamp is None or duration is None:
             continue
-        pushed = round(stamp * _NS_PER_S) - duration
+        # The metrics' timestamp is the agent's wall clock: placed as the span's times were.
+        pushed = round(stamp * _NS_PER_S) + request.placed_offset_ns - duration
         return pushed, pushed + ttfb
     return None
 
