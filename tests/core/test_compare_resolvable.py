@@ -82,3 +82,25 @@ def test_a_ranking_gap_under_the_instrument_error_is_not_resolvable() -> None:
     assert doc["vs_best"]["p50"]["resolvable"] is False
     assert doc["vs_best"]["p50"]["instrument_ns"] == 12 * MS
     assert vs_cell(doc, 50) == "not resolvable on this machine (+12 ms)"
+
+
+def test_a_budget_under_the_instrument_error_is_flagged_unenforceable() -> None:
+    from voicelat.core.judge.budget import parse_budget
+    from voicelat.core.judge.gate import evaluate_gate, gate_text, unenforceable_notes
+
+    budget = parse_budget({"min_turns": 1, "e2e": {"p50_ms": 5, "p90_ms": 2000}}, source="b")
+    calibrated = {"schema_version": 1, "instrument": {"error_p50_ns": MS, "error_p99_ns": 6 * MS}}
+    (note,) = unenforceable_notes(budget, calibrated)
+    assert note.startswith("budget e2e P50 limit 5 ms is within this run's instrument error")
+    assert "±6.0 ms P99" in note and "unenforceable" in note
+    # Uncalibrated, or every limit above the error bar: no note.
+    assert unenforceable_notes(budget, {"schema_version": 1}) == []
+    roomy = parse_budget({"e2e": {"p50_ms": 7}}, source="b")
+    assert unenforceable_notes(roomy, calibrated) == []
+    # The gate carries it in its notes (text and gate.json) without changing its verdict.
+    rows = turns(1000)
+    summary = RunSummary.from_json({**calibrated, "counts": {"turns": 20, "headline": 20}})
+    result = evaluate_gate(summary, rows, budget)
+    assert note in result.notes and note in result.to_json()["notes"]
+    assert f"note: {note}" in gate_text(result)
+    assert not result.passed  # e2e P50 ~1004 ms breaks the 5 ms line: still a failure

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicelat.core.base.contract import SEGMENTS
-from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.display import NS_PER_MS, fmt_ms
 from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_GATE_INCONCLUSIVE, EXIT_OK
 from voicelat.core.base.turn import Turn
 from voicelat.core.judge.budget import Budget, Check, evaluate_budget
@@ -21,6 +21,7 @@ from voicelat.core.judge.compare import (
     Tolerance,
     combined_instrument_ns,
     compare_turns,
+    instrument_error_ns,
     metric_rows,
     too_few_turns_check,
 )
@@ -207,7 +208,7 @@ def evaluate_gate(
         checks=tuple(checks),
         summary=typed,
         comparisons=tuple(comparisons),
-        notes=tuple(notes),
+        notes=(*notes, *unenforceable_notes(budget, typed)),
         budget_source=budget.source,
         baseline=baseline,
         baseline_summary=None if baseline_summary is None else RunSummary.coerce(baseline_summary),
@@ -215,6 +216,22 @@ def evaluate_gate(
         run_dir=run_dir,
         untrusted=untrusted,
     )
+
+
+def unenforceable_notes(budget: Budget, summary: SummaryLike) -> list[str]:
+    """One note per latency limit no larger than the run's instrument error (P99): this machine
+    cannot tell a pass from a fail at that limit, so the line is flagged, not trusted. The check
+    itself still runs (a flag, not a verdict: the gate's exit code does not change)."""
+    error_ns = instrument_error_ns(summary)
+    if error_ns is None:
+        return []
+    return [
+        f"budget {lim.name} limit {lim.limit_ms:g} ms is within this run's instrument error "
+        f"(±{fmt_ms(error_ns, fine_below_ms=10)} ms P99): unenforceable on this machine; "
+        "raise the limit or calibrate on a quieter one (docs/CI.md)"
+        for lim in budget.limits
+        if lim.limit_ms * NS_PER_MS <= error_ns
+    ]
 
 
 # -- plain text ------------------------------------------------------------------------------
