@@ -25,10 +25,11 @@ from voicelat.core.network import Direction, NetworkProfile, builtin_profile
 from voicelat.core.plan import plan_turns
 from voicelat.core.turn import Turn
 from voicelat.engine.network import NetworkRun
-from voicelat.engine.runner import Runner
+from voicelat.engine.runner import Runner, RunOutcome
 from voicelat.engine.stageset import AgentStageSet, StageSet
 from voicelat.files.fixtures import load_fixtures
 from voicelat.files.pipeline import parse_pipeline
+from voicelat.files.results import turn_from_json, write_turns
 from voicelat.stages.media_relay import MediaRelay, SdpProblem, host_candidate, with_candidate
 from voicelat.stages.webrtc import WebRTC
 
@@ -122,23 +123,28 @@ def test_the_engine_hands_a_profile_to_the_webrtc_stage_but_not_a_phone_leg() ->
     assert stage(None).media_network is None
 
 
-def _turns(tmp: Path, loss_pct: float, turns: int = 2) -> list[Turn]:
-    """``turns`` turns through the bot, with 10 ms each way and ``loss_pct`` on the reply's
-    packets. A 40 ms output buffer: the
-    line's real-time delivery jitters by a fraction of a millisecond, which a sink with no
-    buffer at all would count as underruns."""
-    table = {"stage": "webrtc", "url": f"http://127.0.0.1:{PORT}/api/offer",
-             "reply_idle_ms": 1000, "timeout_s": 8.0}  # fmt: skip
-    pipeline = parse_pipeline(
-        {"agent": table, "turn": {"timeout_s": 20}, "output": {"latency_ms": 40}}
-    )
-    stage = WebRTC(table)
-    stage.media_network = NetworkProfile(
+def lossy(loss_pct: float) -> NetworkProfile:
+    """10 ms each way, ``loss_pct`` random loss on the reply's packets (down)."""
+    return NetworkProfile(
         f"loss{loss_pct}",
         up=Direction(delay_ms=10),
         down=Direction(delay_ms=10, loss_pct=loss_pct),
         seed=3,
     )
+
+
+def _turns(tmp: Path, profile: NetworkProfile, turns: int = 2) -> list[Turn]:
+    """``turns`` turns through the bot, the media under ``profile``. A 100 ms output buffer
+    (a browser's playout delay is of that order): the line's real-time delivery jitters, and
+    on a busy machine the loop stalls for tens of ms, which a sink with no buffer at all would
+    count as underruns."""
+    table = {"stage": "webrtc", "url": f"http://127.0.0.1:{PORT}/api/offer",
+             "reply_idle_ms": 1000, "timeout_s": 8.0}  # fmt: skip
+    pipeline = parse_pipeline(
+        {"agent": table, "turn": {"timeout_s": 20}, "output": {"latency_ms": 100}}
+    )
+    stage = WebRTC(table)
+    stage.media_network = profile
     fixtures = load_fixtures(one_fixture_dir(tmp))
     runner = Runner(pipeline, fixtures, tmp / "out")
     runner.build_stages = lambda: AgentStageSet.agent_of(stage)  # type: ignore[method-assign]
@@ -156,7 +162,7 @@ def test_loss_on_the_media_is_heard_as_gaps_and_grows_with_loss(tmp_path: Path) 
     runs: dict[float, list[Turn]] = {}
     with pipecat_agent("webrtc", PORT, "--tone-ms", "2000"):
         for loss in (0.0, 3.0, 10.0):
-            runs[loss] = _turns(tmp_path / f"loss{loss}", loss)
+            runs[loss] = _turns(tmp_path / f"loss{loss}", lossy(loss))
     for turns in runs.values():
         assert len(turns) == 2 and all(t.ok for t in turns), [t.failure_reason for t in turns]
     # Without loss (through the relay, 10 ms each way) every reply frame is decoded and the
@@ -205,3 +211,18 @@ def test_the_summary_judges_the_media_relays_realised_loss() -> None:
     assert section["media"]["up"]["loss_pct"] == 0.0 and section["misses"] == []
     missed = NetworkRun(profile, bare, media=True).close([turn(40), turn(40)])["misses"]
     assert len(missed) == 1 and missed[0].startswith("media down: realised loss 40 %")
+
+
+def test_a_comparisons_combination_reads_its_turns_from_disk(tmp_path: Path) -> None:
+    """compare records each combination's network with a summary and no turns in memory: the
+    media's (and a phone leg's) realised impairment comes from its turns.jsonl."""
+    bare = parse_pipeline({"agent": {"stage": "webrtc", "url": "http://127.0.0.1:9/api/offer"}})
+    profile = NetworkProfile("t", down=Direction(loss_pct=10))
+    line = {"schema_version": 1, "index": 0, "fixture": "x", "repeat": 0, "warmup": False,
+            "cold": False, "failed": False, "t0_ns": 0, "milestones_ns": {}, "segments_ns": {},
+            "figures": {"media_down_packets": 100, "media_down_lost": 9}}  # fmt: skip
+    write_turns(tmp_path, [turn_from_json(line)])
+    summary: dict[str, Any] = {"trust": {"trustworthy": True, "reasons": []}}
+    NetworkRun(profile, bare, media=True).record(RunOutcome(tmp_path, [], summary))
+    assert summary["network"]["media"]["down"]["packets"] == 100
+    assert summary["network"]["media"]["down"]["loss_pct"] == 9.0

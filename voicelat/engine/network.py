@@ -257,8 +257,10 @@ def media_realised(turns: Sequence[Any]) -> dict[str, Any]:
 def _turns_of(outcome: Any) -> Sequence[Any]:
     """Every turn of a finished run: the outcome's, else its directory's turns.jsonl."""
     every = getattr(outcome, "every_turn", None)
-    if callable(every):
-        return list(every())
+    turns = list(every()) if callable(every) else []
+    if turns:
+        return turns
+    # A comparison's combination hands its summary without its turns: they are on disk.
     run_dir = getattr(outcome, "run_dir", None)
     if run_dir is not None and (Path(run_dir) / "turns.jsonl").exists():
         from voicelat.files.results import load_run

@@ -28,7 +28,9 @@ when that is not the decoded rate, 48 kHz for Opus) happens after the stamp. Web
 its codec, so a reply is never at a "wrong" rate: it is decoded and resampled.
 
 **The reply.** The line's decoded silence never starts a reply; the first frame with sound does;
-the reply is over after ``reply_idle_ms`` without sound (:class:`ReplyWatch`).
+the reply is over after ``reply_idle_ms`` without sound (:class:`ReplyWatch`). A bot that is
+down, refuses the offer, never connects, hangs up or never answers fails the turn with the
+reason; the run goes on. aiortc is imported only when the stage is used (extra ``webrtc``).
 
 **Under a network profile** (``media_network``, set by the engine from ``--network``), each
 call's media goes through its own impaired UDP relay (``stages/media_relay.py``): the offer and
@@ -36,9 +38,7 @@ the answer name only the relay's addresses, so RTP, STUN, DTLS and SCTP cross it
 a profile's loss, delay and jitter reach the packets aiortc's jitter buffer and decoder see.
 Per turn the stage reports ``webrtc_lost_frames`` (reply frames the decoder never got: gaps in
 the decoded frames' RTP timestamps, what a browser's jitter buffer would conceal; aiortc
-conceals nothing, so the sink hears each as a gap) and the relay's ``media_*`` tallies. A bot that is
-down, refuses the offer, never connects, hangs up or never answers fails the turn with the
-reason; the run goes on. aiortc is imported only when the stage is used (extra ``webrtc``).
+conceals nothing, so the sink hears each as a gap) and the relay's ``media_*`` tallies.
 """
 
 from __future__ import annotations
