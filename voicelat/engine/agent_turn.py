@@ -69,6 +69,12 @@ class AgentTurnEngine(TurnEngine):
         """The S2S turn through the agent's stage, then its trace (when there is one)."""
         agent = AgentStageSet.expect(stages).agent
         await converse_turn(self, agent, planned, inp, rec, source=source, sink=sink)
+        # What the stage measured of its own media path this turn (webrtc: lost frames, the
+        # media relay's tallies under a network profile).
+        figures = getattr(agent, "turn_figures", None)
+        if callable(figures):
+            for name, value in figures().items():
+                rec.figure(name, value)
         call_id = getattr(agent, "call_id", None)
         await self.read_trace(rec, call_id if isinstance(call_id, str) else None)
 

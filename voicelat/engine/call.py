@@ -55,6 +55,7 @@ from voicelat.engine.agent_turn import AgentTurnEngine
 from voicelat.engine.cascade_turn import CascadeTurnEngine
 from voicelat.engine.overlay import BargeInVad, LineOverlay, OverlayRun, TappedPacer, played_ms
 from voicelat.engine.phases import CascadeReply, Playback, cancel_tasks
+from voicelat.engine.phone_leg import heard_input
 from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import CascadeStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
@@ -385,10 +386,16 @@ class CallEngine:
         if lead_ns < 0:
             rec.flag("call:step_late")
         lead_ns = max(0, lead_ns)
+        if self._line_shape and resume is None:
+            inp = _with_lead_silence(inp, lead_ns)
+            rec.extra("lead_silence_ms", lead_ns // NS_PER_MS)
+        leg = engine.phone_leg
+        if leg is not None and resume is None and source is None:
+            # The caller's phone leg, as a run's turn has it (TurnEngine.measure, which a
+            # call's own body bypasses): the frames' loss concealed, the leg's delay ahead.
+            # An interruption's rest goes on from a line already on the leg.
+            inp = heard_input(inp, leg, rec)
         if self._line_shape:
-            if resume is None:
-                inp = _with_lead_silence(inp, lead_ns)
-                rec.extra("lead_silence_ms", lead_ns // NS_PER_MS)
             body = converse_turn(
                 engine,
                 stages.hearing,  # type: ignore[arg-type]

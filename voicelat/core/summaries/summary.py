@@ -67,6 +67,11 @@ FIGURES: tuple[str, ...] = (
     # A phone leg (engine/phone_leg.py): 20 ms frames lost (or late) and concealed, each way.
     "phone_up_lost_frames",
     "phone_down_lost_frames",
+    # WebRTC: reply frames the caller's decoder never got (stages/webrtc.py), and what the
+    # media relay lost per way under a network profile (stages/media_relay.py).
+    "webrtc_lost_frames",
+    "media_up_lost",
+    "media_down_lost",
     "schedule_lag_ns",
 )
 
