@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import ROOT, read_turns, voicelat
-from voicelat.core.contract import SEGMENTS
+from voicelat.core.base.contract import SEGMENTS
 
 pytestmark = [pytest.mark.stack, pytest.mark.e2e]
 

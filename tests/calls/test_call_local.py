@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import ROOT, read_turns, voicelat
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.display import fmt_ms
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.display import fmt_ms
 
 pytestmark = [pytest.mark.stack, pytest.mark.e2e]
 
