@@ -127,7 +127,15 @@ def _add_scenario_argument(p: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE|DIR",
         help="compare whole calls: each scenario runs as one call on every combination in "
-        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md)",
+        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md); a simulated "
+        "caller speaks live on the first combination, the same lines on the others",
+    )
+    p.add_argument(
+        "--caller-cache",
+        type=Path,
+        metavar="DIR",
+        help="where a simulated caller keeps its rendered lines, by (voice, text) hash "
+        "(default: $VOICELAT_CACHE/caller, else ~/.cache/voicelat/caller)",
     )
 
 
@@ -187,6 +195,7 @@ def _compare_live(args: argparse.Namespace) -> int:
         scenario=getattr(args, "scenario", None),
         network=getattr(args, "network", None),
         argv=tuple(sys.argv),
+        caller_cache=getattr(args, "caller_cache", None),
     )
     setup = plan_comparison(request)
     measured = sum(not p.warmup for p in setup.plan)

@@ -102,6 +102,9 @@ class CallerOptions:
     warn: Callable[[str], None] = field(default=lambda _msg: None)
     #: Whether ``hear = "auto"`` may need the STT (an agent's turns carry no reply text).
     auto_hears_audio: bool = False
+    #: Replay the lines another caller spoke, handed over call by call (:meth:`SimulatedCallers.
+    #: replay`; compare's other combinations): the LLM is never asked, as with ``frozen``.
+    follow: bool = False
 
 
 def default_caller_cache() -> Path:
@@ -310,7 +313,8 @@ class SimulatedCallers:
                 need_stt = hear in ("stt", "both") or (
                     hear == "auto" and self.options.auto_hears_audio
                 )
-                await stages.open(need_llm=folder is None, need_stt=need_stt)
+                live = folder is None and not self.options.follow
+                await stages.open(need_llm=live, need_stt=need_stt)
         except BaseException:
             await self._close_stages()
             raise
@@ -355,13 +359,20 @@ class SimulatedCallers:
         if spec is None:
             return None
         frozen = None
-        if self._frozen_dir(spec) is not None:
+        if self.options.follow:  # what the first combination's caller said on this call
+            frozen = self._frozen.get(planned.call_id, [])
+        elif self._frozen_dir(spec) is not None:
             frozen = self._frozen.get(planned.call_id) or self._frozen_by_scenario.get(
                 planned.scenario.name, []
             )
         made = SimulatedCaller(self, self._stages[id(spec)], planned, rate, frozen)
         self._running.append(made)
         return made
+
+    def replay(self, call_id: str, lines: Sequence[CallerLine]) -> None:
+        """``lines`` (another caller's, on the same call) are what this run's caller says on
+        ``call_id``, in order, whatever its agent answers (``follow``: compare --scenario)."""
+        self._frozen[call_id] = sorted(lines, key=lambda ln: ln.call_turn)
 
     def finished(self, source: SimulatedCaller, record: CallRecord) -> CallRecord:
         """``record`` with the caller's part: the end reason, its lines (each with the turn's
@@ -703,6 +714,8 @@ def callers_for_run(
     calls: Sequence[PlannedCall],
     out_dir: Path,
     warn: Callable[[str], None],
+    *,
+    follow: bool = False,
 ) -> tuple[Any, SimulatedCallers]:
     """The run's callers from the options (``--caller-cache DIR``, ``--frozen RUN``) and the
     pipeline they need: one that saves its reply audio when a caller may hear the agent by
@@ -730,5 +743,6 @@ def callers_for_run(
         frozen=Path(frozen) if frozen is not None else None,
         warn=warn,
         auto_hears_audio=agent,
+        follow=follow,
     )
     return pipeline, SimulatedCallers(options, calls)
