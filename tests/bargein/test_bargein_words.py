@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.bargein.bargein_helpers import LONG_REPLY, MS
+from tests.bargein.bargein_helpers import INTERRUPT_STEPS, LONG_REPLY, MS, scenario
 from tests.calls.calls_helpers import openai_profile
 from tests.helpers import ROOT, emulated_openai_pipeline
 from voicelat.core.base.errors import ConfigError
@@ -31,8 +31,9 @@ BACKCHANNELS = ("mm-hmm", "yeah", "right", "okay")
 EAGER = TurnTaking(min_speech_ms=200)
 
 
-def _profile() -> dict[str, Any]:
+def _profile(**latency: float) -> dict[str, Any]:
     profile = openai_profile(LONG_REPLY, 30.0)
+    profile["openai"]["latency"].update(latency)
     # A real recognizer hears no words in a cough: the emulator's answer for audio that is no
     # fixture of the manifest (the cough has no text) is empty, not its canned sentence.
     profile["openai"]["content"]["transcript"] = ""
@@ -40,12 +41,13 @@ def _profile() -> dict[str, Any]:
 
 
 async def _run_policies(
-    tmp_path: Path, name: str, policies: dict[str, TurnTaking]
+    tmp_path: Path, path: Path, policies: dict[str, TurnTaking], **latency: float
 ) -> dict[str, list[OverlayOutcome]]:
-    """The bundled scenario ``name`` once per policy, the runs side by side on one emulator."""
-    loaded = load_scenario(ROOT / "scenarios" / f"{name}.toml")
+    """The scenario at ``path`` once per policy, the runs side by side on one emulator (its
+    ``latency`` overridden by ``latency``)."""
+    loaded = load_scenario(path)
     plan = [PlannedTurn(i, f, 0, False) for i, f in enumerate(loaded.scenario.fixture_ids())]
-    async with Emulators(["openai"], profile=_profile(), seed=1, thread=True) as em:
+    async with Emulators(["openai"], profile=_profile(**latency), seed=1, thread=True) as em:
         base = emulated_openai_pipeline(em)
 
         async def one(label: str, taking: TurnTaking) -> list[OverlayOutcome]:
@@ -117,16 +119,30 @@ def test_ignore_words_parse_normalised_and_bad_values_are_one_line_errors(
 
 
 @pytest.mark.e2e
-async def test_ignore_words_keep_the_reply_going_on_the_backchannel_scenario(
+async def test_ignore_words_keep_backchannels_from_stopping_and_interruptions_still_stop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
-    runs = await _run_policies(
-        tmp_path,
-        "backchannel",
-        {"vad": EAGER, "words": replace(EAGER, ignore_words=BACKCHANNELS)},
+    words_policy = replace(EAGER, ignore_words=BACKCHANNELS)
+    listed = TurnTaking(ignore_words=BACKCHANNELS)  # the default minimum speech (300 ms)
+    slow = replace(listed, words_timeout_ms=200)
+    bundled = ROOT / "scenarios"
+    # The runs side by side (each is real-time audio, mostly waiting): one e2e test. The last
+    # on an STT that answers only after 800 ms, past a 200 ms bound.
+    back, cut, late = await asyncio.gather(
+        _run_policies(
+            tmp_path / "b", bundled / "backchannel.toml", {"vad": EAGER, "words": words_policy}
+        ),
+        _run_policies(tmp_path / "i", bundled / "interrupt.toml", {"words": listed}),
+        _run_policies(
+            tmp_path / "s",
+            scenario(tmp_path, "late", INTERRUPT_STEPS),
+            {"slow": slow},
+            stt_first=800,
+            stt_final=820,
+        ),
     )
-    vad, words = runs["vad"], runs["words"]
+    vad, words = back["vad"], back["words"]
     assert [o.kind for o in words] == ["backchannel"] * 3 + ["noise"]
     assert all(o.measured for o in vad + words)
     # The VAD alone stops on every backchannel (and the cough): false barge-ins.
@@ -142,26 +158,24 @@ async def test_ignore_words_keep_the_reply_going_on_the_backchannel_scenario(
         assert (o.pause_ns or 0) < o.pause_threshold_ns
     assert [o.words for o in words] == ["Mm-hmm.", "Yeah.", "Right.", ""]
 
-
-@pytest.mark.e2e
-async def test_interruptions_still_stop_with_the_words_inside_the_detection(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
-    taking = TurnTaking(ignore_words=BACKCHANNELS)
-    runs = await _run_policies(tmp_path, "interrupt", {"words": taking})
-    overlays = runs["words"]
+    # The interruptions still stop: on the STT's first words ("Wait,", "Sorry,"), the words'
+    # wait inside the detection, every segment summing to the stop.
+    overlays = cut["words"]
     assert [o.fixture for o in overlays] == ["int_01_wait", "int_02_sorry"]
-    for o in overlays:
+    for o, first in zip(overlays, ("wait", "sorry"), strict=True):
         assert o.stopped and not o.never_stopped and o.words_verdict == "interrupt", o
-        assert o.words in (
-            "Wait, actually, can we make it seven thirty?",
-            "Sorry, I meant next Friday, not tomorrow.",
-        )
+        assert o.words is not None and words_of(o.words)[0] == first, o.words
         seg, parts = o.segments, o.detection_parts
         assert o.stop_ns is not None and sum(seg.values()) == o.stop_ns
         assert parts["words"] > 0 and sum(parts.values()) == seg["detection"]
         # The VAD part is the policy's minimum speech (300 ms) after the onset, as without
         # the words; the words part is the STT's answer on loopback, well inside the bound.
         assert 280 * MS <= parts["vad"] <= 380 * MS, parts
-        assert parts["words"] < taking.words_timeout_ms * MS
+        assert parts["words"] < listed.words_timeout_ms * MS, parts
+
+    # Words that never come within the bound: the reply stops anyway at the bound, the reason
+    # kept, the words part the bound itself (to a few ms of loop wake-up).
+    (fell,) = late["slow"]
+    assert fell.stopped and fell.words_verdict == "fallback", fell
+    assert fell.words_fallback == "no words within 200 ms" and fell.words == ""
+    assert 200 * MS <= fell.detection_parts["words"] <= 230 * MS, fell.detection_parts
