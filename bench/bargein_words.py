@@ -93,7 +93,9 @@ async def main() -> None:
                         stops[label].append(o.stop_ns)
                 print(f"  ({time.perf_counter() - t:.1f} s, load {os.getloadavg()[0]:.2f})")
     med = {k: statistics.median(v) for k, v in stops.items() if v}
-    print(f"median stop: vad only {_ms(int(med['vad']))} ms, with words {_ms(int(med['words']))} ms")
+    print(
+        f"median stop: vad only {_ms(int(med['vad']))} ms, with words {_ms(int(med['words']))} ms"
+    )
     print(f"extra_stop_ms={(med['words'] - med['vad']) / MS:.1f}")
 
 

@@ -49,8 +49,8 @@ __all__ = [
     "barge_in_section",
     "longest_gap_ns",
     "stop_segments",
-    "words_of",
     "words_interrupt",
+    "words_of",
 ]
 
 OverlayKind = Literal["interrupt", "backchannel", "noise"]
