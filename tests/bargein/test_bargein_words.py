@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from tests.bargein.bargein_helpers import INTERRUPT_STEPS, LONG_REPLY, MS, scenario
@@ -19,12 +20,15 @@ from tests.helpers import ROOT, emulated_openai_pipeline
 from voicelat.core.base.errors import ConfigError
 from voicelat.core.base.plan import PlannedTurn
 from voicelat.core.calls.bargein import OverlayOutcome, barge_in_section, words_interrupt, words_of
+from voicelat.core.summaries.run_summary import BargeInSummary, CallsSummary, RunSummary
 from voicelat.emulate import Emulators
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner
+from voicelat.export.validate import load_schema
 from voicelat.files.pipeline import TurnTaking, load_pipeline
 from voicelat.files.results import read_calls
 from voicelat.files.scenario import load_scenario
+from voicelat.report.text import barge_in_lines
 
 BACKCHANNELS = ("mm-hmm", "yeah", "right", "okay")
 #: Low enough that every backchannel (0.37-0.58 s of speech) and the cough trigger the VAD.
@@ -76,20 +80,34 @@ def test_words_are_normalised_and_only_an_unlisted_one_interrupts() -> None:
 
 def test_the_detection_splits_into_vad_and_words_summing_exactly() -> None:
     o = OverlayOutcome(
-        "interrupt", "int", "s", 1, onset_ns=1_000, detected_ns=1_500, cancel_ns=1_510,
-        last_byte_ns=1_520, last_audible_ns=1_600, stopped=True, vad_ns=1_300,
+        "interrupt", "int", "s", 1, onset_ns=1_000 * MS, detected_ns=1_500 * MS,
+        cancel_ns=1_510 * MS, last_byte_ns=1_520 * MS, last_audible_ns=1_600 * MS,
+        stopped=True, vad_ns=1_300 * MS,
         words="Wait.", words_verdict="interrupt",
     )  # fmt: skip
-    assert o.segments["detection"] == 500
-    assert o.detection_parts == {"vad": 300, "words": 200}
+    assert o.segments["detection"] == 500 * MS
+    assert o.detection_parts == {"vad": 300 * MS, "words": 200 * MS}
     assert sum(o.detection_parts.values()) == o.segments["detection"]
     back = OverlayOutcome.from_json(o.to_json())
-    assert back == o and back.to_json()["detection_parts"] == {"vad": 300, "words": 200}
+    assert back == o and back.to_json()["detection_parts"] == o.detection_parts
     section = barge_in_section([o])
-    assert section["detection_parts"]["words"]["p50"] == 200
+    assert section["detection_parts"]["words"]["p50"] == 200 * MS
+    # Through the summary (typed, read back), its schema and the text report.
+    back_summary = BargeInSummary.from_json(section)
+    assert back_summary.to_json() == section and back_summary.words_ignored == 0
+    schema = load_schema("summary.schema.json")
+    barge = schema["$defs"]["calls"]["properties"]["barge_in"]
+    errors = jsonschema.Draft202012Validator({**barge, "$defs": schema["$defs"]}).iter_errors
+    assert not list(errors(section))
+    lines = barge_in_lines(RunSummary(calls=CallsSummary(n=1, barge_in=back_summary)))
+    assert any(
+        "detection waited for words (ignore_words): P50 ms vad 300  words 200" in line
+        for line in lines
+    ), lines
     # Without a words wait the detection is one segment, and the section has no parts.
     plain = replace(o, vad_ns=None, words=None, words_verdict=None)
     assert plain.detection_parts == {} and "detection_parts" not in barge_in_section([plain])
+    assert "words_ignored" not in BargeInSummary.from_json(barge_in_section([plain])).to_json()
 
 
 def _pipeline_text(tmp_path: Path, taking: str) -> Path:

@@ -369,15 +369,17 @@ def barge_in_section(
         "refused": sum(1 for o in items if o.refused),
         "stop": Distribution.of(stops).to_json(),
         "segments": {k: Distribution.of(v).to_json() for k, v in seg_values.items()},
-        # The cascade with ignore_words: its detection's vad and words parts.
+        # The cascade with ignore_words (only then): its detection's vad and words parts, the
+        # overlays its words kept from stopping the reply, and the stops that fell back.
         **(
-            {"detection_parts": {k: Distribution.of(v).to_json() for k, v in parts.items()}}
-            if parts
+            {
+                "detection_parts": {k: Distribution.of(v).to_json() for k, v in parts.items()},
+                "words_ignored": sum(1 for o in items if o.words_verdict == "ignored"),
+                "words_fallbacks": sum(1 for o in items if o.words_verdict == "fallback"),
+            }
+            if any(o.words_verdict for o in items)
             else {}
         ),
-        # Overlays the words kept from stopping the reply, and stops that fell back.
-        "words_ignored": sum(1 for o in items if o.words_verdict == "ignored"),
-        "words_fallbacks": sum(1 for o in items if o.words_verdict == "fallback"),
         "provider_drain": Distribution.of(drains).to_json(),
         "never_stopped_talk_over": Distribution.of(
             [o.talk_over_ns or 0 for o in measured if o.never_stopped]
