@@ -498,7 +498,9 @@ class CallEngine:
     ) -> list[tuple[Step, Turn]]:
         """voicelat's cascade: ``step``'s turn while its barge-in VAD hears the overlay
         played into its reply; an interruption is the next turn, heard from its first frame
-        while the reply still plays (and cut, as ``[turn_taking]`` says)."""
+        while the reply still plays (and cut, as ``[turn_taking]`` says). With
+        ``ignore_words``, a VAD trigger waits for the overlay's words (:class:`OverlayWords`,
+        at most ``words_timeout_ms``) and only a word outside the list cuts the reply."""
         engine, clock = self.engine, self.engine.clock
         plan = turn if turn is not None else self._plan_turn(call, step)
         overlay, rest = overlays[0], overlays[1:]
