@@ -53,7 +53,14 @@ from voicelat.core.calls.conversation import Conversation
 from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.agent_turn import AgentTurnEngine
 from voicelat.engine.cascade_turn import CascadeTurnEngine
-from voicelat.engine.overlay import BargeInVad, LineOverlay, OverlayRun, TappedPacer, played_ms
+from voicelat.engine.overlay import (
+    BargeInVad,
+    LineOverlay,
+    OverlayRun,
+    OverlayWords,
+    TappedPacer,
+    played_ms,
+)
 from voicelat.engine.phases import CascadeReply, Playback, cancel_tasks
 from voicelat.engine.phone_leg import heard_input
 from voicelat.engine.s2s_turn import converse_turn
@@ -491,7 +498,9 @@ class CallEngine:
     ) -> list[tuple[Step, Turn]]:
         """voicelat's cascade: ``step``'s turn while its barge-in VAD hears the overlay
         played into its reply; an interruption is the next turn, heard from its first frame
-        while the reply still plays (and cut, as ``[turn_taking]`` says)."""
+        while the reply still plays (and cut, as ``[turn_taking]`` says). With
+        ``ignore_words``, a VAD trigger waits for the overlay's words (:class:`OverlayWords`,
+        at most ``words_timeout_ms``) and only a word outside the list cuts the reply."""
         engine, clock = self.engine, self.engine.clock
         plan = turn if turn is not None else self._plan_turn(call, step)
         overlay, rest = overlays[0], overlays[1:]
@@ -504,7 +513,29 @@ class CallEngine:
                 call, step, stages, done, turn=plan, source=source, sink=sink, hold=held.append
             )
         )
-        vad = BargeInVad(engine.pipeline.turn_taking)
+        taking = engine.pipeline.turn_taking
+        vad = BargeInVad(taking)
+        words = (
+            OverlayWords(CascadeStageSet.expect(stages).stt, taking.ignore_words)
+            if taking.ignore_words and taking.barge_in
+            else None
+        )
+        side: list[asyncio.Task[None]] = []  # the words session and its judge
+
+        async def judge(w: OverlayWords) -> None:
+            """The VAD triggered: stop once the words hold one outside the list (or none came
+            in time: stop anyway, the reason kept); only listed words: the reply goes on."""
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(w.decided.wait(), taking.words_timeout_ms / 1000)
+            ov.words = w.transcript
+            if w.verdict is None:
+                ov.words_verdict = "fallback"
+                ov.words_fallback = f"no words within {taking.words_timeout_ms} ms"
+            else:
+                ov.words_verdict = "fallback" if w.verdict == "fallback" else w.verdict
+                ov.words_fallback = w.reason
+            if ov.words_verdict != "ignored" and not measured.done():
+                stop()
 
         def stop() -> None:
             """Interrupted: the reply's LLM stream and TTS request are cancelled, the sink
@@ -522,8 +553,17 @@ class CallEngine:
         def tap(k: int, frame: bytes) -> None:
             if k == 0 and pacer.t0_ns is not None:
                 ov.started(pacer.t0_ns)
+                if words is not None:
+                    side.append(asyncio.create_task(words.run()))
+            if words is not None:
+                words.feed(frame)
             if vad.feed(frame) and not measured.done():
-                stop()
+                if words is None:
+                    stop()
+                    return
+                ov.vad_ns = clock.now_ns()
+                words.close()
+                side.append(asyncio.create_task(judge(words)))
 
         pacer = TappedPacer(tap, clock)
         nxt: asyncio.Task[list[tuple[Step, Turn]]] | None = None
@@ -539,7 +579,7 @@ class CallEngine:
                     await pacer.run(ov.inp.frames, _discard)
             out.append((step, await measured))
         finally:
-            await cancel_tasks(measured)
+            await cancel_tasks(measured, *side)
         if nxt is not None:
             out += await nxt
         elif overlay.kind == "interrupt":  # the reply ended first: the interruption is a turn

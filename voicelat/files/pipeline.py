@@ -15,6 +15,7 @@ from typing import Any
 
 from voicelat.core.base.errors import ConfigError
 from voicelat.core.base.network import NetworkProfile
+from voicelat.core.calls.bargein import words_of
 from voicelat.core.judge.cost import Prices, parse_prices
 
 _TOP_LEVEL = {
@@ -116,6 +117,13 @@ class TurnTaking:
     min_speech_ms: int = 300
     #: The VAD's level during the reply (dBFS; the endpointer's by default).
     threshold_dbfs: float = -40.0
+    #: Words that do not interrupt ("mm-hmm", "yeah"), normalised (lowercase, no punctuation:
+    #: :func:`~voicelat.core.calls.bargein.words_of`). Empty: the VAD alone decides. Set: a
+    #: VAD trigger waits for the STT's words of the overlay, and only a word outside these
+    #: stops the reply (docs/BARGE_IN.md).
+    ignore_words: tuple[str, ...] = ()
+    #: How long after the VAD trigger the words may take; past it the reply stops anyway.
+    words_timeout_ms: int = 1500
 
 
 @dataclass(frozen=True)
@@ -453,9 +461,28 @@ def _turn_taking(tt: dict[str, Any], err: Any) -> TurnTaking:
         barge_in=barge_in,
         min_speech_ms=_int(tt, "min_speech_ms", 300, "turn_taking", err, lo=0, hi=10000),
         threshold_dbfs=_num(tt, "threshold_dbfs", -40.0, "turn_taking", err, lo=-120, hi=0),
+        ignore_words=_ignore_words(tt.get("ignore_words", []), err),
+        words_timeout_ms=_int(tt, "words_timeout_ms", 1500, "turn_taking", err, lo=100, hi=10000),
     )
-    _only(tt, {"barge_in", "min_speech_ms", "threshold_dbfs"}, "turn_taking", err)
+    keys = {"barge_in", "min_speech_ms", "threshold_dbfs", "ignore_words", "words_timeout_ms"}
+    _only(tt, keys, "turn_taking", err)
     return taking
+
+
+def _ignore_words(value: Any, err: Any) -> tuple[str, ...]:
+    """``ignore_words``: a list of words (or short phrases, each of whose words is ignored),
+    kept normalised as the transcript is, so "Mm-hmm." in the file matches "mm-hmm" heard."""
+    if not isinstance(value, list):
+        raise err("turn_taking", "ignore_words", f"must be a list of words, not {value!r}")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise err("turn_taking", "ignore_words", f"must hold only strings, not {item!r}")
+        words = words_of(item)
+        if not words:
+            raise err("turn_taking", "ignore_words", f"holds an entry with no word: {item!r}")
+        out += [w for w in words if w not in out]
+    return tuple(out)
 
 
 def _table(data: dict[str, Any], name: str, err: Any) -> dict[str, Any]:

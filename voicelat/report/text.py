@@ -133,6 +133,13 @@ def barge_in_lines(s: RunSummary) -> list[str]:
     if b.segments:
         parts = "  ".join(f"{k} {fmt_ms(d.p50)}" for k, d in b.segments.items())
         lines.append(f"  stop waterfall P50 ms: {parts} (segments sum to each stop)")
+    if b.words_ignored is not None:
+        split = "  ".join(f"{k} {fmt_ms(d.p50)}" for k, d in b.detection_parts.items())
+        lines.append(
+            f"  detection waited for words (ignore_words): P50 ms {split or '-'} (sum to the "
+            f"detection); {b.words_ignored} kept talking on listed words, "
+            f"{b.words_fallbacks} stopped without words in time"
+        )
     if b.provider_drain.n and b.provider_drain.max:
         lines.append(
             f"  provider kept streaming after the detection P50 {fmt_ms(b.provider_drain.p50)} "

@@ -13,6 +13,10 @@ A call's scenario may speak *during* a reply (an overlay step, ``core/calls/call
   - ``drain``: -> the provider or agent stopped streaming (its last audio byte arrived);
   - ``flush``: -> the audio already queued (transport, jitter buffer, sink) played out.
 
+  With ``[turn_taking] ignore_words`` the cascade's detection is two parts
+  (:attr:`OverlayOutcome.detection_parts`, summing exactly to it): ``vad`` (onset -> the VAD
+  triggered) and ``words`` (-> the STT's words of the overlay held one outside the list).
+
   A mark the kind does not expose folds its segment into the next one (an agent without
   traces has ``detection+cancel+drain`` as one). A reply that never stops is a first-class
   outcome (``never_stopped``) with its talk-over, not a failure of the run.
@@ -27,6 +31,7 @@ integer ns on the run's clock; tested with plain integers.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -44,6 +49,8 @@ __all__ = [
     "barge_in_section",
     "longest_gap_ns",
     "stop_segments",
+    "words_interrupt",
+    "words_of",
 ]
 
 OverlayKind = Literal["interrupt", "backchannel", "noise"]
@@ -58,6 +65,23 @@ PAUSE_THRESHOLD_NS = 600_000_000
 Span = tuple[int, int]
 #: The ``extra`` key of a turn an overlay played into: its outcome's figures (exporters).
 BARGE_IN = "barge_in"
+
+
+#: A word of a transcript: letters and digits, with inner hyphens or apostrophes ("mm-hmm",
+#: "don't"); everything else (punctuation, spaces) separates words.
+_WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
+
+
+def words_of(text: str) -> list[str]:
+    """``text``'s words, normalised: lowercase, punctuation stripped ("Mm-hmm." -> mm-hmm)."""
+    return _WORD.findall(text.lower().replace("\u2019", "'"))
+
+
+def words_interrupt(text: str, ignore: Iterable[str]) -> bool:
+    """Whether a transcript holds a word outside ``ignore`` (normalised words): the words
+    that make a VAD trigger during the reply a barge-in (``[turn_taking] ignore_words``)."""
+    kept = set(ignore)
+    return any(w not in kept for w in words_of(text))
 
 
 def longest_gap_ns(spans: Sequence[Span], start_ns: int, end_ns: int) -> int:
@@ -105,7 +129,12 @@ class OverlayOutcome:
     the onset on (play times; what a pause is found in). ``stopped``: the agent stopped for
     this overlay (it cancelled or went silent within the window). ``reply_ended_before``: the
     reply had ended before the overlay was due (nothing to interrupt; not an error).
-    ``refused``: what the provider answered when it refused or ignored the cancel."""
+    ``refused``: what the provider answered when it refused or ignored the cancel.
+    ``vad_ns``/``words``/``words_verdict``/``words_fallback``: the cascade with
+    ``ignore_words``: when its VAD triggered, the STT's words of the overlay, what they
+    decided (``interrupt``: a word outside the list; ``ignored``: only listed words or none,
+    the reply went on; ``fallback``: no words in time or the STT failed, the reply stopped
+    anyway) and why it fell back."""
 
     kind: OverlayKind
     fixture: str
@@ -122,6 +151,10 @@ class OverlayOutcome:
     refused: str | None = None
     audible: tuple[Span, ...] = ()
     pause_threshold_ns: int = PAUSE_THRESHOLD_NS
+    vad_ns: int | None = None
+    words: str | None = None
+    words_verdict: str | None = None
+    words_fallback: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -151,6 +184,16 @@ class OverlayOutcome:
         marks = {"detected": self.detected_ns, "cancel": self.cancel_ns}
         marks["last_byte"] = self.last_byte_ns
         return stop_segments(self.onset_ns, marks, self.last_audible_ns)
+
+    @property
+    def detection_parts(self) -> dict[str, int]:
+        """The detection segment split at the VAD trigger (``vad`` + ``words``, summing
+        exactly to ``segments["detection"]``); empty without a words wait or a stop."""
+        seg = self.segments
+        if self.vad_ns is None or "detection" not in seg or self.onset_ns is None:
+            return {}
+        vad = min(max(self.vad_ns - self.onset_ns, 0), seg["detection"])
+        return {"vad": vad, "words": seg["detection"] - vad}
 
     @property
     def provider_drain_ns(self) -> int | None:
@@ -205,10 +248,15 @@ class OverlayOutcome:
             "refused": self.refused,
             "audible": [list(s) for s in self.audible],
             "pause_threshold_ns": self.pause_threshold_ns,
+            "vad_ns": self.vad_ns,
+            "words": self.words,
+            "words_verdict": self.words_verdict,
+            "words_fallback": self.words_fallback,
             # Derived (read back, they are recomputed from the stamps above).
             "stop_ns": self.stop_ns,
             "never_stopped": self.never_stopped,
             "segments": self.segments,
+            "detection_parts": self.detection_parts,
             "provider_drain_ns": self.provider_drain_ns,
             "talk_over_ns": self.talk_over_ns,
             "pause_ns": self.pause_ns,
@@ -241,6 +289,10 @@ class OverlayOutcome:
             refused=data.get("refused"),
             audible=spans,
             pause_threshold_ns=int(data.get("pause_threshold_ns") or PAUSE_THRESHOLD_NS),
+            vad_ns=_int(data.get("vad_ns")),
+            words=_str(data.get("words")),
+            words_verdict=_str(data.get("words_verdict")),
+            words_fallback=_str(data.get("words_fallback")),
             extra=dict(data.get("extra") or {}),
         )
 
@@ -260,6 +312,8 @@ def barge_in_extra(o: OverlayOutcome, t0_ns: int) -> dict[str, Any]:
         "last_audible_ns": rel(o.last_audible_ns),
         "stop_ns": o.stop_ns,
         "segments": o.segments,
+        **({"detection_parts": o.detection_parts} if o.detection_parts else {}),
+        **({"words_verdict": o.words_verdict} if o.words_verdict else {}),
         "never_stopped": o.never_stopped,
         "reply_ended_before": o.reply_ended_before,
         "false_barge_in": o.false_barge_in,
@@ -271,6 +325,10 @@ def barge_in_extra(o: OverlayOutcome, t0_ns: int) -> dict[str, Any]:
 
 def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def barge_in_section(
@@ -285,9 +343,12 @@ def barge_in_section(
     stops = [o.stop_ns for o in measured if o.stop_ns is not None]
     drains = [o.provider_drain_ns for o in measured if o.provider_drain_ns is not None]
     seg_values: dict[str, list[int]] = {}
+    parts: dict[str, list[int]] = {}
     for o in measured:
         for name, value in o.segments.items():
             seg_values.setdefault(name, []).append(value)
+        for name, value in o.detection_parts.items():
+            parts.setdefault(name, []).append(value)
     others = [o for o in items if o.kind != "interrupt" and o.measured]
     false = [o for o in others if o.false_barge_in]
     pauses = [o.pause_ns for o in others if o.pause_ns]
@@ -308,6 +369,17 @@ def barge_in_section(
         "refused": sum(1 for o in items if o.refused),
         "stop": Distribution.of(stops).to_json(),
         "segments": {k: Distribution.of(v).to_json() for k, v in seg_values.items()},
+        # The cascade with ignore_words (only then): its detection's vad and words parts, the
+        # overlays its words kept from stopping the reply, and the stops that fell back.
+        **(
+            {
+                "detection_parts": {k: Distribution.of(v).to_json() for k, v in parts.items()},
+                "words_ignored": sum(1 for o in items if o.words_verdict == "ignored"),
+                "words_fallbacks": sum(1 for o in items if o.words_verdict == "fallback"),
+            }
+            if any(o.words_verdict for o in items)
+            else {}
+        ),
         "provider_drain": Distribution.of(drains).to_json(),
         "never_stopped_talk_over": Distribution.of(
             [o.talk_over_ns or 0 for o in measured if o.never_stopped]

@@ -313,6 +313,12 @@ class BargeInSummary:
     pause: DistSummary = field(default_factory=DistSummary)
     talk_over: DistSummary = field(default_factory=DistSummary)
     interruption_e2e: DistSummary = field(default_factory=DistSummary)
+    #: The cascade with ``[turn_taking] ignore_words``: the detection's ``vad`` and ``words``
+    #: parts, the overlays whose words were only listed ones (the reply went on), the stops
+    #: that fell back (no words in time). None: no words wait in the run (keys not written).
+    detection_parts: Mapping[str, DistSummary] = field(default_factory=dict)
+    words_ignored: int | None = None
+    words_fallbacks: int | None = None
 
     _DISTS = ("stop", "provider_drain", "never_stopped_talk_over", "pause", "talk_over",
               "interruption_e2e")  # fmt: skip
@@ -325,6 +331,10 @@ class BargeInSummary:
         out["segments"] = {k: d.to_json() for k, d in self.segments.items()}
         out["false_barge_in_rate"] = self.false_barge_in_rate
         out["by_kind"] = {k: dict(v) for k, v in self.by_kind.items()}
+        if self.words_ignored is not None:
+            out["detection_parts"] = {k: d.to_json() for k, d in self.detection_parts.items()}
+            out["words_ignored"] = self.words_ignored
+            out["words_fallbacks"] = self.words_fallbacks or 0
         return out
 
     @classmethod
@@ -338,6 +348,9 @@ class BargeInSummary:
             false_barge_in_rate=None if rate is None else float(rate),
             by_kind={str(k): {str(a): _int(b) for a, b in _map(v).items()}
                      for k, v in _map(d.get("by_kind")).items()},
+            detection_parts=_dists(d.get("detection_parts")),
+            words_ignored=_int(d["words_ignored"]) if "words_ignored" in d else None,
+            words_fallbacks=_int(d["words_fallbacks"]) if "words_fallbacks" in d else None,
         )  # fmt: skip
 
 
