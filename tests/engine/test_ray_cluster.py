@@ -198,6 +198,45 @@ async def test_an_open_loop_over_two_nodes_follows_one_schedule(
     assert all(abs(g - 250 * MS) < slack for g in gaps), (gaps, slack)
 
 
+async def test_calls_over_two_nodes_are_whole_on_one_actor_each_and_in_one_calls_file(
+    cluster: LocalRayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--ray --scenario``: calls dealt whole to the actors of two nodes, one calls.jsonl."""
+    from voicelat.core.base.plan import PlannedTurn
+    from voicelat.core.calls.call import CALL_ID
+    from voicelat.engine.call import plan_calls
+    from voicelat.files.results import read_calls
+    from voicelat.files.scenario import load_scenario
+
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
+    path = tmp_path / "two.toml"
+    path.write_text(
+        f'name = "two"\nfixtures = "{ROOT / "fixtures" / "calls"}"\n'
+        '[[step]]\nsay = "short_01_weather"\ngap_ms = 300\n'
+        '[[step]]\nsay = "short_02_tomorrow"\ngap_ms = 300\n',
+        encoding="utf-8",
+    )
+    loaded = load_scenario(path)
+    calls = plan_calls([loaded.scenario], repeat=2)
+    plan = [PlannedTurn(c.first_index + i, f, 0, False)
+            for c in calls for i, f in enumerate(c.scenario.fixture_ids())]  # fmt: skip
+    async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
+        pool = RayPool(
+            _pipeline(em), list(loaded.fixtures.values()), tmp_path / "run", 2,
+            address=cluster.address, calls=calls,
+        )  # fmt: skip
+        outcome = await asyncio.to_thread(pool.run, plan, Load(concurrency=2))
+    assert sorted(t.index for t in outcome.turns) == [p.index for p in plan]
+    assert all(t.ok for t in outcome.turns)
+    by_call: dict[str, set[int]] = {}
+    for t in outcome.turns:
+        by_call.setdefault(str(t.extra[CALL_ID]), set()).add(int(t.extra["worker"]))
+    assert sorted(by_call) == [c.call_id for c in calls]
+    assert all(len(w) == 1 for w in by_call.values())  # a call never spans actors
+    assert {w for ws in by_call.values() for w in ws} == {0, 1}  # one call on each node
+    assert [r.call_id for r in read_calls(tmp_path / "run")] == [c.call_id for c in calls]
+
+
 def test_ctrl_c_keeps_every_finished_turn_and_writes_the_summary(
     cluster: LocalRayCluster, tmp_path: Path
 ) -> None:

@@ -154,8 +154,9 @@ async def test_the_actor_runs_its_share_after_the_epoch_and_hands_back_every_tur
         while not finished:
             turns, ready, finished = await worker.take(0.2)
             taken += turns
-        lags, sessions, error, loop, cpu = await run
+        lags, sessions, error, loop, cpu, calls = await run
     assert error is None and sessions == 1 and loop in ("asyncio", "uvloop") and cpu > 0
+    assert calls == []  # single turns: no calls
     assert sorted(t.index for t in taken) == [0, 1, 2] and all(t.ok for t in taken)
     first_measured = min(int(t.figures["intended_start_ns"] or 0) for t in taken if not t.warmup)
     # The measured turns start from the epoch: never before it (go() came 300 ms early), and
@@ -180,3 +181,54 @@ def test_a_run_over_ray_goes_through_the_same_job_as_workers(
     )
     with pytest.raises(InfraError, match="does not answer"):
         job.execute_run(request)
+
+
+@pytest.mark.e2e
+async def test_an_actor_runs_whole_calls_and_hands_back_their_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--ray --scenario``: an actor's share is whole calls, as a worker process's is; its
+    result carries their records, which the parent makes global (one calls.jsonl)."""
+    from voicelat.core.base.plan import PlannedTurn
+    from voicelat.core.calls.call import CALL_ID, CALL_TURN
+    from voicelat.engine.call import plan_calls
+    from voicelat.files.scenario import load_scenario
+
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "k")
+    path = tmp_path / "two.toml"
+    path.write_text(
+        f'name = "two"\nfixtures = "{ROOT / "fixtures" / "calls"}"\n'
+        '[[step]]\nsay = "short_01_weather"\ngap_ms = 300\n'
+        '[[step]]\nsay = "short_02_tomorrow"\ngap_ms = 300\n',
+        encoding="utf-8",
+    )
+    loaded = load_scenario(path)
+    calls = plan_calls([loaded.scenario], repeat=2)
+    plan = [PlannedTurn(c.first_index + i, f, 0, False)
+            for c in calls for i, f in enumerate(c.scenario.fixture_ids())]  # fmt: skip
+    async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
+        pool = RayPool(
+            _pipeline(em), list(loaded.fixtures.values()), tmp_path / "out", 1, calls=calls
+        )
+        (job,) = pool.jobs(plan, Load())
+        worker = RayWorker()
+        run = asyncio.create_task(worker.run(job, {"VOICELAT_EMULATOR_KEY": "k"}))
+        taken: list[Turn] = []
+        went = finished = False
+        while not finished:
+            turns, ready, finished = await worker.take(0.2)
+            taken += turns
+            if ready and not went:
+                await worker.go(time.perf_counter_ns())
+                went = True
+        *_, error, _loop, _cpu, records = await run
+    assert error is None
+    assert sorted(t.index for t in taken) == [p.index for p in plan] and all(t.ok for t in taken)
+    assert sorted((t.extra[CALL_ID], t.extra[CALL_TURN]) for t in taken) == [
+        (c.call_id, n) for c in calls for n in (1, 2)
+    ]
+    assert [r["call_id"] for r in records] == [c.call_id for c in calls]
+    # The parent takes them from the actor's result into one calls.jsonl's records.
+    pool.reports = [WorkerReport(0, len(plan))]
+    pool.reports[0].calls = records
+    assert [r.call_id for r in pool.call_records()] == [c.call_id for c in calls]

@@ -272,11 +272,6 @@ def _plan_calls(
 
     if load.rate_per_s is not None:
         raise ConfigError("--rate starts single turns: calls run --concurrency N at once")
-    if request.ray:
-        raise ConfigError(
-            "--scenario with --ray: calls are not sharded over Ray actors yet; use --workers N "
-            "(whole calls per worker process) or one process"
-        )
     if request.plan.turns is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
     loaded = load_scenarios_for(scenario, request.fixtures_dir)
@@ -286,10 +281,10 @@ def _plan_calls(
         check_overlays(item.scenario, pipeline)
     calls = plan_calls([item.scenario for item in loaded], request.plan.repeat or 1)
     simulated = any(c.scenario.caller is not None for c in calls)
-    if simulated and request.workers > 1:
+    if simulated and (request.workers > 1 or request.ray):
         raise ConfigError(
-            "--workers with a simulated caller ([caller]): its calls run in one process for "
-            "now (use --concurrency N)"
+            f"{'--ray' if request.ray else '--workers'} with a simulated caller ([caller]): its "
+            "calls run in one process for now (use --concurrency N)"
         )
     if request.frozen is not None and not simulated:
         raise ConfigError("--frozen replays a simulated caller's lines: no scenario has a [caller]")
@@ -299,8 +294,7 @@ def _plan_calls(
         PlannedTurn(c.first_index + i, fid, 0, False)
         for c in calls
         for i, fid in enumerate(
-            c.scenario.fixture_ids()
-            + ["(caller)"] * (c.scenario.max_turns - len(c.scenario.says))
+            c.scenario.fixture_ids() + ["(caller)"] * (c.scenario.max_turns - len(c.scenario.says))
         )
     ]
     return scenario_fixtures(loaded), calls, plan
@@ -419,6 +413,7 @@ def _pool(
             size,
             address=ray,
             progress=progress,
+            calls=runner.calls,  # --scenario: whole calls per actor, as per worker process
             **common,
         )
     from voicelat.engine.workers import WorkerPool

@@ -273,10 +273,12 @@ class RayWorker:
 
     async def run(
         self, job: WorkerJob, env: dict[str, str]
-    ) -> tuple[list[int], int, str | None, str, float]:
+    ) -> tuple[list[int], int, str | None, str, float, list[dict[str, Any]]]:
         """Run ``job``'s share with ``env`` set (the key variables: a raylet's worker inherits
         the raylet's environment, not the parent's); returns the loop-lag samples, sessions
-        opened, the error that ended it (None), the loop's kind and the process's CPU s."""
+        opened, the error that ended it (None), the loop's kind, the process's CPU s and, for
+        ``--scenario``, its finished calls (``CallRecord.to_json()`` each: a call never spans
+        actors, as it never spans worker processes)."""
         os.environ.update(env)
         cpu0 = time.process_time()
         self._go = asyncio.get_running_loop().create_future()
@@ -300,7 +302,8 @@ class RayWorker:
             self._wake.set()
         loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
         cpu = time.process_time() - cpu0  # every thread of the actor: Ray's own included
-        return list(runner.loop_lag.lags), runner.sessions_opened, error, loop, cpu
+        calls = [r.to_json() for r in runner.call_records]
+        return list(runner.loop_lag.lags), runner.sessions_opened, error, loop, cpu, calls
 
 
 # -- the parent --------------------------------------------------------------------------------
@@ -473,9 +476,10 @@ class RayPool(ShardedRun):
     def _ran(self, ray: Any, actor: _Actor, report: WorkerReport) -> None:
         actor.ran = True
         try:
-            lags, report.sessions_opened, report.error, self.event_loop, cpu = ray.get(
+            lags, report.sessions_opened, report.error, self.event_loop, cpu, calls = ray.get(
                 actor.run_ref
             )
+            report.calls = list(calls)
             report.loop_lag_ns, report.cpu_s = lags, round(cpu, 3)
             report.exitcode = 0
         except ray.exceptions.RayError as exc:
