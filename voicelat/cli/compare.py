@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.cli.compare_progress import CompareLines
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
-from voicelat.core.ranking import check_same_fixtures
+from voicelat.core.ranking import BARGE_IN_KEYS, check_same_fixtures
 from voicelat.engine.comparison import Ranking, with_scores
 from voicelat.engine.progress import stderr_progress as _info
 
@@ -94,9 +94,11 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     _add_scenario_argument(p)
     p.add_argument(
         "--rank-by",
-        choices=("p50", "p90"),
+        choices=("p50", "p90", "barge_in_stop", "false_barge_in"),
         default="p50",
-        help="the e2e percentile that orders the ranking (default p50)",
+        help="what orders the ranking: the e2e percentile (default p50), or with --scenario "
+        "calls that interrupt, the barge-in stop at the ear P50 (barge_in_stop) or the false "
+        "barge-in rate on backchannels and noise (false_barge_in), e2e P50 breaking ties",
     )
     p.add_argument(
         "--confidence",
@@ -168,6 +170,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _compare_live(args: argparse.Namespace) -> int:
+    if args.rank_by in BARGE_IN_KEYS and getattr(args, "scenario", None) is None:
+        raise ConfigError(
+            f"--rank-by {args.rank_by} ranks whole calls' interruptions: give --scenario "
+            "with interrupt or backchannel steps (docs/BARGE_IN.md)"
+        )
     from voicelat.engine.compare import (
         CompareRequest,
         live_comparison_document,
@@ -252,9 +259,10 @@ def _write(path: Path, text: str) -> None:
 # -- ranking runs that already exist --------------------------------------------------------------
 def _compare_saved(args: argparse.Namespace, dirs: Sequence[Path]) -> int:
     from voicelat.engine.compare import default_compare_out
-    from voicelat.engine.comparison import saved_comparison_document, saved_runs
+    from voicelat.engine.comparison import check_rank_key, saved_comparison_document, saved_runs
 
     saved = saved_runs(dirs)
+    check_rank_key(_ranking(args), saved.summaries)
     out: Path = args.out or default_compare_out("runs")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"output directory {out} is not empty: choose another --out")

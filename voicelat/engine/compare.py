@@ -469,7 +469,7 @@ def live_comparison_document(
         combination_sample(r.combo.name, r.runner.turns, r.setup_error, summaries.get(r.combo.name))
         for r in runs
     ]
-    doc = comparison_document(
+    return comparison_document(
         ranking,
         name=setup.name,
         description=setup.description,
@@ -498,7 +498,3 @@ def live_comparison_document(
         },
         interleaved=True,
     )
-    calls = {k: v["calls"] for k, v in summaries.items() if isinstance(v.get("calls"), dict)}
-    if calls:
-        doc["calls"] = calls  # a comparison of whole calls: each combination's call figures
-    return doc

@@ -19,8 +19,14 @@ from typing import Any, Literal
 
 from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
 from voicelat.core.errors import ConfigError
-from voicelat.core.ranking import CombinationSample, rank_combinations
-from voicelat.core.run_summary import Trust
+from voicelat.core.ranking import (
+    BARGE_IN_KEYS,
+    BargeInFigures,
+    CombinationSample,
+    barge_in_key,
+    rank_combinations,
+)
+from voicelat.core.run_summary import CallsSummary, Trust
 from voicelat.core.turn import Turn
 from voicelat.core.version import __version__
 from voicelat.files.results import SCHEMA_VERSION, SUMMARY_FILE, TURNS_FILE, LoadedRun
@@ -28,7 +34,9 @@ from voicelat.files.results import SCHEMA_VERSION, SUMMARY_FILE, TURNS_FILE, Loa
 __all__ = [
     "Ranking",
     "SavedRuns",
+    "barge_in_figures",
     "check_currencies",
+    "check_rank_key",
     "combination_sample",
     "comparison_document",
     "saved_comparison_document",
@@ -40,10 +48,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Ranking:
-    """How the combinations are ranked: by the e2e ``rank_by`` percentile, with bootstrap
-    intervals at ``level`` from ``resamples`` resamples seeded with ``seed``."""
+    """How the combinations are ranked: by the e2e ``rank_by`` percentile, or by a whole-call
+    comparison's barge-in stop P50 or false barge-in rate (``barge_in_stop``,
+    ``false_barge_in``: then e2e P50 breaks ties), with bootstrap intervals at ``level`` from
+    ``resamples`` resamples seeded with ``seed``."""
 
-    rank_by: Literal["p50", "p90"] = "p50"
+    rank_by: Literal["p50", "p90", "barge_in_stop", "false_barge_in"] = "p50"
     level: float = 0.95
     resamples: int = 2000
     seed: int = 0
@@ -116,13 +126,21 @@ def comparison_document(
     interleaved: bool,
 ) -> dict[str, Any]:
     """``comparison.json``: the ranking plus what it was made from."""
-    by = 50 if ranking.rank_by == "p50" else 90
+    by = 90 if ranking.rank_by == "p90" else 50
+    barge_in = barge_in_figures(summaries)
+    key = barge_in_key(ranking.rank_by, barge_in) if ranking.rank_by in BARGE_IN_KEYS else None
     ranked = rank_combinations(
-        samples, by=by, level=ranking.level, resamples=ranking.resamples, seed=ranking.seed
+        samples,
+        by=by,
+        level=ranking.level,
+        resamples=ranking.resamples,
+        seed=ranking.seed,
+        key=key,
     )
     combos = []
     for r in ranked:
         s = summaries.get(r.name, {})
+        b = barge_in.get(r.name)
         wf = s.get("waterfall") or {}
         combos.append(
             r.to_json()
@@ -134,8 +152,9 @@ def comparison_document(
             }
             | trust_of(s)
             | ({"scores": s["scores"]} if "scores" in s else {})
+            | ({"barge_in": b.to_json()} if b is not None else {})
         )
-    return {
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kind": "voicelat-comparison",
         "tool": f"voicelat {__version__}",
@@ -160,6 +179,38 @@ def comparison_document(
         # The combinations whose runs distrusted their machine (their "trust" says why).
         "untrusted": [c["name"] for c in combos if not c.get("trust", {}).get("trustworthy", 1)],
     }
+    calls = {k: v["calls"] for k, v in summaries.items() if isinstance(v.get("calls"), dict)}
+    if calls:
+        doc["calls"] = calls  # a comparison of whole calls: each combination's call figures
+    return doc
+
+
+def barge_in_figures(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, BargeInFigures]:
+    """Each combination's interruption figures, from its summary's ``calls.barge_in`` (typed
+    at the file boundary); combinations whose calls had no overlay are left out."""
+    out: dict[str, BargeInFigures] = {}
+    for name, s in summaries.items():
+        if isinstance(s.get("calls"), Mapping):
+            section = CallsSummary.from_json(s["calls"]).barge_in
+            if section is not None:
+                out[name] = BargeInFigures.of(section)
+    return out
+
+
+def check_rank_key(ranking: Ranking, summaries: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse a barge-in ranking of runs none of which has the figure (``ConfigError``)."""
+    if ranking.rank_by not in BARGE_IN_KEYS:
+        return
+    if not barge_in_key(ranking.rank_by, barge_in_figures(summaries)):
+        what = (
+            "a stopped interruption"
+            if ranking.rank_by == "barge_in_stop"
+            else "a backchannel or noise during a reply"
+        )
+        raise ConfigError(
+            f"--rank-by {ranking.rank_by}: no run has {what} (run whole calls with "
+            "interrupt/backchannel steps: compare --scenario, docs/BARGE_IN.md)"
+        )
 
 
 def trust_of(summary: Mapping[str, Any]) -> dict[str, Any]:
