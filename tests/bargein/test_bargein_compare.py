@@ -20,7 +20,12 @@ from voicelat.report.comparison_html import comparison_html
 MS = 1_000_000
 
 
-def _summary(stop_ms: list[int] | None, false: int, backchannels: int) -> dict[str, Any]:
+def _summary(
+    stop_ms: list[int] | None,
+    false: int,
+    backchannels: int,
+    by_kind: dict[str, dict[str, int]] | None = None,
+) -> dict[str, Any]:
     stop = (
         DistSummary()
         if stop_ms is None
@@ -35,6 +40,7 @@ def _summary(stop_ms: list[int] | None, false: int, backchannels: int) -> dict[s
         backchannels=backchannels,
         false_barge_ins=false,
         false_barge_in_rate=false / backchannels if backchannels else None,
+        by_kind=by_kind or {},
     )
     return {"calls": CallsSummary(n=1, barge_in=barge_in).to_json(), "fixture_set_sha256": "f"}
 
@@ -42,7 +48,12 @@ def _summary(stop_ms: list[int] | None, false: int, backchannels: int) -> dict[s
 #: fast replies that stop slowly and stop on backchannels; slower replies that stop quickly
 #: and never on a backchannel; the fastest, which never stopped at all.
 SUMMARIES = {
-    "eager": _summary([300, 320], false=3, backchannels=4),
+    "eager": _summary(
+        [300, 320],
+        false=3,
+        backchannels=4,
+        by_kind={"backchannel": {"n": 3, "false": 3}, "noise": {"n": 1, "false": 0}},
+    ),
     "patient": _summary([180, 200], false=0, backchannels=4),
     "deaf": _summary(None, false=0, backchannels=4),
 }
@@ -87,9 +98,14 @@ def test_each_combination_carries_its_barge_in_figures() -> None:
         "backchannels": 4,
         "false_barge_ins": 0,
         "false_barge_in_rate": 0.0,
+        "by_kind": {},
     }
     assert by_name["deaf"]["stop_p50_ns"] is None and by_name["deaf"]["never_stopped"] == 2
     assert by_name["eager"]["false_barge_in_rate"] == 0.75
+    assert by_name["eager"]["by_kind"] == {
+        "backchannel": {"n": 3, "false": 3},
+        "noise": {"n": 1, "false": 0},
+    }
     assert set(doc["calls"]) == set(SUMMARIES)
 
 
@@ -114,7 +130,9 @@ def test_text_markdown_and_html_show_the_barge_in_columns() -> None:
     rows = {line.split()[0]: line for line in table[3:] if line.strip()}
     assert set(rows) == {"eager", "patient", "deaf"}
     assert "2/2" in rows["patient"] and "180 / 200" in rows["patient"] and "0/4" in rows["patient"]
-    assert "300 / 320" in rows["eager"] and "3/4" in rows["eager"] and "75%" in rows["eager"]
+    assert "300 / 320" in rows["eager"] and "75%" in rows["eager"]
+    # Which kind it stopped on: every backchannel, not the noise.
+    assert "3/4 (backchannel 3/3, noise 0/1)" in rows["eager"]
     assert "0/2" in rows["deaf"]  # never stopped: no stop figure, and said so
     assert "stop at the ear P50 / P90 ms" in text and "false barge-in rate" in text
     md = comparison_markdown(doc)

@@ -332,6 +332,8 @@ class BargeInFigures:
     backchannels: int = 0
     false_barge_ins: int = 0
     false_barge_in_rate: float | None = None
+    #: "backchannel" / "noise" -> (met, false barge-ins on them).
+    by_kind: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -343,6 +345,7 @@ class BargeInFigures:
             "backchannels": self.backchannels,
             "false_barge_ins": self.false_barge_ins,
             "false_barge_in_rate": self.false_barge_in_rate,
+            "by_kind": {k: {"n": n, "false": f} for k, (n, f) in self.by_kind.items()},
         }
 
     @classmethod
@@ -361,6 +364,11 @@ class BargeInFigures:
             backchannels=b.backchannels,
             false_barge_ins=b.false_barge_ins,
             false_barge_in_rate=b.false_barge_in_rate,
+            by_kind={
+                k: (int(v.get("n", 0)), int(v.get("false", 0)))
+                for k, v in b.by_kind.items()
+                if v.get("n")
+            },
         )
 
     @classmethod
@@ -374,6 +382,7 @@ class BargeInFigures:
             return round(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
         rate = data.get("false_barge_in_rate")
+        kinds = data.get("by_kind")
         return cls(
             interrupts=count("interrupts"),
             stopped=count("stopped"),

@@ -210,11 +210,21 @@ def barge_in_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                 f"{b.get('stopped', 0)}/{b.get('interrupts', 0)}",
                 stop,
                 str(b.get("never_stopped", 0)),
-                f"{b.get('false_barge_ins', 0)}/{b.get('backchannels', 0)}",
+                f"{b.get('false_barge_ins', 0)}/{b.get('backchannels', 0)}" + _by_kind(b),
                 "-" if rate is None else f"{rate:.0%}",
             ]
         )
     return rows
+
+
+def _by_kind(b: Mapping[str, Any]) -> str:
+    """`` (backchannel 9/9, noise 3/3)`` when both kinds were met (which one it stopped on)."""
+    kinds = b.get("by_kind") or {}
+    if len(kinds) < 2:
+        return ""
+    return (
+        " (" + ", ".join(f"{k} {v.get('false', 0)}/{v.get('n', 0)}" for k, v in kinds.items()) + ")"
+    )
 
 
 BARGE_IN_TITLE = (
