@@ -182,3 +182,10 @@ def test_a_live_barge_in_ranking_without_a_scenario_is_refused(tmp_path: Path) -
     )
     with pytest.raises(ConfigError, match="give --scenario"):
         cmd_compare(args)
+
+
+def test_the_figures_read_back_from_comparison_json_as_written() -> None:
+    from voicelat.core.ranking import BargeInFigures
+
+    for c in _doc("p50")["combinations"]:
+        assert BargeInFigures.from_json(c["barge_in"]).to_json() == c["barge_in"]

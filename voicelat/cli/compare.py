@@ -114,6 +114,14 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     )
     _add_network_argument(p)
     p.add_argument(
+        "--score",
+        choices=("off", "wer", "all"),
+        default="off",
+        help="after every combination is measured (never during): wer scores each reply's WER "
+        "(Whisper), all adds DNSMOS; needs [output] save_audio = true (default off: priced "
+        "only, when the pipelines have [cost])",
+    )
+    p.add_argument(
         "--tui",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -182,6 +190,7 @@ def _compare_live(args: argparse.Namespace) -> int:
         plan_comparison,
         prepare_comparison,
         read_summaries,
+        score_comparison,
     )
     from voicelat.engine.request import PlanRequest
 
@@ -208,6 +217,7 @@ def _compare_live(args: argparse.Namespace) -> int:
         f"fixtures; {what} ({len(setup.schedule)} turns); results -> {setup.out}"
     )
     measure_comparison(setup, runs, CompareLines(setup.schedule, len(runs)), _info)
+    score_comparison(runs, getattr(args, "score", "off"), _info)
     summaries = read_summaries(runs)
     check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
     with_scores(summaries, {r.combo.name: r.run_dir for r in runs})
@@ -261,6 +271,11 @@ def _compare_saved(args: argparse.Namespace, dirs: Sequence[Path]) -> int:
     from voicelat.engine.compare import default_compare_out
     from voicelat.engine.comparison import check_rank_key, saved_comparison_document, saved_runs
 
+    if getattr(args, "score", "off") != "off":
+        raise ConfigError(
+            "--score scores a comparison it measures; score existing runs with "
+            "`voicelat score RUN` first, then rank them"
+        )
     saved = saved_runs(dirs)
     check_rank_key(_ranking(args), saved.summaries)
     out: Path = args.out or default_compare_out("runs")

@@ -396,6 +396,11 @@ class BargeInFigures:
                 if isinstance(rate, int | float) and not isinstance(rate, bool)
                 else None
             ),
+            by_kind={
+                str(k): (int(v.get("n") or 0), int(v.get("false") or 0))
+                for k, v in (kinds.items() if isinstance(kinds, Mapping) else ())
+                if isinstance(v, Mapping)
+            },
         )
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "plan_comparison",
     "prepare_comparison",
     "read_summaries",
+    "score_comparison",
 ]
 
 
@@ -366,6 +367,31 @@ def _price(run_dir: Path, progress: Progress) -> None:
         score_run(run_dir, "off")
     except (OSError, VoicelatError) as exc:
         progress(f"warning: {run_dir} not priced ({exc})")
+
+
+def score_comparison(runs: Sequence[CombinationRun], mode: str, progress: Progress) -> None:
+    """``compare --score wer|all``: score every combination's replies once the whole
+    comparison is measured (never while another combination still measures: Whisper and
+    DNSMOS take seconds a turn). One set of scorers serves all of them (each model loads
+    once); a combination that cannot be scored is a warning, the ranking stands without it."""
+    from voicelat.score.run import Scorers, score_run
+
+    if mode == "off":
+        return
+    scorers = Scorers(mode)
+    for r in runs:
+        if not (r.run_dir / TURNS_FILE).is_file():
+            continue
+        started = time.monotonic()
+        try:
+            outcome = score_run(r.run_dir, mode, scorers=scorers)
+        except (OSError, VoicelatError) as exc:
+            progress(
+                f"warning: {r.combo.name} not scored ({exc}); retry: voicelat score {r.run_dir}"
+            )
+            continue
+        took = time.monotonic() - started
+        progress(f"scored {r.combo.name}: {len(outcome.rows)} turn(s) in {took:.0f} s ({mode})")
 
 
 async def _drive(

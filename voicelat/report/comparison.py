@@ -261,9 +261,9 @@ def _table_text(rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
-def _scores_text(doc: Mapping[str, Any], table: Any) -> list[str]:
+def _scores_text(doc: Mapping[str, Any], table: Any, bullet: str | None = None) -> list[str]:
     """The price, quality and goodput table (report/fronts.py), when anything was scored."""
-    from voicelat.report.fronts import has_scores, scores_rows
+    from voicelat.report.fronts import cost_notes, has_scores, scores_rows
 
     if not has_scores(doc):
         return []
@@ -271,6 +271,10 @@ def _scores_text(doc: Mapping[str, Any], table: Any) -> list[str]:
         "",
         "Price, quality and goodput (goodput: turns meeting every criterion listed)",
         *table(scores_rows(doc)),
+        # Markdown: the notes as a list after a blank line (a line right after a table
+        # would read as one more row).
+        *([""] if bullet is not None and cost_notes(doc) else []),
+        *(f"{bullet or ''}{note}" for note in cost_notes(doc)),
     ]
 
 
@@ -352,7 +356,7 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
     lines += ["## Ranking", "", *_table_md(ranking_rows(doc)), ""]
     if untrusted(doc):
         lines += ["## Trust", "", *(f"- {line}" for line in trust_lines(doc)), ""]
-    scored = _scores_text(doc, _table_md)
+    scored = _scores_text(doc, _table_md, bullet="- ")
     if scored:
         lines += ["## Price, quality and goodput", *scored, ""]
     seg = segment_rows(doc)
