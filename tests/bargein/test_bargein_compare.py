@@ -12,7 +12,7 @@ import pytest
 
 from voicelat.core.errors import ConfigError
 from voicelat.core.ranking import CombinationSample
-from voicelat.core.run_summary import BargeInSummary, CallsSummary, DistSummary
+from voicelat.core.run_summary import BargeInSummary, CallsSummary, DistSummary, RunSummary
 from voicelat.engine.comparison import Ranking, check_rank_key, comparison_document
 from voicelat.report.comparison import BARGE_IN_TITLE, comparison_markdown, comparison_text
 from voicelat.report.comparison_html import comparison_html
@@ -71,14 +71,14 @@ def _doc(rank_by: str) -> dict[str, Any]:
         description="",
         source={},
         samples=samples,
-        summaries={k: dict(v) for k, v in SUMMARIES.items()},
+        summaries={k: RunSummary.from_json(v) for k, v in SUMMARIES.items()},
         run_dirs={},
         labels={},
         excluded=[],
         fixtures={},
         schedule={},
         interleaved=True,
-    )
+    ).to_json()
 
 
 def _order(doc: dict[str, Any]) -> list[str]:
@@ -149,25 +149,26 @@ def test_a_comparison_without_overlays_has_no_barge_in_section() -> None:
         description="",
         source={},
         samples=[CombinationSample("a", [{"e2e": k * MS} for k in range(1, 5)], 4, 0)],
-        summaries={"a": {"fixture_set_sha256": "f"}},
+        summaries={"a": RunSummary.from_json({"fixture_set_sha256": "f"})},
         run_dirs={},
         labels={},
         excluded=[],
         fixtures={},
         schedule={},
         interleaved=True,
-    )
+    ).to_json()
     assert "barge_in" not in doc["combinations"][0] and "calls" not in doc
     assert "Barge-in" not in comparison_text(doc) and "Barge-in" not in comparison_html(doc)
 
 
 def test_a_barge_in_ranking_of_runs_without_the_figure_is_refused() -> None:
-    plain = {"a": {"fixture_set_sha256": "f"}, "b": {"fixture_set_sha256": "f"}}
+    plain = {k: RunSummary.from_json({"fixture_set_sha256": "f"}) for k in "ab"}
     with pytest.raises(ConfigError, match="--rank-by barge_in_stop: no run has a stopped"):
         check_rank_key(Ranking("barge_in_stop"), plain)
     with pytest.raises(ConfigError, match="no run has a backchannel"):
-        check_rank_key(Ranking("false_barge_in"), {"d": _summary(None, 0, 0)})
-    check_rank_key(Ranking("false_barge_in"), SUMMARIES)  # has one: no refusal
+        check_rank_key(Ranking("false_barge_in"), {"d": RunSummary.from_json(_summary(None, 0, 0))})
+    typed = {k: RunSummary.from_json(v) for k, v in SUMMARIES.items()}
+    check_rank_key(Ranking("false_barge_in"), typed)  # has one: no refusal
     check_rank_key(Ranking("p90"), plain)
 
 

@@ -20,7 +20,6 @@ report); 130 interrupted (finished turns and their summaries are kept).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +29,12 @@ from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.cli.compare_progress import CompareLines
 from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
 from voicelat.core.ranking import BARGE_IN_KEYS, check_same_fixtures
-from voicelat.engine.comparison import Ranking, with_scores
+from voicelat.engine.comparison import Ranking, comparison_scores
 from voicelat.engine.progress import stderr_progress as _info
 
 if TYPE_CHECKING:
+    from voicelat.core.comparison_doc import ComparisonDoc
+
     _SubParsers = argparse._SubParsersAction[Any]
 else:
     _SubParsers = Any
@@ -219,9 +220,9 @@ def _compare_live(args: argparse.Namespace) -> int:
     measure_comparison(setup, runs, CompareLines(setup.schedule, len(runs)), _info)
     score_comparison(runs, getattr(args, "score", "off"), _info)
     summaries = read_summaries(runs)
-    check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
-    with_scores(summaries, {r.combo.name: r.run_dir for r in runs})
-    doc = live_comparison_document(_ranking(args), setup, runs, summaries)
+    check_same_fixtures({k: s.fixture_set_sha256 for k, s in summaries.items()})
+    scores = comparison_scores({r.combo.name: r.run_dir for r in runs})
+    doc = live_comparison_document(_ranking(args), setup, runs, summaries, scores)
     return _finish(args, doc, setup.out)
 
 
@@ -229,18 +230,20 @@ def _ranking(args: argparse.Namespace) -> Ranking:
     return Ranking(args.rank_by, args.confidence, args.resamples, args.seed)
 
 
-def _finish(args: argparse.Namespace, doc: dict[str, Any], out: Path) -> int:
+def _finish(args: argparse.Namespace, doc: ComparisonDoc, out: Path) -> int:
     from voicelat.cli.view import comparison_page, load_comparison
+    from voicelat.files.comparison import write_comparison
     from voicelat.report.comparison import comparison_markdown, comparison_text
 
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / COMPARISON_JSON, json.dumps(doc, indent=2) + "\n")
-    _write(out / COMPARISON_MD, comparison_markdown(doc))
+    write_comparison(out, doc)
+    data = doc.to_json()  # the reports render the document's JSON shape
+    _write(out / COMPARISON_MD, comparison_markdown(data))
     # Read back as `voicelat view OUT` reads it: the page and the screen show the same turns.
     loaded = load_comparison(out)
     _write(out / REPORT_HTML, comparison_page(loaded))
     print()
-    print(comparison_text(doc))
+    print(comparison_text(data))
     print()
     print(f"reports: {out / COMPARISON_MD}, {out / REPORT_HTML}, {out / COMPARISON_JSON}")
     print(f"open it again: voicelat view {out}")
@@ -250,12 +253,12 @@ def _finish(args: argparse.Namespace, doc: dict[str, Any], out: Path) -> int:
         # The measurement is over: the UI cannot disturb a stamp any more.
         from voicelat.tui.compare import show_comparison
 
-        show_comparison(doc, loaded.runs)
-    if not any(c.get("status") == "ok" for c in doc["combinations"]):
-        first = doc["combinations"][0] if doc["combinations"] else {}
+        show_comparison(data, loaded.runs)
+    if not doc.ranked:
+        first = doc.combinations[0] if doc.combinations else None
         raise InfraError(
-            f"no combination produced a warm turn; {first.get('name', '?')}: "
-            f"{first.get('failure') or first.get('status')} (reports in {out})"
+            f"no combination produced a warm turn; {first.name if first else '?'}: "
+            f"{(first.failure or first.status) if first else '?'} (reports in {out})"
         )
     return EXIT_OK
 

@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from voicelat.core import jsontext
+from voicelat.core.comparison_doc import ComparisonDoc
 from voicelat.core.errors import ConfigError, VoicelatError
 from voicelat.core.plan import PlannedTurn
+from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 from voicelat.engine.comparison import (
     Ranking,
@@ -286,10 +288,12 @@ def measure_comparison(
         _stop_networks(runs)  # idempotent: each relay stopped once its summary is written
 
 
-def read_summaries(runs: Sequence[CombinationRun]) -> dict[str, dict[str, Any]]:
-    """Each combination's ``summary.json`` as written (priced), by combination name."""
+def read_summaries(runs: Sequence[CombinationRun]) -> dict[str, RunSummary]:
+    """Each combination's ``summary.json`` as written (priced, scored), typed, by name."""
     return {
-        r.combo.name: jsontext.loads((r.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        r.combo.name: RunSummary.from_json(
+            jsontext.loads((r.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        )
         for r in runs
     }
 
@@ -345,14 +349,22 @@ def _write_summary(
         r.writer.close()
     if setup.calls:
         write_calls(r.run_dir, r.runner.call_records)
-    summary = r.runner.summary(setup.plan, "failed" if r.setup_error else status, started_wall)
-    if r.setup_error:
-        summary["setup_error"] = r.setup_error
-    summary["comparison"] = {"name": setup.name, "combination": r.combo.name}
+    summary = RunSummary.from_json(
+        r.runner.summary(setup.plan, "failed" if r.setup_error else status, started_wall)
+    )
+    summary = replace(
+        summary,
+        extra={
+            **summary.extra,
+            **({"setup_error": r.setup_error} if r.setup_error else {}),
+            "comparison": {"name": setup.name, "combination": r.combo.name},
+        },
+    )
     write_summary(r.run_dir, summary)
     if r.network is not None:
-        # Stops its relay; the requested and realised impairment (and a miss) into the summary.
-        r.network.record(RunOutcome(r.run_dir, [], summary))
+        # Stops its relay; the requested and realised impairment (and a miss) into the
+        # summary, which it writes again (the network's section is the relay's to add).
+        r.network.record(RunOutcome(r.run_dir, [], summary.to_json()))
     _price(r.run_dir, progress)
 
 
@@ -486,8 +498,9 @@ def live_comparison_document(
     ranking: Ranking,
     setup: CompareSetup,
     runs: Sequence[CombinationRun],
-    summaries: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
+    summaries: Mapping[str, RunSummary],
+    scores: Mapping[str, Mapping[str, Any]] | None = None,
+) -> ComparisonDoc:
     """``comparison.json`` of an interleaved comparison that was just measured."""
     from voicelat.files.fixtures import fixture_set_hash
 
@@ -502,6 +515,7 @@ def live_comparison_document(
         source=setup.source,
         samples=samples,
         summaries=summaries,
+        scores=scores,
         run_dirs={r.combo.name: r.run_dir.name for r in runs},
         labels={r.combo.name: r.combo.labels for r in runs},
         excluded=setup.excluded,
