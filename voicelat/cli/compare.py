@@ -93,6 +93,27 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
         "--out", "-o", type=Path, help="output directory (default: runs/<time>-compare-<name>)"
     )
     _add_scenario_argument(p)
+    _add_ranking_arguments(p)
+    _add_network_argument(p)
+    p.add_argument(
+        "--score",
+        choices=("off", "wer", "all"),
+        default="off",
+        help="after every combination is measured (never during): wer scores each reply's WER "
+        "(Whisper), all adds DNSMOS; needs [output] save_audio = true (default off: priced "
+        "only, when the pipelines have [cost])",
+    )
+    p.add_argument(
+        "--tui",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the ranking in the terminal UI at the end (default: when stdout is a terminal)",
+    )
+    p.set_defaults(func=cmd_compare)
+    return p
+
+
+def _add_ranking_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rank-by",
         choices=("p50", "p90", "barge_in_stop", "false_barge_in"),
@@ -113,23 +134,6 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=non_negative_int, default=0, help="bootstrap seed: same input, same verdicts"
     )
-    _add_network_argument(p)
-    p.add_argument(
-        "--score",
-        choices=("off", "wer", "all"),
-        default="off",
-        help="after every combination is measured (never during): wer scores each reply's WER "
-        "(Whisper), all adds DNSMOS; needs [output] save_audio = true (default off: priced "
-        "only, when the pipelines have [cost])",
-    )
-    p.add_argument(
-        "--tui",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show the ranking in the terminal UI at the end (default: when stdout is a terminal)",
-    )
-    p.set_defaults(func=cmd_compare)
-    return p
 
 
 def _add_scenario_argument(p: argparse.ArgumentParser) -> None:
