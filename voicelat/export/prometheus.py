@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from voicelat.core.bargein import BARGE_IN
 from voicelat.core.call import CALL_GREETING, CALL_TURN, index_label
 from voicelat.core.contract import SEGMENTS
+from voicelat.core.run_summary import RunSummary
 from voicelat.core.turn import Turn
 from voicelat.export.base import ExportOptions, MetricsPortInUse
 from voicelat.export.measures import (
@@ -218,7 +219,7 @@ class PrometheusExporter:
         self._probe_samples = True
         self.loop_lag.labels(self.pipeline).observe(seconds(lag_ns))
 
-    def close(self, summary: Mapping[str, Any] | None) -> None:
+    def close(self, summary: RunSummary | None) -> None:
         """Stop serving, after one more scrape when ``linger_s`` asks for it (called once the
         fan-out has handed over every turn, off the measuring loop)."""
         if self.linger_s > 0:
