@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from voicelat.core.stats import percentile  # noqa: E402
+from voicelat.core.base.stats import percentile  # noqa: E402
 from voicelat.files.pipeline import Endpointing, Pipeline, parse_pipeline  # noqa: E402
 
 MS = 1_000_000

@@ -72,9 +72,9 @@ from _common import (
 
 from voicelat.audio import first_audible_sample
 from voicelat.audio.wav import PCM
-from voicelat.core.plan import plan_turns
-from voicelat.core.schedule import Load
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.schedule import Load
 from voicelat.emulate.content import tone_speech
 from voicelat.engine.runner import Runner
 from voicelat.engine.workers import WorkerPool
@@ -274,7 +274,7 @@ async def _back_to_back(base_url: str, n: int, idle_s: float) -> list[dict[str, 
     """``n`` streamed chat requests on one warm connection, each ``idle_s`` after the previous
     stream ended (as an agent's follow-up requests go): per request, the client's stamps of the
     request, the response headers and the first content token."""
-    from voicelat.core.events import Delta, RequestSent, Span
+    from voicelat.core.measure.events import Delta, RequestSent, Span
     from voicelat.stages.base import load_stage_class
 
     table = dict(pipeline(base_url).llm)
@@ -304,8 +304,8 @@ COMPUTE_HEADERS_MS, COMPUTE_TTFT_MS = 5.0, 46.0
 
 def _trusted(gaps: list[int], server: dict[str, Any]) -> bool:
     """Whether the trust section passes these header -> first-event gaps from ``server``."""
-    from voicelat.core.diagnostics import assess_trust
-    from voicelat.core.turn import SpanRecord
+    from voicelat.core.base.turn import SpanRecord
+    from voicelat.core.summaries.diagnostics import assess_trust
 
     turns = [
         Turn(index=i, fixture="f", t0_ns=0, e2e_ns=0, segments={},
@@ -332,7 +332,7 @@ def wire_case(
     alone (``flagged_40ms``), and in the trust section when the stage's server is the
     emulator (``trusted``) or is described as the embedded stack's LLM (``trusted_as_stack``).
     ``headers_ms``/``ttft_ms`` move the headers before the token (the compute case)."""
-    from voicelat.core.diagnostics import quantized_near_40ms
+    from voicelat.core.summaries.diagnostics import quantized_near_40ms
 
     base = Profile()
     ttft = base.ttft if ttft_ms is None else ttft_ms
@@ -388,7 +388,7 @@ async def _ws_requests(base_url: str, n: int) -> list[dict[str, int]]:
     """``n`` syntheses through voicelat's ``elevenlabs-tts`` websocket stage: per connection the
     client's handshake span (upgrade request sent -> 101 processed) and per request the first
     text sent and the first audio."""
-    from voicelat.core.events import Audio, Span, TextSent
+    from voicelat.core.measure.events import Audio, Span, TextSent
     from voicelat.stages.base import load_stage_class
 
     os.environ.setdefault(KEY_ENV, "bench")  # the emulator wants a key sent, any key

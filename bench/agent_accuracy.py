@@ -60,10 +60,10 @@ from tests.stages.agent_helpers import pipecat_agent  # noqa: E402
 from voicelat.audio import read_wav  # noqa: E402
 from voicelat.audio.frames import FULL_SCALE  # noqa: E402
 from voicelat.audio.wav import PCM, write_wav  # noqa: E402
-from voicelat.core.errors import InfraError  # noqa: E402
-from voicelat.core.events import Audio, StageEvent  # noqa: E402
-from voicelat.core.plan import plan_turns  # noqa: E402
-from voicelat.core.turn import Turn  # noqa: E402
+from voicelat.core.base.errors import InfraError  # noqa: E402
+from voicelat.core.base.plan import plan_turns  # noqa: E402
+from voicelat.core.base.turn import Turn  # noqa: E402
+from voicelat.core.measure.events import Audio, StageEvent  # noqa: E402
 from voicelat.engine.runner import Runner  # noqa: E402
 from voicelat.engine.stageset import AgentStageSet  # noqa: E402
 from voicelat.files.fixtures import load_fixtures  # noqa: E402

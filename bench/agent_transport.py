@@ -50,8 +50,8 @@ if str(ROOT) not in sys.path:
 
 from bench._common import machine_line, now_stamp  # noqa: E402
 from tests.stages.agent_helpers import pipecat_agent, run_agent_turns  # noqa: E402
-from voicelat.core.stats import percentile  # noqa: E402
-from voicelat.core.turn import Turn  # noqa: E402
+from voicelat.core.base.stats import percentile  # noqa: E402
+from voicelat.core.base.turn import Turn  # noqa: E402
 from voicelat.stages.pipecat_ws import PipecatWs  # noqa: E402
 from voicelat.stages.webrtc import WebRTC  # noqa: E402
 

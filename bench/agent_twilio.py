@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import ROOT, dist_ms, machine_line
 from tests.agents.pipecat_agent import running_agent
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.plan import plan_turns
 from voicelat.engine.runner import Runner
 from voicelat.engine.stageset import AgentStageSet
 from voicelat.files.fixtures import load_fixtures

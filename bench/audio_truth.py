@@ -44,8 +44,8 @@ from _common import (
 )
 
 from voicelat.audio import first_audible_sample, read_wav
-from voicelat.core.plan import plan_turns
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.turn import Turn
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 

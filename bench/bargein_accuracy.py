@@ -42,10 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import KEY_ENV, dist_ms, fmt, machine, machine_line, serve, write_fixture
 from s2s_accuracy import RealtimeProfile, realtime_pipeline
 
-from voicelat.core.bargein import OverlayOutcome
-from voicelat.core.call import Scenario, Step
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.schedule import Load
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.calls.bargein import OverlayOutcome
+from voicelat.core.calls.call import Scenario, Step
+from voicelat.core.measure.schedule import Load
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures

@@ -1,13 +1,14 @@
 """Where a real Pipecat bot's stop goes, per transport: interruptions timed at the ear.
 
-    python bench/bargein_bot.py                   # pipecat-ws and webrtc, 5 calls each (~2 min)
-    python bench/bargein_bot.py --calls 3 --transports ws
+    python bench/bargein_bot.py                   # pipecat-ws, webrtc, twilio: 5 calls each (~3 min)
+    python bench/bargein_bot.py --calls 3 --transports ws,twilio
 
 The bot is tests/agents/pipecat_transport_agent.py with ``--interruptible``: Pipecat's own
 transports and serializer, its bundled Silero VAD (``stop_secs`` 0.3, start 0.2 s), a 5 s
 canned reply; the caller's speech starting during a reply interrupts it as Pipecat does
 (``broadcast_interruption``: the output transport drops its queued audio, the serializer tells
-the client). Each call is scenarios-style: a question, an interruption 500 ms after the reply
+the client: the protobuf interruption frame over pipecat-ws, Twilio's ``clear`` over twilio,
+nothing in-band over WebRTC). Each call is scenarios-style: a question, an interruption 500 ms after the reply
 became audible (``int_01_wait``), a last turn. Per transport: the stop latency (onset -> the
 bot silent at the ear) and its waterfall, P50 / P90 over the calls.
 """
@@ -28,9 +29,9 @@ if str(ROOT) not in sys.path:
 from bench._common import machine_line  # noqa: E402
 from tests.bargein.bargein_helpers import INTERRUPT_STEPS, scenario  # noqa: E402
 from tests.stages.agent_helpers import pipecat_agent  # noqa: E402
-from voicelat.core.bargein import OverlayOutcome  # noqa: E402
-from voicelat.core.plan import PlannedTurn  # noqa: E402
-from voicelat.core.stats import Distribution  # noqa: E402
+from voicelat.core.base.plan import PlannedTurn  # noqa: E402
+from voicelat.core.base.stats import Distribution  # noqa: E402
+from voicelat.core.calls.bargein import OverlayOutcome  # noqa: E402
 from voicelat.engine.call import plan_calls  # noqa: E402
 from voicelat.engine.runner import Runner  # noqa: E402
 from voicelat.engine.stageset import AgentStageSet  # noqa: E402
@@ -38,12 +39,14 @@ from voicelat.files.pipeline import parse_pipeline  # noqa: E402
 from voicelat.files.results import read_calls  # noqa: E402
 from voicelat.files.scenario import load_scenario  # noqa: E402
 from voicelat.stages.pipecat_ws import PipecatWs  # noqa: E402
+from voicelat.stages.twilio import Twilio  # noqa: E402
 from voicelat.stages.webrtc import WebRTC  # noqa: E402
 
 MS = 1_000_000
 TRANSPORTS = {
     "ws": ("pipecat-ws", PipecatWs, "ws://127.0.0.1:{port}"),
     "webrtc": ("webrtc", WebRTC, "http://127.0.0.1:{port}/api/offer"),
+    "twilio": ("twilio", Twilio, "ws://127.0.0.1:{port}/ws"),
 }
 
 
@@ -75,7 +78,7 @@ def _ms(values: list[int]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--calls", type=int, default=5)
-    ap.add_argument("--transports", default="ws,webrtc")
+    ap.add_argument("--transports", default="ws,webrtc,twilio")
     args = ap.parse_args()
     print(f"voicelat barge-in through a Pipecat bot, {time.strftime('%Y-%m-%d %H:%M')}; "
           f"{machine_line()}")  # fmt: skip

@@ -50,9 +50,9 @@ from _common import (
 )
 from accuracy import _after, _index, _onset_ns, errors_of
 
-from voicelat.core.call import CALL_TURN, CallRecord, Scenario, Step
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.schedule import Load
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.calls.call import CALL_TURN, CallRecord, Scenario, Step
+from voicelat.core.measure.schedule import Load
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures

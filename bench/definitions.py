@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from voicelat.core.plan import plan_turns  # noqa: E402
+from voicelat.core.base.plan import plan_turns  # noqa: E402
 from voicelat.emulate import Emulators  # noqa: E402
 from voicelat.engine.runner import Runner  # noqa: E402
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures  # noqa: E402

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests" / "export"))
 
 from synthetic_turns import synthetic_turns  # noqa: E402
 
-from voicelat.core.stats import percentile  # noqa: E402
+from voicelat.core.base.stats import percentile  # noqa: E402
 from voicelat.export import ExportFanout, ExportOptions, build_exporters  # noqa: E402
 
 RECEIVER = """

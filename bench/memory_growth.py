@@ -11,7 +11,7 @@ in a process of its own (`voicelat serve`), with the short synthetic turns of be
 the measuring loop: the run's timings are disturbed, its memory is not). The growth per turn is
 (traced memory at B - at A) / (B - A); the sites list the largest differences. What a finished
 turn must keep (the Turn the summary's percentiles and waterfall are computed from) shows as
-``core/recorder.py`` / ``core/turn.py`` lines; anything else growing is a leak candidate.
+``core/measure/recorder.py`` / ``core/base/turn.py`` lines; anything else growing is a leak candidate.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import KEY_ENV, ROOT, Profile, machine_line, pipeline, serve, write_fixture
 
-from voicelat.core.plan import PlannedTurn, plan_turns
-from voicelat.core.schedule import Load
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import PlannedTurn, plan_turns
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.schedule import Load
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures
 

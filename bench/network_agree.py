@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import machine_line
-from voicelat.core.network import Direction, NetworkProfile
+from voicelat.core.base.network import Direction, NetworkProfile
 from voicelat.engine.netem import NetemNamespace, netem_problem
 from voicelat.engine.network import RelayProcess
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import MS, ROOT, local_stack, machine, machine_line
 
 from voicelat.audio import frames, load_for_stage
-from voicelat.core.events import Audio, Delta, Done, Final, RequestSent, Span, TextSent
+from voicelat.core.measure.events import Audio, Delta, Done, Final, RequestSent, Span, TextSent
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
 from voicelat.files.pipeline import default_pipeline_path, load_pipeline
 from voicelat.stages.base import load_stage_class

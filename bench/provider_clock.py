@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Profile, machine_line, pipeline, serve, write_fixture
 
-from voicelat.core.plan import plan_turns
-from voicelat.core.stats import percentile
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.stats import percentile
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.helpers import emulated_openai_pipeline  # noqa: E402
 from voicelat.audio.wav import PCM, read_wav, write_wav  # noqa: E402
-from voicelat.core.plan import plan_turns  # noqa: E402
+from voicelat.core.base.plan import plan_turns  # noqa: E402
 from voicelat.emulate import Emulators  # noqa: E402
 from voicelat.engine.runner import Runner  # noqa: E402
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures  # noqa: E402

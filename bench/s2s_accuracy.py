@@ -44,8 +44,8 @@ from _common import KEY_ENV, MS, Profile, dist_ms, fmt, machine_line, serve, wri
 
 from voicelat.audio import first_audible_sample
 from voicelat.audio.wav import PCM
-from voicelat.core.plan import plan_turns
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.turn import Turn
 from voicelat.emulate.content import tone_speech
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from voicelat.core.sse import SSEDecoder
+from voicelat.core.measure.sse import SSEDecoder
 
 
 def _decode_ms(reads: list[bytes]) -> float:

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import MS, ROOT, machine_line
 
-from voicelat.core.stats import percentile
+from voicelat.core.base.stats import percentile
 from voicelat.files.results import load_run
 
 PIPELINE = ROOT / "pipelines" / "local.toml"

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 echo "installing voicelat[local,dev]: the first time llama-cpp-python compiles (minutes; pip is quiet)" >&2
-CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" \
+CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF}" \
   .venv/bin/python -m pip install -q -e '.[local,dev]'
 .venv/bin/ruff check voicelat tests
 .venv/bin/mypy

@@ -64,7 +64,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
 def _secret_registry_per_test() -> Iterator[None]:
     """Each test starts from the keys registered before it: one test's key (read from the
     environment) must not scrub the words of another test's messages."""
-    from voicelat.core.secrets import forget_secrets, registered_secrets
+    from voicelat.core.base.secrets import forget_secrets, registered_secrets
 
     before = registered_secrets()
     yield

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import HealthCheck, settings
 
-from voicelat.core.errors import VoicelatError
+from voicelat.core.base.errors import VoicelatError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

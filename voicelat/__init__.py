@@ -9,48 +9,48 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from voicelat.core.version import __version__
+from voicelat.core.base.version import __version__
 
 _EXPORTS: dict[str, str] = {
     # the metric contract and the sans-I/O core
-    "MILESTONES": "voicelat.core.contract",
-    "SEGMENTS": "voicelat.core.contract",
-    "CRITICAL_PATH": "voicelat.core.contract",
-    "Clock": "voicelat.core.clock",
-    "MonotonicClock": "voicelat.core.clock",
-    "FakeClock": "voicelat.core.clock",
-    "Connected": "voicelat.core.events",
-    "Span": "voicelat.core.events",
-    "RequestSent": "voicelat.core.events",
-    "TextSent": "voicelat.core.events",
-    "Partial": "voicelat.core.events",
-    "Final": "voicelat.core.events",
-    "EndOfTurn": "voicelat.core.events",
-    "Delta": "voicelat.core.events",
-    "Audio": "voicelat.core.events",
-    "Done": "voicelat.core.events",
-    "Failed": "voicelat.core.events",
-    "StageEvent": "voicelat.core.events",
-    "TurnRecorder": "voicelat.core.recorder",
-    "Turn": "voicelat.core.turn",
-    "SpanRecord": "voicelat.core.turn",
-    "critical_segments": "voicelat.core.metrics",
-    "percentile": "voicelat.core.stats",
-    "Distribution": "voicelat.core.stats",
-    "percentile_band": "voicelat.core.stats",
-    "bootstrap_diff": "voicelat.core.stats",
-    "build_summary": "voicelat.core.summary",
-    "summarize": "voicelat.core.summary",
-    "RunSummary": "voicelat.core.run_summary",
+    "MILESTONES": "voicelat.core.base.contract",
+    "SEGMENTS": "voicelat.core.base.contract",
+    "CRITICAL_PATH": "voicelat.core.base.contract",
+    "Clock": "voicelat.core.measure.clock",
+    "MonotonicClock": "voicelat.core.measure.clock",
+    "FakeClock": "voicelat.core.measure.clock",
+    "Connected": "voicelat.core.measure.events",
+    "Span": "voicelat.core.measure.events",
+    "RequestSent": "voicelat.core.measure.events",
+    "TextSent": "voicelat.core.measure.events",
+    "Partial": "voicelat.core.measure.events",
+    "Final": "voicelat.core.measure.events",
+    "EndOfTurn": "voicelat.core.measure.events",
+    "Delta": "voicelat.core.measure.events",
+    "Audio": "voicelat.core.measure.events",
+    "Done": "voicelat.core.measure.events",
+    "Failed": "voicelat.core.measure.events",
+    "StageEvent": "voicelat.core.measure.events",
+    "TurnRecorder": "voicelat.core.measure.recorder",
+    "Turn": "voicelat.core.base.turn",
+    "SpanRecord": "voicelat.core.base.turn",
+    "critical_segments": "voicelat.core.measure.metrics",
+    "percentile": "voicelat.core.base.stats",
+    "Distribution": "voicelat.core.base.stats",
+    "percentile_band": "voicelat.core.base.stats",
+    "bootstrap_diff": "voicelat.core.base.stats",
+    "build_summary": "voicelat.core.summaries.summary",
+    "summarize": "voicelat.core.summaries.summary",
+    "RunSummary": "voicelat.core.summaries.run_summary",
     "load_run": "voicelat.files.results",
     "LoadedRun": "voicelat.files.results",
-    "SCHEMA_VERSION": "voicelat.core.run_summary",
+    "SCHEMA_VERSION": "voicelat.core.summaries.run_summary",
     "Pipeline": "voicelat.files.pipeline",
     "load_pipeline": "voicelat.files.pipeline",
     "Fixture": "voicelat.files.fixtures",
     "load_fixtures": "voicelat.files.fixtures",
-    "plan_turns": "voicelat.core.plan",
-    "Chunker": "voicelat.core.chunker",
+    "plan_turns": "voicelat.core.base.plan",
+    "Chunker": "voicelat.core.measure.chunker",
     # running and stages
     "Runner": "voicelat.engine.runner",
     "TurnEngine": "voicelat.engine.turn",
@@ -74,9 +74,9 @@ _EXPORTS: dict[str, str] = {
     "TTSStage": "voicelat.stages.base",
     "load_stage_class": "voicelat.stages.base",
     # errors
-    "VoicelatError": "voicelat.core.errors",
-    "ConfigError": "voicelat.core.errors",
-    "InfraError": "voicelat.core.errors",
+    "VoicelatError": "voicelat.core.base.errors",
+    "ConfigError": "voicelat.core.base.errors",
+    "InfraError": "voicelat.core.base.errors",
 }
 
 __all__ = [
@@ -156,11 +156,14 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from voicelat.core.chunker import Chunker
-    from voicelat.core.clock import Clock, FakeClock, MonotonicClock
-    from voicelat.core.contract import CRITICAL_PATH, MILESTONES, SEGMENTS
-    from voicelat.core.errors import ConfigError, InfraError, VoicelatError
-    from voicelat.core.events import (
+    from voicelat.core.base.contract import CRITICAL_PATH, MILESTONES, SEGMENTS
+    from voicelat.core.base.errors import ConfigError, InfraError, VoicelatError
+    from voicelat.core.base.plan import plan_turns
+    from voicelat.core.base.stats import Distribution, bootstrap_diff, percentile, percentile_band
+    from voicelat.core.base.turn import SpanRecord, Turn
+    from voicelat.core.measure.chunker import Chunker
+    from voicelat.core.measure.clock import Clock, FakeClock, MonotonicClock
+    from voicelat.core.measure.events import (
         Audio,
         Connected,
         Delta,
@@ -174,13 +177,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StageEvent,
         TextSent,
     )
-    from voicelat.core.metrics import critical_segments
-    from voicelat.core.plan import plan_turns
-    from voicelat.core.recorder import TurnRecorder
-    from voicelat.core.run_summary import SCHEMA_VERSION, RunSummary
-    from voicelat.core.stats import Distribution, bootstrap_diff, percentile, percentile_band
-    from voicelat.core.summary import build_summary, summarize
-    from voicelat.core.turn import SpanRecord, Turn
+    from voicelat.core.measure.metrics import critical_segments
+    from voicelat.core.measure.recorder import TurnRecorder
+    from voicelat.core.summaries.run_summary import SCHEMA_VERSION, RunSummary
+    from voicelat.core.summaries.summary import build_summary, summarize
     from voicelat.engine.agent_turn import AgentTurnEngine
     from voicelat.engine.cascade_turn import CascadeTurnEngine
     from voicelat.engine.progress import NullObserver, Observer

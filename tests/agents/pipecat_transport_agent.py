@@ -1,23 +1,28 @@
-"""A real Pipecat bot without models behind pipecat-ws and SmallWebRTC, for the transport tests
-and bench/agent_transport.py (tests/agents/pipecat_agent.py is its twin for twilio; the clip is
-its :func:`~tests.agents.pipecat_agent.canned_clip`).
+"""A real Pipecat bot without models behind pipecat-ws, SmallWebRTC and Twilio Media Streams, for
+the transport tests, bench/agent_transport.py and bench/bargein_bot.py
+(tests/agents/pipecat_agent.py is the twilio agent tests' simpler twin; the clip is its
+:func:`~tests.agents.pipecat_agent.canned_clip`).
 
 Run from the repository root (a subprocess of the test: its own event loop, as a deployed bot
 has)::
 
     python -m tests.agents.pipecat_transport_agent ws --port 9251
     python -m tests.agents.pipecat_transport_agent webrtc --port 9252
+    python -m tests.agents.pipecat_transport_agent twilio --port 9253   # ws://.../ws
 
 The pipeline is Pipecat's own: its transport (``SingleClientWebsocketServerTransport`` with
 ``ProtobufFrameSerializer``, or ``SmallWebRTCTransport`` behind a FastAPI ``POST /api/offer``
-using ``SmallWebRTCRequestHandler``, as pipecat's runner does), the Silero VAD bundled with
+using ``SmallWebRTCRequestHandler``, as pipecat's runner does, or ``FastAPIWebsocketTransport``
+with ``TwilioFrameSerializer`` behind ``parse_telephony_websocket`` on ``/ws``, as its runner's
+telephony route does, ``auto_hang_up`` off: no Twilio account), the Silero VAD bundled with
 pipecat (``VADProcessor``), and :class:`CannedReply`, which answers each user turn (the VAD's
 stop) with a canned clip after ``--delay-ms``: ``--lead-ms`` of digital silence, then a
 ``--tone-ms`` 440 Hz tone, at the output transport's rate (``--out-rate``). ``--mode mute``
 never answers. RTVI stays on (pipecat's default). ``--interruptible``: the user's speech
 starting during a reply (the VAD's start) interrupts it, as Pipecat does it
 (``broadcast_interruption``: the output transport drops its queued audio and the serializer
-tells the client); without it the bot talks over the user to the end of its clip.
+tells the client: the protobuf interruption frame, or Twilio's ``clear``); without it the bot
+talks over the user to the end of its clip.
 
 It prints ``READY`` once it listens, then one JSON line per event with ``time.monotonic_ns()``
 (the same clock as voicelat's on one host): ``vad_stop`` (the VAD decided), ``reply`` (the clip
@@ -252,6 +257,50 @@ async def run_webrtc(args: argparse.Namespace) -> None:
     await started
 
 
+async def run_twilio(args: argparse.Namespace) -> None:
+    """One Media Streams call per websocket on ``/ws``: Twilio's ``connected`` and ``start``
+    read by Pipecat's own ``parse_telephony_websocket``, then its Twilio serializer (8 kHz
+    mu-law both ways, resampled to the pipeline's rates; an interruption goes out as
+    ``clear``)."""
+    import uvicorn
+    from fastapi import FastAPI
+    from pipecat.runner.utils import parse_telephony_websocket
+    from pipecat.serializers.twilio import TwilioFrameSerializer
+    from pipecat.transports.websocket.fastapi import (
+        FastAPIWebsocketParams,
+        FastAPIWebsocketTransport,
+    )
+    from starlette.routing import WebSocketRoute
+    from starlette.websockets import WebSocket
+
+    app = FastAPI()
+
+    async def call(ws: WebSocket) -> None:
+        await ws.accept()
+        _, data = await parse_telephony_websocket(ws)
+        serializer = TwilioFrameSerializer(
+            stream_sid=data["stream_id"],
+            call_sid=data["call_id"],
+            params=TwilioFrameSerializer.InputParams(auto_hang_up=False),
+        )
+        params = _transport_params(FastAPIWebsocketParams, args, serializer=serializer)
+        transport = FastAPIWebsocketTransport(websocket=ws, params=params)
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(_pipeline(transport, args))
+        await runner.run()
+
+    # Starlette's own route: it hands the socket over without reading annotations (this
+    # module's are strings, which FastAPI would resolve at run time).
+    app.router.routes.append(WebSocketRoute("/ws", call))
+    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
+    server = uvicorn.Server(config)
+    started = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    print("READY", flush=True)
+    await started
+
+
 def _log_track(track_cls: Any) -> None:
     """Log when the outgoing track hands the first frame with sound of a reply to aiortc."""
     original = track_cls.recv
@@ -270,7 +319,7 @@ def _log_track(track_cls: Any) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("transport", choices=("ws", "webrtc"))
+    parser.add_argument("transport", choices=("ws", "webrtc", "twilio"))
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--in-rate", type=int, default=16000)
     parser.add_argument("--out-rate", type=int, default=24000)
@@ -287,7 +336,8 @@ def main() -> None:
         "--interruptible", action="store_true", help="the user's speech interrupts a reply"
     )
     args = parser.parse_args()
-    asyncio.run(run_ws(args) if args.transport == "ws" else run_webrtc(args))
+    run = {"ws": run_ws, "webrtc": run_webrtc, "twilio": run_twilio}[args.transport]
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import sys
 from importlib.metadata import entry_points
 
 from voicelat.cli.main import main
-from voicelat.core.version import __version__
+from voicelat.core.base.version import __version__
 
 
 def test_python_dash_m_voicelat() -> None:

@@ -11,7 +11,7 @@ import voicelat
 def test_every_exported_name_resolves() -> None:
     for name in voicelat.__all__:
         assert getattr(voicelat, name) is not None, name
-    assert voicelat.Turn.__module__ == "voicelat.core.turn"
+    assert voicelat.Turn.__module__ == "voicelat.core.base.turn"
     assert voicelat.percentile([1, 2, 3, 4], 50) == 2.5
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from voicelat.audio import PCM, bytes_dbfs, frame_samples, frames, rms_dbfs
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
 
 
 def test_frames_split_and_zero_pad_the_last() -> None:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from voicelat.audio import Pacer, StopPacing, sleep_until
-from voicelat.core.clock import FakeClock, MonotonicClock
+from voicelat.core.measure.clock import FakeClock, MonotonicClock
 
 MS = 1_000_000
 FRAME = bytes(640)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from voicelat.audio import PCM, resample, resample_array
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
 
 
 def _tone(freq: float, rate: int, seconds: float = 1.0, amp: float = 0.5) -> PCM:

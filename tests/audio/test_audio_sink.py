@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from voicelat.audio import SimulatedSink, read_wav
-from voicelat.core.clock import FakeClock
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
+from voicelat.core.measure.clock import FakeClock
 
 MS = 1_000_000
 RATE = 16000

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from voicelat.audio import SimulatedSink
-from voicelat.core.clock import FakeClock
+from voicelat.core.measure.clock import FakeClock
 
 MS = 1_000_000
 RATE = 16000

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from voicelat.audio import SimulatedSink
-from voicelat.core.clock import FakeClock
+from voicelat.core.measure.clock import FakeClock
 
 MS = 1_000_000
 

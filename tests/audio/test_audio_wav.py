@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from voicelat.audio import PCM, load_for_stage, read_wav, write_wav
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
 
 RATE = 16000
 

@@ -13,8 +13,8 @@ from voicelat.audio.endpointers_replay import Grid, audio_seconds, estimate_seco
 from voicelat.audio.frames import frames as split_frames
 from voicelat.audio.resample import load_for_stage
 from voicelat.audio.vad import Endpoint, Endpointer
-from voicelat.core.endpointing import frames_for, hangover_endpoints
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.measure.endpointing import frames_for, hangover_endpoints
 from voicelat.files.fixtures import load_fixtures
 
 PAUSES = Path(__file__).resolve().parents[2] / "fixtures" / "pauses"

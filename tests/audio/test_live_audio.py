@@ -18,7 +18,7 @@ from voicelat.audio.device import (
     FrameAssembler,
     StreamResampler,
 )
-from voicelat.core.clock import FakeClock
+from voicelat.core.measure.clock import FakeClock
 
 MS = 1_000_000
 

@@ -13,7 +13,7 @@ import pytest
 from tests.bargein.bargein_helpers import INTERRUPT_STEPS, scenario
 from tests.calls.test_call_agent import MS
 from tests.stages.agent_helpers import pipecat_agent
-from voicelat.core.plan import PlannedTurn
+from voicelat.core.base.plan import PlannedTurn
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner
 from voicelat.engine.stageset import AgentStageSet
@@ -30,7 +30,7 @@ async def _run(tmp_path: Path, url: str, stage: type = PipecatWs) -> Runner:
     loaded = load_scenario(scenario(tmp_path, "bot", INTERRUPT_STEPS))
     calls = plan_calls([loaded.scenario])
     plan = [PlannedTurn(i, f, 0, False) for i, f in enumerate(loaded.scenario.fixture_ids())]
-    name = "pipecat-ws" if stage is PipecatWs else "webrtc"
+    name = getattr(stage, "stage_name", "pipecat-ws")
     table = {"stage": name, "url": url, "reply_idle_ms": 400}
     pipeline = parse_pipeline({"agent": table, "turn": {"timeout_s": 25}})
     runner = Runner(pipeline, list(loaded.fixtures.values()), tmp_path / "out", calls=calls)
@@ -87,3 +87,32 @@ async def test_a_pipecat_bot_over_webrtc_stops_for_an_interruption(tmp_path: Pat
     assert ov.stopped and ov.stop_ns is not None
     assert sum(ov.segments.values()) == ov.stop_ns
     assert 150 * MS <= ov.stop_ns <= 1_500 * MS, ov.segments
+
+
+async def test_a_pipecat_bot_over_twilio_clears_the_line_for_an_interruption(
+    tmp_path: Path,
+) -> None:
+    """Over Twilio Media Streams the bot's stop signal is Pipecat's ``clear`` (its Twilio
+    serializer's answer to the interruption): the detection, with the queued audio dropped
+    as Twilio drops it; the stop is the last audible sample at voicelat's sink."""
+    from voicelat.stages.twilio import Twilio
+
+    port = 9294
+    extra = ["--tone-ms", "5000", "--stop-ms", "300", "--interruptible"]
+    with pipecat_agent("twilio", port, *extra) as agent:
+        runner = await _run(tmp_path, f"ws://127.0.0.1:{port}/ws", Twilio)
+    turns = sorted(runner.turns, key=lambda t: t.index)
+    assert len(turns) == 3 and all(t.ok for t in turns), [t.failure_reason for t in turns]
+    assert agent.named("interrupt"), agent.events
+    (ov,) = read_calls(tmp_path / "out")[0].overlays
+    assert ov.stopped and ov.stop_ns is not None and not ov.extra.get("stop_inferred")
+    assert ov.detected_ns is not None and ov.onset_ns is not None
+    # The clear followed the bot's own decision (its VAD start, 0.2 s of speech, logged on
+    # the same clock): it is the bot's signal, not a guess from the audio going quiet.
+    (decided,) = agent.named("interrupt")
+    assert 0 <= ov.detected_ns - decided <= 100 * MS, (ov.detected_ns - decided) / MS
+    assert sum(ov.segments.values()) == ov.stop_ns
+    assert "detection" in ov.segments  # the clear splits detection from the rest
+    assert 150 * MS <= ov.stop_ns <= 1_500 * MS, ov.segments
+    # voicelat dropped its playout buffer at the clear, as Twilio does: quiet within a frame.
+    assert ov.last_audible_ns is not None and ov.last_audible_ns - ov.detected_ns <= 21 * MS

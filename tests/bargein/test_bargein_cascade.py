@@ -19,8 +19,8 @@ from tests.bargein.bargein_helpers import (
 )
 from tests.calls.calls_helpers import openai_profile
 from tests.helpers import emulated_openai_pipeline
-from voicelat.core.call import INTERRUPTED, INTERRUPTING
-from voicelat.core.plan import PlannedTurn
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.calls.call import INTERRUPTED, INTERRUPTING
 from voicelat.emulate import Emulators
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner

@@ -10,9 +10,14 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.ranking import CombinationSample
-from voicelat.core.run_summary import BargeInSummary, CallsSummary, DistSummary, RunSummary
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.judge.ranking import CombinationSample
+from voicelat.core.summaries.run_summary import (
+    BargeInSummary,
+    CallsSummary,
+    DistSummary,
+    RunSummary,
+)
 from voicelat.engine.comparison import Ranking, check_rank_key, comparison_document
 from voicelat.report.comparison import BARGE_IN_TITLE, comparison_markdown, comparison_text
 from voicelat.report.comparison_html import comparison_html
@@ -186,7 +191,7 @@ def test_a_live_barge_in_ranking_without_a_scenario_is_refused(tmp_path: Path) -
 
 
 def test_the_figures_read_back_from_comparison_json_as_written() -> None:
-    from voicelat.core.ranking import BargeInFigures
+    from voicelat.core.judge.ranking import BargeInFigures
 
     for c in _doc("p50")["combinations"]:
         assert BargeInFigures.from_json(c["barge_in"]).to_json() == c["barge_in"]

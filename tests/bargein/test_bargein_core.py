@@ -9,10 +9,15 @@ from pathlib import Path
 import pytest
 
 from tests.bargein.bargein_helpers import scenario
-from voicelat.core.bargein import OverlayOutcome, barge_in_section, longest_gap_ns, stop_segments
-from voicelat.core.budget import evaluate_budget, parse_budget
-from voicelat.core.errors import ConfigError
-from voicelat.core.run_summary import BargeInSummary, CallsSummary, RunSummary
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.calls.bargein import (
+    OverlayOutcome,
+    barge_in_section,
+    longest_gap_ns,
+    stop_segments,
+)
+from voicelat.core.judge.budget import evaluate_budget, parse_budget
+from voicelat.core.summaries.run_summary import BargeInSummary, CallsSummary, RunSummary
 from voicelat.files.scenario import load_scenario
 
 
@@ -122,6 +127,10 @@ def test_overlays_a_pipeline_cannot_hear_and_fixtures_without_speech_are_refused
     with pytest.raises(ConfigError, match='turn_detection = "server_vad"'):
         check_overlays(sc, manual)
     check_overlays(sc, parse_pipeline({"s2s": {"stage": "openai-realtime"}}))
+    gemini = {"stage": "gemini-live", "activity_detection": "manual"}
+    with pytest.raises(ConfigError, match='activity_detection = "automatic"'):
+        check_overlays(sc, parse_pipeline({"s2s": gemini}))
+    check_overlays(sc, parse_pipeline({"s2s": gemini | {"activity_detection": "automatic"}}))
     # A backchannel fixture whose manifest has no speech bounds: named, before anything runs.
     folder = tmp_path / "fx"
     folder.mkdir()
@@ -141,9 +150,9 @@ def test_overlays_a_pipeline_cannot_hear_and_fixtures_without_speech_are_refused
 def test_the_timelines_mark_the_overlays_and_the_stop() -> None:
     import xml.etree.ElementTree as ET
 
-    from voicelat.core.bargein import BARGE_IN, barge_in_extra
-    from voicelat.core.call import CALL_CONNECTED, CALL_ID, CALL_TURN, CallRecord
-    from voicelat.core.turn import Turn
+    from voicelat.core.base.turn import Turn
+    from voicelat.core.calls.bargein import BARGE_IN, barge_in_extra
+    from voicelat.core.calls.call import CALL_CONNECTED, CALL_ID, CALL_TURN, CallRecord
     from voicelat.report.call_svg import call_lanes, call_timeline_svg
     from voicelat.tui.calls import call_timeline_text
 

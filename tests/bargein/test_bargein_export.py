@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.calls.test_call_export import MS, T0, _turn
-from voicelat.core.bargein import BARGE_IN, OverlayOutcome, barge_in_extra
+from voicelat.core.calls.bargein import BARGE_IN, OverlayOutcome, barge_in_extra
 from voicelat.export.otel import emit_turn_spans
 from voicelat.export.prometheus import PrometheusExporter
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.bargein.bargein_helpers import INTERRUPT_STEPS, LONG_REPLY, MS, scenario
-from voicelat.core.call import INTERRUPTING
-from voicelat.core.plan import PlannedTurn
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.calls.call import INTERRUPTING
 from voicelat.emulate import Emulators
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from types import ModuleType
 
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import TurnsWriter, write_summary
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,8 @@ from tests.calls.calls_helpers import CALLS, MS
 from tests.stages.agent_helpers import pipecat_agent
 from voicelat.audio import read_wav
 from voicelat.audio.clip import shape_clip
-from voicelat.core.call import CALL_TURN
-from voicelat.core.caller import cache_key
+from voicelat.core.calls.call import CALL_TURN
+from voicelat.core.calls.caller import cache_key
 from voicelat.emulate import Emulators
 from voicelat.engine.call import plan_calls
 from voicelat.engine.caller import CallerOptions, SimulatedCallers, caller_tables

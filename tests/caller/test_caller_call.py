@@ -17,7 +17,7 @@ import pytest
 
 from tests.calls.calls_helpers import CALLS, MS, openai_profile
 from voicelat.cli.main import main
-from voicelat.core.call import CALL_ID, CALL_TURN
+from voicelat.core.calls.call import CALL_ID, CALL_TURN
 from voicelat.emulate import Emulators
 from voicelat.files.results import load_run, read_calls
 
@@ -118,6 +118,7 @@ def _check_conversation(run_dir: Path, caller: Emulators, out: str) -> list[dict
     return lines
 
 
+@pytest.mark.e2e
 async def test_a_simulated_caller_converses_and_replays_frozen_against_a_changed_pipeline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -171,6 +172,7 @@ async def test_a_simulated_caller_converses_and_replays_frozen_against_a_changed
         assert record.extra["caller"]["frozen"] is True
 
 
+@pytest.mark.e2e
 async def test_two_runs_with_the_same_seed_and_cache_send_byte_identical_audio(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,9 +21,6 @@ def _caller(tmp_path: Path) -> Path:
     ("argv", "says"),
     [
         (["run", "--workers", "2"], "--workers with a simulated caller"),
-        (["compare", str(ROOT / "pipelines" / "emulated-openai.toml"),
-          str(ROOT / "pipelines" / "emulated-deepgram-aura.toml")],
-         "compare --scenario with a simulated caller"),
     ],
 )  # fmt: skip
 def test_refused_with_a_caller(

@@ -13,7 +13,8 @@ import pytest
 from voicelat.audio.clip import CLIP_RATE, shape_clip
 from voicelat.audio.onset import first_audible_sample
 from voicelat.audio.wav import PCM
-from voicelat.core.caller import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.calls.caller import (
     CallerSpec,
     Exchange,
     cache_key,
@@ -25,7 +26,6 @@ from voicelat.core.caller import (
     judge_verdict,
     said_goodbye,
 )
-from voicelat.core.errors import ConfigError
 from voicelat.engine.caller_cache import ClipCache, CorruptEntry
 from voicelat.files.scenario import load_scenario
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tests.stages.agent_helpers import MS, pipecat_agent
-from voicelat.core.call import CALL_TURN
-from voicelat.core.errors import InfraError
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import InfraError
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import CALL_TURN
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner
 from voicelat.engine.stageset import AgentStageSet

@@ -10,9 +10,9 @@ import pytest
 
 from tests.calls.calls_helpers import CALLS, MS, openai_profile
 from tests.helpers import emulated_openai_pipeline
-from voicelat.core.call import CALL_ID, CALL_TURN
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.run_summary import RunSummary
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.calls.call import CALL_ID, CALL_TURN
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.emulate import Emulators
 from voicelat.engine.call import plan_calls
 from voicelat.engine.runner import Runner

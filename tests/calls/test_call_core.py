@@ -1,11 +1,12 @@
-"""The pure call figures (core/call.py) and the conversation prompt (core/conversation.py),
+"""The pure call figures (core/calls/call.py) and the conversation prompt (core/calls/conversation.py),
 on literal integers and strings."""
 
 from __future__ import annotations
 
 import random
 
-from voicelat.core.call import (
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import (
     CALL_ID,
     CALL_TURN,
     CallRecord,
@@ -15,8 +16,7 @@ from voicelat.core.call import (
     gap_ns,
     index_label,
 )
-from voicelat.core.conversation import Conversation, Message, prompt_text
-from voicelat.core.turn import Turn
+from voicelat.core.calls.conversation import Conversation, Message, prompt_text
 
 MS = 1_000_000
 
@@ -119,8 +119,8 @@ def test_a_completions_prompt_puts_the_history_before_the_users_line() -> None:
 
 
 def test_budgets_hold_the_greeting_and_the_later_turns_of_calls() -> None:
-    from voicelat.core.budget import evaluate_budget, parse_budget
-    from voicelat.core.run_summary import CallsSummary, DistSummary, RunSummary
+    from voicelat.core.judge.budget import evaluate_budget, parse_budget
+    from voicelat.core.summaries.run_summary import CallsSummary, DistSummary, RunSummary
 
     budget = parse_budget(
         {"min_turns": 1, "greeting": {"p90_ms": 500}, "e2e_later_turns": {"p50_ms": 900}}

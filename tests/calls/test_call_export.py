@@ -9,8 +9,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from voicelat.core.call import CALL_CONNECTED, CALL_GREETING, CALL_ID, CALL_TURN
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import CALL_CONNECTED, CALL_GREETING, CALL_ID, CALL_TURN
 from voicelat.export.otel import CallSpans, emit_turn_spans
 from voicelat.export.prometheus import PrometheusExporter
 

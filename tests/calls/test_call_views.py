@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from voicelat.core.call import CALL_CONNECTED, CALL_GREETING, CALL_ID, CALL_TURN
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import CALL_CONNECTED, CALL_GREETING, CALL_ID, CALL_TURN
 from voicelat.report.call_svg import call_lanes, calls_from_turns
 from voicelat.tui.calls import call_timeline_text, calls_view
 
@@ -57,3 +57,31 @@ def test_the_terminal_timeline_draws_both_lanes_and_each_wait() -> None:
     console.print(calls_view(_turns(), width=100))
     assert "c1 (s): 2/2 turns ok, greeting after 500 ms" in console.export_text()
     assert calls_view([t for t in _turns() if False]) is None
+
+
+def test_the_terminal_timeline_says_the_words_turn_by_turn() -> None:
+    """Under the lanes, each turn's words: the caller's line, the agent's reply where the turn
+    has it (an agent's turn does not), its e2e; a long pair cut to the width, both kept."""
+    from dataclasses import replace
+
+    from voicelat.tui.calls import call_words_text
+
+    long = "I would like to book a table for four people tomorrow evening at eight, please. " * 2
+    first, second = _turns()
+    turns = [
+        replace(first, expected="Hi, a table for four, please.", reply="Sure. For when?"),
+        replace(second, expected=long, reply="Booked: four, tomorrow at eight. Goodbye!"),
+        replace(second, index=2, extra={**second.extra, CALL_TURN: 3}, expected="Thanks.",
+                failed=True, e2e_ns=None, failure_reason="no reply"),
+    ]  # fmt: skip
+    lines = call_words_text("c1", list(reversed(turns)), width=80).plain.split("\n")
+    assert lines[0] == "  1. “Hi, a table for four, please.” → “Sure. For when?”  1000 ms"
+    assert lines[1].startswith("  2. “I would like to book") and lines[1].endswith("  1000 ms")
+    assert "…” → “Booked: four" in lines[1] and len(lines[1]) == 80  # cut, both sides kept
+    assert lines[2] == "  3. “Thanks.”  failed"  # no reply text: no arrow
+    assert call_words_text("other", turns).plain == ""
+    console = Console(width=120, record=True)
+    console.print(calls_view(turns, width=100))
+    shown = console.export_text()
+    assert "“Hi, a table for four, please.” → “Sure. For when?”" in shown
+    assert shown.index("caller") < shown.index("1. “Hi")  # the words under the lanes

@@ -11,9 +11,9 @@ import pytest
 
 from tests.calls.calls_helpers import CALLS, openai_profile
 from tests.helpers import emulated_openai_pipeline
-from voicelat.core.call import CALL_ID
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.schedule import Load
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.calls.call import CALL_ID
+from voicelat.core.measure.schedule import Load
 from voicelat.emulate import Emulators
 from voicelat.engine.call import plan_calls
 from voicelat.engine.workers import WorkerPool

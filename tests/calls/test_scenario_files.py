@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.files.scenario import load_scenario, load_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]

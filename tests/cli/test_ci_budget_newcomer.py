@@ -21,6 +21,7 @@ from voicelat.files.results import load_run
 IMPOSSIBLE = "[budget]\nmin_turns = 1\n[budget.e2e]\np50_ms = 1\n"
 
 
+@pytest.mark.e2e
 def test_ci_budget_file_is_the_budget_recorded_and_the_page_says_the_gate_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

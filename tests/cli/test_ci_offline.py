@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from voicelat.cli.main import main
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.summary import build_summary
 from voicelat.files.results import SCHEMA_VERSION, TurnsWriter, write_summary
 
 MS = 1_000_000

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.cli.test_ci_offline import GENEROUS, budget_file, ci, make_turns, run_a, write_run
-from voicelat.core.compare import NOT_RESOLVABLE, REGRESSION
+from voicelat.core.judge.compare import NOT_RESOLVABLE, REGRESSION
 
 __all__ = ["run_a"]
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from voicelat.cli.main import main
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import turn_to_json
 
 MS = 1_000_000

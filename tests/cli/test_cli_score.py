@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT, voicelat
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import turn_to_json, write_summary
 
 S = 1_000_000_000

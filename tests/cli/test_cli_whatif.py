@@ -9,7 +9,7 @@ import pytest
 
 from voicelat.audio.endpointers_replay import first_endpoints_ns
 from voicelat.cli.main import main
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.files.fixtures import load_fixtures
 from voicelat.files.results import TurnsWriter, write_summary
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from voicelat.cli.main import main
-from voicelat.core.arrivals import delta_record
-from voicelat.core.events import Delta
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.arrivals import delta_record
+from voicelat.core.measure.events import Delta
 from voicelat.files.results import TurnsWriter, write_summary
 
 MS = 1_000_000

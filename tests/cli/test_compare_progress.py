@@ -16,8 +16,8 @@ import pytest
 from tests.cli.emulated_run import KEY_ENV, pipeline, serving
 from tests.helpers import ROOT
 from voicelat.cli.compare_progress import CompareLines as _Progress
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
 from voicelat.files.matrix import Slot
 
 

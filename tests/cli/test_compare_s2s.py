@@ -14,8 +14,8 @@ from pathlib import Path
 from tests.core.test_core_recorder import complete_turn
 from tests.core.test_core_s2s import server_vad_turn
 from voicelat.cli.main import main
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.summary import build_summary
 from voicelat.files.results import TurnsWriter, write_summary
 
 

@@ -18,8 +18,8 @@ import pytest
 
 from tests.cli.emulated_run import finish, popen, run_args, serving, wait_for
 from tests.export.synthetic_turns import synthetic_turns
-from voicelat.core.errors import InfraError
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import InfraError
+from voicelat.core.base.turn import Turn
 from voicelat.engine.writer import TurnsWriterThread
 from voicelat.files.results import TurnsWriter
 

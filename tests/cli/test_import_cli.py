@@ -11,7 +11,7 @@ import pytest
 
 from tests.trace_exporter import E2E_NS, SEGMENTS_NS, Defects, conversation, request_bytes
 from voicelat.cli.main import main
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE
+from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE
 from voicelat.files.results import load_run
 
 MS = 1_000_000
@@ -141,7 +141,7 @@ def test_without_opentelemetry_proto_import_says_which_extra(tmp_path: Path) -> 
 
 def test_production_md_documents_every_check() -> None:
     from tests.helpers import ROOT
-    from voicelat.core.trace_checks import CHECKS
+    from voicelat.core.traces.trace_checks import CHECKS
 
     text = (ROOT / "docs" / "PRODUCTION.md").read_text()
     missing = [c for c in CHECKS if f"| `{c}` |" not in text]

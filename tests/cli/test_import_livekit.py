@@ -15,10 +15,10 @@ import pytest
 
 from tests.otlp_json import BASE_NS, MS, Span, sid, write
 from voicelat.cli.main import main
-from voicelat.core.agent_trace import AgentSpan
-from voicelat.core.contract import TRACED_SEGMENTS
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK
-from voicelat.core.framework_turns import split_window
+from voicelat.core.base.contract import TRACED_SEGMENTS
+from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_OK
+from voicelat.core.traces.agent_trace import AgentSpan
+from voicelat.core.traces.framework_turns import split_window
 from voicelat.files.otlp import read_trace_file
 from voicelat.files.results import load_run
 
@@ -313,3 +313,28 @@ def test_the_generic_genai_mapping_finds_livekits_turns_but_cannot_time_them(
     run = load_run(out)
     assert len(run.turns) == 2 and all(t.failed for t in run.turns)
     assert all("trace_partial" in t.flags for t in run.turns)
+
+
+def test_a_placed_trace_places_the_tts_metrics_wall_timestamp_with_its_spans() -> None:
+    """The trace receiver moves span times onto voicelat's monotonic clock; LiveKit's TTS
+    milestones come from TTSMetrics' wall ``timestamp`` (an attribute, not a span time), so
+    they must move by the same translation, or a played LiveKit turn's tts_ttfb is clamped
+    away (found profiling examples/livekit-agent: every TTS milestone sat 1.8e12 ms off)."""
+    from voicelat.files.otlp import convert, decode_request
+
+    body = VOICE.read_bytes()
+    as_exported, _ = convert(decode_request(body, "application/json", "identity"))
+    shift = -1_796_000_000_000_000_000  # roughly unix epoch -> a perf_counter of minutes
+    placed, _ = convert(decode_request(body, "application/json", "identity"), lambda t: t + shift)
+    assert {s.placed_offset_ns for s in placed} == {shift}
+
+    def split(spans: list[AgentSpan], offset: int) -> dict[str, int]:
+        reply = next(s for s in spans if s.name == "agent_turn")
+        user = next(s for s in spans if s.name == "user_turn")
+        found = split_window(spans, (user.start_ns, reply.end_ns), "livekit")
+        assert found is not None
+        return {k: v - offset for k, v in found.milestones.items()}
+
+    before, after = split(as_exported, 0), split(placed, shift)
+    assert set(before) >= {"agent_tts_request", "agent_tts_first_byte", "agent_endpoint"}
+    assert after == before

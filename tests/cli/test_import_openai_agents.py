@@ -17,10 +17,10 @@ import pytest
 
 from tests.otlp_json import BASE_NS, MS, Span, sid, write
 from voicelat.cli.main import main
-from voicelat.core.agent_trace import AgentSpan
-from voicelat.core.contract import TRACED_SEGMENTS
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK
-from voicelat.core.openai_agents_trace import first_content_ns
+from voicelat.core.base.contract import TRACED_SEGMENTS
+from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_OK
+from voicelat.core.traces.agent_trace import AgentSpan
+from voicelat.core.traces.openai_agents_trace import first_content_ns
 from voicelat.files.otlp import read_trace_file
 from voicelat.files.results import load_run
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from voicelat.cli.main import main
-from voicelat.core.agent_trace import AgentSpan
-from voicelat.core.contract import TRACED_SEGMENTS
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK
+from voicelat.core.base.contract import TRACED_SEGMENTS
+from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_OK
+from voicelat.core.traces.agent_trace import AgentSpan
 from voicelat.files.otlp import read_trace_file
 from voicelat.files.results import load_run
 

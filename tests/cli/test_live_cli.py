@@ -13,7 +13,7 @@ import pytest
 from voicelat.cli.live_terminal import SpeechEndAnnouncer
 from voicelat.cli.live_tui import _app_class, _child_class, forwarded_options
 from voicelat.cli.main import build_parser
-from voicelat.core.plan import PlannedTurn
+from voicelat.core.base.plan import PlannedTurn
 from voicelat.tui.app import VoicelatApp
 from voicelat.tui.live import ChildRun, live_model
 from voicelat.tui.model import RunEvent

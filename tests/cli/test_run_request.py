@@ -14,7 +14,7 @@ import pytest
 from voicelat.cli.main import build_parser
 from voicelat.cli.request import request_from_args
 from voicelat.cli.run import add_run_arguments
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.engine.request import LoadRequest, RunRequest
 
 #: Run options that are the command's own business, not the run's (the TUI, the child's events).

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import voicelat
-from voicelat.core.version import __version__
+from voicelat.core.base.version import __version__
 
 
 def test_version_without_a_running_stack_says_so(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.tui.helpers import SAVED_RUN
 from voicelat.cli.main import build_parser, main
-from voicelat.core.errors import EXIT_OK, EXIT_USAGE
+from voicelat.core.base.errors import EXIT_OK, EXIT_USAGE
 from voicelat.tui.app import VoicelatApp
 
 

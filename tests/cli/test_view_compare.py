@@ -12,7 +12,7 @@ import pytest
 
 from tests.tui.helpers import SAVED_RUN
 from voicelat.cli.main import main
-from voicelat.core.errors import EXIT_OK, EXIT_USAGE
+from voicelat.core.base.errors import EXIT_OK, EXIT_USAGE
 from voicelat.tui.compare import CompareApp
 
 COMPARE_DIR = Path(__file__).resolve().parents[1] / "tui" / "data" / "compare"

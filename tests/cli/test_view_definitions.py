@@ -17,8 +17,8 @@ from tests.emulate.test_emulate_realtime_pipeline import PROFILE as S2S_PROFILE
 from tests.emulate.test_emulate_realtime_pipeline import realtime_pipeline
 from tests.helpers import emulated_openai_pipeline
 from voicelat.cli.main import main
-from voicelat.core.definitions import DEFINITIONS
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.judge.definitions import DEFINITIONS
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.export import SUMMARY_SCHEMA, TURN_SCHEMA

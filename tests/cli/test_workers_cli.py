@@ -18,7 +18,7 @@ import pytest
 
 from tests.cli.emulated_run import popen, run_args, serving, wait_for
 from tests.helpers import ROOT
-from voicelat.core.schedule import Load
+from voicelat.core.measure.schedule import Load
 from voicelat.engine.workers import effective_workers
 
 

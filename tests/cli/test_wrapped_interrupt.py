@@ -11,7 +11,7 @@ import pytest
 
 import voicelat.cli.main as cli
 from voicelat.cli import signals
-from voicelat.core.errors import only_interrupts
+from voicelat.core.base.errors import only_interrupts
 
 
 def test_only_interrupts_sees_through_nested_groups() -> None:

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from voicelat.core.agent_trace import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.traces.agent_trace import (
     FLAG_HANGOVER_UNSTATED,
     FLAG_INTERRUPTED,
     FLAG_LLM_EMPTY,
@@ -21,7 +22,6 @@ from voicelat.core.agent_trace import (
     split_from_spans,
     turn_complete,
 )
-from voicelat.core.errors import ConfigError
 
 MS = 1_000_000
 WINDOW = (0, 20_000 * MS)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzzing import LONG, SHORT
-from voicelat.core.agent_trace import SPLIT_MILESTONES, AgentSpan, split_from_spans
+from voicelat.core.traces.agent_trace import SPLIT_MILESTONES, AgentSpan, split_from_spans
 
 _IDS = st.sampled_from(["a", "b", "c", "d", "e"])
 _ATTR_VALUE = st.one_of(

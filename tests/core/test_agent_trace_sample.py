@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.agent_trace import (
+from voicelat.core.traces.agent_trace import (
     FLAG_HANGOVER_UNSTATED,
     FLAG_MULTIPLE_TURNS,
     AgentSpan,

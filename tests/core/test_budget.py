@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.budget import (
+from voicelat.core.base.errors import EXIT_USAGE, ConfigError
+from voicelat.core.judge.budget import (
     DEFAULT_MAX_FAILURE_RATE,
     DEFAULT_MIN_TURNS,
     Budget,
@@ -16,7 +17,6 @@ from voicelat.core.budget import (
     lenient_budget,
     parse_budget,
 )
-from voicelat.core.errors import EXIT_USAGE, ConfigError
 
 MS = 1_000_000
 

@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.budget import Budget
-from voicelat.core.compare import (
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.errors import EXIT_USAGE, ConfigError
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.budget import Budget
+from voicelat.core.judge.compare import (
     FASTER,
     MIN_COMPARE_TURNS,
     NOT_SIGNIFICANT,
@@ -20,11 +23,8 @@ from voicelat.core.compare import (
     compare_turns,
     too_few_turns_check,
 )
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.errors import EXIT_USAGE, ConfigError
-from voicelat.core.gate import evaluate_gate
-from voicelat.core.run_summary import SCHEMA_VERSION
-from voicelat.core.turn import Turn
+from voicelat.core.judge.gate import evaluate_gate
+from voicelat.core.summaries.run_summary import SCHEMA_VERSION
 
 MS = 1_000_000
 BASE = {

@@ -3,7 +3,8 @@ widened by both runs' instrument error."""
 
 from __future__ import annotations
 
-from voicelat.core.compare import (
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.compare import (
     NOT_RESOLVABLE,
     NOT_SIGNIFICANT,
     REGRESSION,
@@ -13,8 +14,7 @@ from voicelat.core.compare import (
     instrument_error_ns,
     resolvable,
 )
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 
 MS = 1_000_000
 TIGHT = Tolerance(abs_ms=1, rel_pct=0)
@@ -63,8 +63,8 @@ def test_a_12_ms_shift_is_a_regression_unless_the_instrument_hides_it() -> None:
 
 
 def test_a_ranking_gap_under_the_instrument_error_is_not_resolvable() -> None:
-    from voicelat.core.compare import metric_rows
-    from voicelat.core.ranking import CombinationSample, rank_combinations
+    from voicelat.core.judge.compare import metric_rows
+    from voicelat.core.judge.ranking import CombinationSample, rank_combinations
     from voicelat.report.comparison import vs_cell
 
     def sample(name: str, base_ms: int, error_ms: float | None) -> CombinationSample:
@@ -82,3 +82,25 @@ def test_a_ranking_gap_under_the_instrument_error_is_not_resolvable() -> None:
     assert doc["vs_best"]["p50"]["resolvable"] is False
     assert doc["vs_best"]["p50"]["instrument_ns"] == 12 * MS
     assert vs_cell(doc, 50) == "not resolvable on this machine (+12 ms)"
+
+
+def test_a_budget_under_the_instrument_error_is_flagged_unenforceable() -> None:
+    from voicelat.core.judge.budget import parse_budget
+    from voicelat.core.judge.gate import evaluate_gate, gate_text, unenforceable_notes
+
+    budget = parse_budget({"min_turns": 1, "e2e": {"p50_ms": 5, "p90_ms": 2000}}, source="b")
+    calibrated = {"schema_version": 1, "instrument": {"error_p50_ns": MS, "error_p99_ns": 6 * MS}}
+    (note,) = unenforceable_notes(budget, calibrated)
+    assert note.startswith("budget e2e P50 limit 5 ms is within this run's instrument error")
+    assert "±6.0 ms P99" in note and "unenforceable" in note
+    # Uncalibrated, or every limit above the error bar: no note.
+    assert unenforceable_notes(budget, {"schema_version": 1}) == []
+    roomy = parse_budget({"e2e": {"p50_ms": 7}}, source="b")
+    assert unenforceable_notes(roomy, calibrated) == []
+    # The gate carries it in its notes (text and gate.json) without changing its verdict.
+    rows = turns(1000)
+    summary = RunSummary.from_json({**calibrated, "counts": {"turns": 20, "headline": 20}})
+    result = evaluate_gate(summary, rows, budget)
+    assert note in result.notes and note in result.to_json()["notes"]
+    assert f"note: {note}" in gate_text(result)
+    assert not result.passed  # e2e P50 ~1004 ms breaks the 5 ms line: still a failure

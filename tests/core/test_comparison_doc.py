@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.bargein.test_bargein_compare import _doc
-from voicelat.core.comparison_doc import KIND, ComparisonDoc
-from voicelat.core.errors import VoicelatError
+from voicelat.core.base.errors import VoicelatError
+from voicelat.core.judge.comparison_doc import KIND, ComparisonDoc
 from voicelat.files.comparison import read_comparison, write_comparison
 
 SAVED = Path(__file__).resolve().parents[1] / "tui" / "data" / "compare" / "comparison.json"

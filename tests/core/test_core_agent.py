@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from voicelat.core.agent import AgentRecorder, is_agent, place_trace
-from voicelat.core.agent_trace import TraceSplit
-from voicelat.core.contract import (
+from voicelat.core.base.contract import (
     AGENT_SEGMENT_BOUNDS,
     AGENT_SEGMENTS,
     AGENT_TRACED_SEGMENT_BOUNDS,
@@ -15,8 +13,10 @@ from voicelat.core.contract import (
     display_segments,
     segment_names,
 )
-from voicelat.core.events import Audio, Done, Failed, Interrupted
-from voicelat.core.summary import summarize
+from voicelat.core.measure.events import Audio, Done, Failed, Interrupted
+from voicelat.core.summaries.summary import summarize
+from voicelat.core.traces.agent import AgentRecorder, is_agent, place_trace
+from voicelat.core.traces.agent_trace import TraceSplit
 
 MS = 1_000_000
 T0 = 5_000_000_000
@@ -192,7 +192,7 @@ def test_summary_of_agent_turns_has_agent_segments_and_figures() -> None:
 
 
 def test_budget_limits_agent_segments_and_names_the_crossing() -> None:
-    from voicelat.core.budget import judge, parse_budget
+    from voicelat.core.judge.budget import judge, parse_budget
 
     budget = parse_budget({"e2e": {"p50_ms": 500}, "agent_response": {"p50_ms": 550}})
     turn = agent_turn().finish()
@@ -237,7 +237,7 @@ def _silent_agent_turn(*events: object) -> AgentRecorder:
 
 def _empty_llm_split() -> TraceSplit:
     from tests.core.test_agent_trace import pipecat_turn
-    from voicelat.core.agent_trace import split_from_spans
+    from voicelat.core.traces.agent_trace import split_from_spans
 
     spans = [s for s in pipecat_turn() if s.name != "tts"]  # the LLM said nothing to speak
     split = split_from_spans(spans, (0, 20_000 * MS))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicelat.core.chunker import Chunker
+from voicelat.core.measure.chunker import Chunker
 
 
 def run(chunker: Chunker, tokens: list[str]) -> list[tuple[int, str]]:

@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from voicelat.core.clock import NS_PER_MS, FakeClock, MonotonicClock, ms, now_ns, wall_anchor
+from voicelat.core.measure.clock import (
+    NS_PER_MS,
+    FakeClock,
+    MonotonicClock,
+    ms,
+    now_ns,
+    wall_anchor,
+)
 
 
 def test_fake_clock_moves_only_by_hand_and_never_back() -> None:

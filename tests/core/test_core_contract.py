@@ -6,8 +6,14 @@ import dataclasses
 
 import pytest
 
-from voicelat.core.contract import CRITICAL_PATH, MILESTONES, SEGMENT_BOUNDS, SEGMENTS, STRICT_ORDER
-from voicelat.core.events import Audio, Delta, Done
+from voicelat.core.base.contract import (
+    CRITICAL_PATH,
+    MILESTONES,
+    SEGMENT_BOUNDS,
+    SEGMENTS,
+    STRICT_ORDER,
+)
+from voicelat.core.measure.events import Audio, Delta, Done
 
 
 def test_milestone_names_are_the_documented_schema() -> None:

@@ -1,4 +1,4 @@
-"""core/cost.py on literal turns: prices parsed strictly, usage by source, cost per turn, per
+"""core/judge/cost.py on literal turns: prices parsed strictly, usage by source, cost per turn, per
 call and per minute computed by hand."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.cost import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.cost import (
     Prices,
     cost_section,
     parse_prices,
     turn_cost,
     turn_usage,
 )
-from voicelat.core.errors import ConfigError
-from voicelat.core.turn import Turn
 
 S = 1_000_000_000
 CASCADE = {"stt": "openai-stt", "llm": "openai", "tts": "openai-tts"}
@@ -210,7 +210,7 @@ def test_usage_of_a_turn_that_reported_nothing_is_empty() -> None:
 
 
 def test_a_cost_per_turn_budget_passes_fails_and_never_passes_an_unknown_cost() -> None:
-    from voicelat.core.budget import evaluate_budget, parse_budget
+    from voicelat.core.judge.budget import evaluate_budget, parse_budget
 
     budget = parse_budget({"cost_per_turn": 0.01, "min_turns": 1})
     base = {"counts": {"turns": 1, "headline": 1}}

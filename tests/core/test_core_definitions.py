@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.definitions import (
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.definitions import (
     DEFINITIONS,
     KINDS,
     Formula,
@@ -15,7 +16,6 @@ from voicelat.core.definitions import (
     definitions_json,
     kind_of,
 )
-from voicelat.core.turn import Turn
 
 MS = 1_000_000
 BY_KEY = {d.key: d for d in DEFINITIONS}
@@ -218,7 +218,7 @@ def test_formula_text_and_kind() -> None:
 
 def test_a_traced_agent_turn_from_the_recorder() -> None:
     from tests.core.test_core_agent import agent_turn, at
-    from voicelat.core.agent_trace import TraceSplit
+    from voicelat.core.traces.agent_trace import TraceSplit
 
     split = TraceSplit(
         milestones={"agent_endpoint": at(1800), "agent_stt_final": at(1850),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicelat.core.endpointing import (
+from voicelat.core.measure.endpointing import (
     Config,
     ConfigScore,
     FixtureScore,

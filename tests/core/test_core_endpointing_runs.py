@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.endpointing import Truth, score_turn
-from voicelat.core.endpointing_runs import provider_setting, run_point
-from voicelat.core.errors import ConfigError
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.endpointing import Truth, score_turn
+from voicelat.core.measure.endpointing_runs import provider_setting, run_point
 
 MS = 1_000_000
 
@@ -198,7 +198,7 @@ def test_stale_end_of_turn_is_left_out_and_named() -> None:
 
 
 def test_front_compares_rates_not_counts() -> None:
-    from voicelat.core.endpointing import Config, ConfigScore, pareto_front
+    from voicelat.core.measure.endpointing import Config, ConfigScore, pareto_front
 
     offline = ConfigScore(Config("energy", -35, 300), 12, 297 * MS, 304 * MS, 8, 8, 8, 0)
     wire = ConfigScore(Config("deepgram", 0, 100, (), "wire"), 9, 322 * MS, 346 * MS, 6, 6, 4, 0)

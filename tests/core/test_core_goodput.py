@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from voicelat.core.goodput import GoodputRule, goodput, pareto_front
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.goodput import GoodputRule, goodput, pareto_front
 from voicelat.report.comparison import comparison_markdown, comparison_text
 from voicelat.report.fronts import front_points, front_svg, scores_rows
 

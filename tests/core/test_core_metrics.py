@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from voicelat.core.contract import CRITICAL_PATH, SEGMENTS, STRICT_ORDER
-from voicelat.core.events import Audio, Delta
-from voicelat.core.metrics import (
+from voicelat.core.base.contract import CRITICAL_PATH, SEGMENTS, STRICT_ORDER
+from voicelat.core.measure.events import Audio, Delta
+from voicelat.core.measure.metrics import (
     critical_segments,
     first_audible_ns,
     llm_figures,

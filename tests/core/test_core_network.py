@@ -1,4 +1,4 @@
-"""Network profiles (core/network.py): parsing, validation, the draws, netem's spelling and the
+"""Network profiles (core/base/network.py): parsing, validation, the draws, netem's spelling and the
 realised-vs-requested check, with plain numbers."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.network import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.network import (
     BUILTIN_PROFILES,
     Direction,
     Impairer,
@@ -169,7 +169,7 @@ def test_with_jitter_the_delay_is_not_judged_but_the_relays_timekeeping_is() -> 
 
 
 def test_realised_tally_reports_percentiles_and_lateness() -> None:
-    from voicelat.core.network import RealisedTally
+    from voicelat.core.base.network import RealisedTally
 
     t = RealisedTally(packets=4, lost=1)
     for d, late in ((10, 1), (20, 2), (30, 3)):

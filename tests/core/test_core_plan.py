@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicelat.core.plan import PlannedTurn, plan_turns
+from voicelat.core.base.plan import PlannedTurn, plan_turns
 
 
 def test_interleaved_rounds_after_one_warmup() -> None:

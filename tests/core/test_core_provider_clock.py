@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from voicelat.core.events import ProviderTiming, RequestSent, TextSent
-from voicelat.core.provider_clock import (
+from voicelat.core.measure.events import ProviderTiming, RequestSent, TextSent
+from voicelat.core.measure.provider_clock import (
     llama_timings_ms,
     over_measured,
     parse_processing_ms,
@@ -13,8 +13,8 @@ from voicelat.core.provider_clock import (
     split_figures,
     stage_split,
 )
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.summary import figure_distributions
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.core.summaries.summary import figure_distributions
 
 
 def test_server_timing_entries_with_quoted_separators() -> None:

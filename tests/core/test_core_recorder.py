@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from voicelat.core.contract import CRITICAL_PATH, MILESTONES, SEGMENT_BOUNDS, SEGMENTS
-from voicelat.core.events import (
+from voicelat.core.base.contract import CRITICAL_PATH, MILESTONES, SEGMENT_BOUNDS, SEGMENTS
+from voicelat.core.measure.events import (
     Audio,
     Connected,
     Delta,
@@ -19,7 +19,7 @@ from voicelat.core.events import (
     Span,
     TextSent,
 )
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.measure.recorder import TurnRecorder
 
 MS = 1_000_000
 T0 = 7_000_000_000  # an arbitrary monotonic origin: every expectation is relative to it

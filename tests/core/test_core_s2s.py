@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from voicelat.core.compare import metric_rows
-from voicelat.core.contract import (
+from voicelat.core.base.contract import (
     ALL_SEGMENTS,
     S2S_CRITICAL_PATH,
     S2S_SEGMENT_BOUNDS,
@@ -12,7 +11,8 @@ from voicelat.core.contract import (
     SHARED_SEGMENTS,
     segment_names,
 )
-from voicelat.core.events import (
+from voicelat.core.judge.compare import metric_rows
+from voicelat.core.measure.events import (
     Audio,
     Delta,
     Done,
@@ -23,9 +23,9 @@ from voicelat.core.events import (
     ResponseStarted,
     ServerSpeech,
 )
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.s2s import S2SRecorder, is_s2s
-from voicelat.core.summary import summarize
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.core.summaries.summary import summarize
+from voicelat.core.traces.s2s import S2SRecorder, is_s2s
 
 MS = 1_000_000
 T0 = 9_000_000_000

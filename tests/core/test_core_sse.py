@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from voicelat.core.sse import SSEDecoder, SSEEvent
+from voicelat.core.measure.sse import SSEDecoder, SSEEvent
 
 STREAM = (
     b": keep-alive comment\n"

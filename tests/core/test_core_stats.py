@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from voicelat.core.stats import (
+from voicelat.core.base.stats import (
     Distribution,
     band_width,
     bootstrap_ci,

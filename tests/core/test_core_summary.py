@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.run_summary import SCHEMA_VERSION
-from voicelat.core.stats import percentile
-from voicelat.core.summary import build_summary, counts, headline_turns, waterfall
-from voicelat.core.turn import SpanRecord, Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.stats import percentile
+from voicelat.core.base.turn import SpanRecord, Turn
+from voicelat.core.summaries.run_summary import SCHEMA_VERSION
+from voicelat.core.summaries.summary import build_summary, counts, headline_turns, waterfall
 
 MS = 1_000_000
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.turn import Turn
-from voicelat.core.whatif import Setting, parse_setting, predict
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.whatif import Setting, parse_setting, predict
 
 MS = 1_000_000
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from voicelat.core.arrivals import MAX_DELTAS, delta_record, fed_text
-from voicelat.core.events import Delta
-from voicelat.core.turn import Turn
-from voicelat.core.whatif import parse_setting, predict
-from voicelat.core.whatif_reply import (
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.whatif import parse_setting, predict
+from voicelat.core.judge.whatif_reply import (
     ChunkerModel,
     ChunkerSetting,
     chunker_assumptions,
@@ -17,6 +15,8 @@ from voicelat.core.whatif_reply import (
     tts_swap_moves,
     tts_text_unit,
 )
+from voicelat.core.measure.arrivals import MAX_DELTAS, delta_record, fed_text
+from voicelat.core.measure.events import Delta
 
 MS = 1_000_000
 SENTENCE = ChunkerSetting("sentence", 1)
@@ -40,7 +40,7 @@ def _turn(
     audible ``tail_ms`` after that."""
     end, first = 2000 * MS, 3000 * MS
     deltas = [Delta(first + k * gap_ms * MS, w) for k, w in enumerate(words)]
-    from voicelat.core.chunker import Chunker
+    from voicelat.core.measure.chunker import Chunker
 
     chunker = Chunker(mode.mode, mode.min_chars)  # type: ignore[arg-type]
     cut = next((d.t_ns for d in deltas if chunker.feed(d.content)), deltas[-1].t_ns)

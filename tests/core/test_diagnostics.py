@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from voicelat.core.diagnostics import (
+from voicelat.core.base.turn import SpanRecord, Turn
+from voicelat.core.summaries.diagnostics import (
     TrustThresholds,
     assess_trust,
     first_event_gaps,
     quantized_near_40ms,
     transport_judged,
 )
-from voicelat.core.summary import build_summary, e2e_from_intended
-from voicelat.core.turn import SpanRecord, Turn
+from voicelat.core.summaries.summary import build_summary, e2e_from_intended
 from voicelat.report.text import summary_table
 
 MS = 1_000_000

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from voicelat.core.diagnostics import (
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.diagnostics import (
     MachineSample,
     ProcessSample,
     TrustThresholds,
     assess_trust,
     machine_judged,
 )
-from voicelat.core.turn import Turn
 
 S = 1_000_000_000
 MS = 1_000_000

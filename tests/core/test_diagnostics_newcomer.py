@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.tui.helpers import make_turn
-from voicelat.core.diagnostics import assess_trust
-from voicelat.core.summary import summarize
+from voicelat.core.summaries.diagnostics import assess_trust
+from voicelat.core.summaries.summary import summarize
 from voicelat.report.text import summary_table
 
 MS = 1_000_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voicelat.core.display import fmt_ms, round_to_total
+from voicelat.core.base.display import fmt_ms, round_to_total
 
 MS = 1_000_000
 

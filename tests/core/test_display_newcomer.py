@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from voicelat.core.compare import Comparison
-from voicelat.core.display import fmt_ms
-from voicelat.core.stats import Interval
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.stats import Interval
+from voicelat.core.judge.compare import Comparison
 
 MS = 1_000_000
 

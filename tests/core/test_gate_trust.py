@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.budget import Budget, parse_budget
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_GATE_INCONCLUSIVE, EXIT_OK
-from voicelat.core.gate import MACHINE_TRUST_CODES, evaluate_gate, gate_text
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_GATE_INCONCLUSIVE, EXIT_OK
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.budget import Budget, parse_budget
+from voicelat.core.judge.gate import MACHINE_TRUST_CODES, evaluate_gate, gate_text
+from voicelat.core.summaries.summary import build_summary
 from voicelat.report.markdown import markdown_report
 
 MS = 1_000_000

@@ -3,10 +3,10 @@ such turns with one line in the text report (plain turns, no I/O)."""
 
 from __future__ import annotations
 
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.streaming_summary import SummaryAccumulator
-from voicelat.core.summary import counts
-from voicelat.core.turn import HANGOVER_UNSTATED, Turn
+from voicelat.core.base.turn import HANGOVER_UNSTATED, Turn
+from voicelat.core.summaries.run_summary import RunSummary
+from voicelat.core.summaries.streaming_summary import SummaryAccumulator
+from voicelat.core.summaries.summary import counts
 from voicelat.report.text import summary_table
 
 MS = 1_000_000

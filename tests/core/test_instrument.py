@@ -1,8 +1,8 @@
-"""The instrument error bar's arithmetic on literal integers (core/instrument.py)."""
+"""The instrument error bar's arithmetic on literal integers (core/summaries/instrument.py)."""
 
 from __future__ import annotations
 
-from voicelat.core.instrument import (
+from voicelat.core.summaries.instrument import (
     ABSURD_ERROR_NS,
     ReferenceTurn,
     TruthExchange,

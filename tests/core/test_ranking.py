@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.ranking import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.judge.ranking import (
     FAILED,
     NO_WARM_TURNS,
     NOT_SIGNIFICANT,

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.run_summary import (
+from voicelat.core.base.turn import INTERRUPTED, Turn
+from voicelat.core.summaries.run_summary import (
     SCHEMA_VERSION,
     Counts,
     DistSummary,
@@ -15,8 +16,7 @@ from voicelat.core.run_summary import (
     Trust,
     WaterfallBand,
 )
-from voicelat.core.summary import build_summary, summarize
-from voicelat.core.turn import INTERRUPTED, Turn
+from voicelat.core.summaries.summary import build_summary, summarize
 from voicelat.files.results import load_run, turn_from_json
 from voicelat.report.text import summary_table
 

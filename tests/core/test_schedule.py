@@ -1,5 +1,5 @@
 """Load schedules: arrival offsets, schedule lag, the coordinated-omission correction and loop-lag
-arithmetic, with literal integers (voicelat.core.schedule is sans-I/O)."""
+arithmetic, with literal integers (voicelat.core.measure.schedule is sans-I/O)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from voicelat.core.schedule import (
+from voicelat.core.measure.schedule import (
     Load,
     arrival_offsets_ns,
     from_intended_ns,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voicelat.core.secrets import (
+from voicelat.core.base.secrets import (
     MASK,
     forget_secrets,
     register_secret,

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from voicelat.core import jsontext
-from voicelat.core.secrets import (
+from voicelat.core.base import jsontext
+from voicelat.core.base.secrets import (
     MASK,
     excerpt,
     forget_secrets,
@@ -18,7 +18,7 @@ from voicelat.core.secrets import (
     registered_secrets,
     scrub_json,
 )
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 
 KEY = "sk-core-0123456789abcdefKEY"
 

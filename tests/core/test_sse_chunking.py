@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from voicelat.core.sse import SSEDecoder, SSEEvent
+from voicelat.core.measure.sse import SSEDecoder, SSEEvent
 
 STREAM = (
     b": keep-alive\r\n"

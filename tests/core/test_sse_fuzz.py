@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzzing import LONG, SHORT
-from voicelat.core.sse import SSEDecoder
+from voicelat.core.measure.sse import SSEDecoder
 
 # Bytes rich in what SSE cares about: line ends of the three kinds, field names, colons.
 _PIECES = st.sampled_from(

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.diagnostics import MachineSample, ProcessSample
-from voicelat.core.sketch import LogHistogram, ValueStream
-from voicelat.core.stats import percentile
-from voicelat.core.streaming_summary import SummaryAccumulator
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import SpanRecord, Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.stats import percentile
+from voicelat.core.base.turn import SpanRecord, Turn
+from voicelat.core.summaries.diagnostics import MachineSample, ProcessSample
+from voicelat.core.summaries.sketch import LogHistogram, ValueStream
+from voicelat.core.summaries.streaming_summary import SummaryAccumulator
+from voicelat.core.summaries.summary import build_summary
 
 MS = 1_000_000
 CONFIG: dict[str, Any] = {
@@ -194,6 +194,7 @@ def test_a_histogram_waterfall_band_still_sums_to_its_mean_and_is_near_the_exact
     assert "waterfall" in q["approximate"] and "e2e" in q["approximate"]
 
 
+@pytest.mark.e2e
 def test_memory_stays_bounded_past_the_cap() -> None:
     """10^5 synthetic turns: past the cap a stream holds histogram buckets, as many as the
     values' range needs (log(max/min) / log(gamma)), not one per value: what it holds grows

@@ -1,20 +1,20 @@
-"""Traced turns from plain-integer spans (core/traced.py) and the checks on them
-(core/trace_checks.py): conversations, t=0 and the end, segments summing to e2e, findings."""
+"""Traced turns from plain-integer spans (core/traces/traced.py) and the checks on them
+(core/traces/trace_checks.py): conversations, t=0 and the end, segments summing to e2e, findings."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from voicelat.core.agent_trace import AgentSpan
-from voicelat.core.contract import TRACED_KIND, TRACED_SEGMENTS
-from voicelat.core.trace_checks import (
+from voicelat.core.base.contract import TRACED_KIND, TRACED_SEGMENTS
+from voicelat.core.traces.agent_trace import AgentSpan
+from voicelat.core.traces.trace_checks import (
     CHECKS,
     check_clocks,
     check_overlaps,
     check_playback,
     check_ttfb,
 )
-from voicelat.core.traced import conversations, import_spans, traced_section
+from voicelat.core.traces.traced import conversations, import_spans, traced_section
 
 MS = 1_000_000
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.agents.pipecat_agent import ROOT, running_agent
-from voicelat.core.errors import InfraError
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.errors import InfraError
+from voicelat.core.base.plan import plan_turns
 from voicelat.engine.runner import Runner
 from voicelat.engine.stageset import AgentStageSet
 from voicelat.files.fixtures import load_fixtures

@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers import ROOT
 from voicelat.cli.main import main
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.emulate import Emulators
 from voicelat.files.results import load_run
 

@@ -35,7 +35,7 @@ def _first_block(title: str, lang: str = "bash") -> str:
 def test_the_readme_first_command_is_what_the_walk_runs() -> None:
     command = _first_block("Two commands")
     assert "python3 -m venv .venv" in command
-    assert 'CMAKE_ARGS="-DLLAVA_BUILD=OFF"' in command
+    assert 'CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF"' in command
     assert command.strip().endswith(".venv/bin/voicelat run")
 
 

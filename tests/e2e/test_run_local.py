@@ -15,8 +15,8 @@ import pytest
 
 from tests.helpers import ROOT, read_turns, voicelat, wer
 from voicelat.audio import read_wav
-from voicelat.core.contract import CRITICAL_PATH, SEGMENTS
-from voicelat.core.run_summary import SCHEMA_VERSION
+from voicelat.core.base.contract import CRITICAL_PATH, SEGMENTS
+from voicelat.core.summaries.run_summary import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.stack, pytest.mark.e2e]
 

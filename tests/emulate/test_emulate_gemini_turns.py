@@ -13,7 +13,7 @@ import pytest
 
 from tests.emulate.test_emulate_gemini_sdk import _client, _pcm_chunks, _turn, tls
 from tests.helpers import ROOT
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate import Emulators
 
 genai = pytest.importorskip("google.genai")
@@ -23,6 +23,8 @@ __all__ = ["tls"]  # the module fixture, shared
 MODEL = "gemini-live-2.5-flash-preview"
 FAST = {"first_audio": 20, "audio_chunk": 1, "transcription": 10}
 REPLY = "Sure. It is sunny and mild today."
+#: The SDK plays nothing: turnComplete not held for an assumed playback (quick tests).
+QUICK = {"assume_playback": False}
 
 
 def _text(fixture_id: str) -> str:
@@ -54,7 +56,7 @@ async def test_many_turns_on_one_live_session_with_input_transcription(
     from google.genai import types
 
     server_ctx, client_ctx = tls
-    profile = {"gemini-live": {"latency": FAST}}
+    profile = {"gemini-live": {"latency": FAST, "content": QUICK}}
     async with Emulators(["gemini-live"], profile=profile, ssl=server_ctx) as em:
         config = types.LiveConnectConfig(
             response_modalities=[types.Modality.AUDIO],
@@ -94,8 +96,8 @@ async def test_a_client_text_turn_completes(
     from google.genai import types
 
     server_ctx, client_ctx = tls
-    async with Emulators(["gemini-live"], profile={"gemini-live": {"latency": FAST}},
-                         ssl=server_ctx) as em:  # fmt: skip
+    profile = {"gemini-live": {"latency": FAST, "content": QUICK}}
+    async with Emulators(["gemini-live"], profile=profile, ssl=server_ctx) as em:
         config = types.LiveConnectConfig(
             response_modalities=[types.Modality(modality)],
             output_audio_transcription=types.AudioTranscriptionConfig(),
@@ -168,7 +170,7 @@ async def test_a_greeting_comes_first(tls: tuple[ssl.SSLContext, ssl.SSLContext]
 
     server_ctx, client_ctx = tls
     greeting = "Hello, this is the weather line."
-    profile = {"gemini-live": {"latency": FAST, "content": {"greeting": greeting}}}
+    profile = {"gemini-live": {"latency": FAST, "content": {**QUICK, "greeting": greeting}}}
     async with Emulators(["gemini-live"], profile=profile, ssl=server_ctx) as em:
         config = types.LiveConnectConfig(
             response_modalities=[types.Modality.AUDIO],
@@ -179,3 +181,50 @@ async def test_a_greeting_comes_first(tls: tuple[ssl.SSLContext, ssl.SSLContext]
         assert em.errors == []
     assert _said(messages) == greeting
     assert em.truth.response("gemini-live", 0).trigger == "greeting"
+
+
+@pytest.mark.parametrize("prefix_ms", [0, 700])
+async def test_speech_during_the_played_reply_interrupts_it_once_committed(
+    prefix_ms: int, tls: tuple[ssl.SSLContext, ssl.SSLContext]
+) -> None:
+    """The reply's turnComplete waits for its assumed playback, and speech heard until then
+    interrupts it once ``prefixPaddingMs`` of it is committed: an "mm-hmm" (600 ms of loud
+    frames) interrupts with 0 (and is answered), and passes unheard with 700 (no turn, no
+    second reply)."""
+    from google.genai import types
+
+    server_ctx, client_ctx = tls
+    reply = "Sure, it is sunny."  # 18 characters at 60 ms: a 1.08 s reply
+    profile = {"gemini-live": {"latency": FAST, "content": {"reply": reply}}}
+    async with Emulators(["gemini-live"], profile=profile, ssl=server_ctx) as em:
+        detection = types.AutomaticActivityDetection(prefix_padding_ms=prefix_ms)
+        config = types.LiveConnectConfig(
+            response_modalities=[types.Modality.AUDIO],
+            realtime_input_config=types.RealtimeInputConfig(automatic_activity_detection=detection),
+        )
+        async with _client(em, client_ctx).aio.live.connect(model=MODEL, config=config) as session:
+            await _say(session, "weather_paris", 600)
+            async for message in session.receive():
+                if message.server_content and message.server_content.model_turn:
+                    break  # the reply started; all its parts go out at once (audio_chunk 1)
+            mmhmm = _pcm_chunks(ROOT / "fixtures" / "calls" / "bc_mmhmm.wav", 300)
+            for chunk in mmhmm:
+                await session.send_realtime_input(
+                    audio=types.Blob(data=chunk, mime_type="audio/pcm;rate=16000")
+                )
+            cut = await _turn(session)
+            if not prefix_ms:  # the "mm-hmm" was a turn: its answer, read to its end
+                await _turn(session)
+        assert em.errors == []
+        responses = em.truth.last("gemini-live", "live").responses
+    first = responses[0]
+    assert first.first_audio_ns is not None and first.done_ns is not None
+    interrupted = any(m.server_content and m.server_content.interrupted for m in cut)
+    if prefix_ms:
+        # Held for the reply's playback (1.08 s from its first part), not interrupted.
+        assert first.done_ns - first.first_audio_ns >= 1_080_000_000 - 1_000_000
+        assert not interrupted and first.status == "completed" and len(responses) == 1
+    else:
+        assert interrupted and first.status == "cancelled" and first.reason == "interrupted"
+        assert first.cancel_ns is not None and first.cancel_ns < first.done_ns
+        assert len(responses) == 2 and responses[1].status == "completed"

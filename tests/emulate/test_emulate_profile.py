@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.emulate import Profile, emulator_class, load_profile
 from voicelat.emulate.dist import Empirical, Fixed, LogNormal, Normal, parse_dist
 from voicelat.emulate.profile import builtin_profiles

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import ROOT
-from voicelat.core.contract import S2S_SEGMENTS
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.contract import S2S_SEGMENTS
+from voicelat.core.base.plan import plan_turns
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.emulate.test_emulate_realtime_pipeline import PROFILE, _fixture, realtime_pipeline
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.plan import plan_turns
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 

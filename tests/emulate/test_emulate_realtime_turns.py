@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.helpers import ROOT
 from voicelat.audio import frames, load_for_stage
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate import Emulators
 
 FAST = {"response_created": 5, "first_audio": 20, "audio_chunk": 1}

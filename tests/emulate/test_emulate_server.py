@@ -18,7 +18,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError, InvalidMessage, InvalidStatus
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.emulate import Emulators
 from voicelat.emulate.base import Emulator, Route, bearer_key
 from voicelat.emulate.dist import Dist, Fixed

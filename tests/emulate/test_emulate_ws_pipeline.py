@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import ROOT
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.plan import plan_turns
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures

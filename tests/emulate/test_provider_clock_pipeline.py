@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from tests.helpers import ROOT
-from voicelat.core.plan import plan_turns
-from voicelat.core.provider_clock import PROVIDER_KEYS
-from voicelat.core.summary import figure_distributions
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.provider_clock import PROVIDER_KEYS
+from voicelat.core.summaries.summary import figure_distributions
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures

@@ -51,6 +51,7 @@ def _env(state: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.e2e
 def test_a_busy_default_port_still_serves_and_the_run_follows_it(tmp_path: Path) -> None:
     env = _env(tmp_path / "state")
     with _port_held(8401):

@@ -12,9 +12,9 @@ import pytest
 
 from tests.helpers import ROOT
 from voicelat.cli.main import main
-from voicelat.core.arrivals import EXTRA_KEY, fed_text
-from voicelat.core.plan import plan_turns
-from voicelat.core.whatif_reply import ChunkerSetting, piece_sends
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.judge.whatif_reply import ChunkerSetting, piece_sends
+from voicelat.core.measure.arrivals import EXTRA_KEY, fed_text
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures

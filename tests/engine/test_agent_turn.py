@@ -18,11 +18,11 @@ import pytest
 
 import voicelat.engine.agent_turn as agent_turn
 from tests.engine.test_runner import _pipeline, fixtures_dir
-from voicelat.core.agent_trace import AgentSpan, TraceSplit
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.errors import InfraError
-from voicelat.core.events import Audio, Done, StageEvent, StageName
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.errors import InfraError
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.events import Audio, Done, StageEvent, StageName
+from voicelat.core.traces.agent_trace import AgentSpan, TraceSplit
 from voicelat.engine.agent_turn import AgentTurnEngine
 from voicelat.engine.runner import Runner
 from voicelat.engine.stageset import AgentStageSet

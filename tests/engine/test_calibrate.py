@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import emulated_openai_pipeline
-from voicelat.core.errors import ConfigError
-from voicelat.core.run_summary import RunSummary
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.emulate import Emulators
 from voicelat.engine import calibrate
 from voicelat.engine.calibrate import Calibration, calibration_for

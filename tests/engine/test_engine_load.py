@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from tests.engine.test_turn_engine import ClockedLLM, ClockedSTT, ClockedTTS, _BrokenTTS
-from voicelat.core.clock import FakeClock
-from voicelat.core.plan import PlannedTurn, plan_turns
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import PlannedTurn, plan_turns
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.clock import FakeClock
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.load import Session, SessionPool, closed_loop
 from voicelat.engine.progress import NullObserver
 from voicelat.engine.stageset import CascadeStageSet, StageSet

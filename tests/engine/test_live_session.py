@@ -22,9 +22,10 @@ import pytest
 
 from voicelat.audio import sleep_until
 from voicelat.audio.device import LiveFrame
-from voicelat.core.clock import MonotonicClock
-from voicelat.core.errors import AudioError
-from voicelat.core.events import (
+from voicelat.core.base.errors import AudioError
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.clock import MonotonicClock
+from voicelat.core.measure.events import (
     Audio,
     Delta,
     Done,
@@ -34,7 +35,6 @@ from voicelat.core.events import (
     StageName,
     TextSent,
 )
-from voicelat.core.plan import plan_turns
 from voicelat.engine.live import LiveOptions, LiveSession, SimulatedOutput
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.emulated_run import finish, popen, run_args, serving, wait_for
-from voicelat.core.diagnostics import assess_trust
+from voicelat.core.summaries.diagnostics import assess_trust
 from voicelat.engine.machine import MachineSampler, server_pids
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/schedstat").exists(), reason="needs Linux")
@@ -80,6 +80,7 @@ def test_samples_are_back_to_back_with_the_servers_and_the_measuring_thread(
     assert "llm waited for a CPU" in messages, trust["reasons"]
 
 
+@pytest.mark.e2e
 def test_a_run_records_the_machine_in_its_trust_section(tmp_path: Path) -> None:
     with serving() as (url, _):
         out = tmp_path / "out"

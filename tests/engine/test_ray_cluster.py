@@ -23,10 +23,10 @@ from bench.ray_cluster import LocalRayCluster, ray_processes
 from tests.cli.emulated_run import finish, popen, run_args, serving, wait_for
 from tests.engine.test_workers import PROFILE, _fixtures, _lines, _pipeline, _Seen
 from tests.helpers import ROOT
-from voicelat.core.plan import plan_turns
-from voicelat.core.schedule import Load
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.schedule import Load
+from voicelat.core.summaries.summary import build_summary
 from voicelat.emulate import Emulators
 from voicelat.engine.job import execute_run
 from voicelat.engine.ray_workers import RayPool

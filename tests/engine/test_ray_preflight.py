@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.helpers import ROOT, voicelat
-from voicelat.core.errors import ConfigError, InfraError
+from voicelat.core.base.errors import ConfigError, InfraError
 from voicelat.engine.ray_workers import check_answers
 
 PIPELINE = ROOT / "pipelines" / "emulated-openai.toml"

@@ -17,10 +17,10 @@ import pytest
 
 from tests.engine.test_workers import PROFILE, _fixtures, _pipeline
 from tests.helpers import ROOT, voicelat
-from voicelat.core.errors import ConfigError, InfraError
-from voicelat.core.plan import plan_turns
-from voicelat.core.schedule import Load
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import ConfigError, InfraError
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.schedule import Load
 from voicelat.emulate import Emulators
 from voicelat.engine.ray_workers import (
     RayPool,

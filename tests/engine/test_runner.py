@@ -20,9 +20,10 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import pytest
 
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.errors import InfraError
-from voicelat.core.events import (
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.errors import InfraError
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.events import (
     Audio,
     Delta,
     Done,
@@ -32,7 +33,6 @@ from voicelat.core.events import (
     StageName,
     TextSent,
 )
-from voicelat.core.plan import plan_turns
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures
 from voicelat.files.pipeline import Endpointing, Pipeline, TurnConfig

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.engine.test_runner import FakeLLM, FakeSTT, FakeTTS, _pipeline, fixtures_dir
-from voicelat.core.plan import plan_turns
-from voicelat.core.schedule import Load
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.schedule import Load
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures
 

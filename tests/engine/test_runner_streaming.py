@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import emulated_openai_pipeline
-from voicelat.core.plan import plan_turns
-from voicelat.core.schedule import Load
-from voicelat.core.streaming_summary import RecentTurns
-from voicelat.core.summary import build_summary
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.schedule import Load
+from voicelat.core.summaries.streaming_summary import RecentTurns
+from voicelat.core.summaries.summary import build_summary
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
@@ -33,6 +33,7 @@ def _pipeline(em: Emulators) -> Pipeline:
     return pipeline
 
 
+@pytest.mark.e2e
 async def test_a_run_keeps_a_window_of_turns_and_its_summary_is_the_turns_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,8 +18,9 @@ from typing import Any, ClassVar, Self
 import pytest
 
 from tests.engine.test_runner import _pipeline, fixtures_dir
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.events import (
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.events import (
     Audio,
     Delta,
     Done,
@@ -29,7 +30,6 @@ from voicelat.core.events import (
     StageEvent,
     StageName,
 )
-from voicelat.core.plan import plan_turns
 from voicelat.engine.runner import Runner
 from voicelat.engine.s2s_turn import S2STurnEngine
 from voicelat.engine.stageset import S2SStageSet

@@ -32,8 +32,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import set_span_in_context
 
-from voicelat.core.agent_trace import AgentSpan, split_from_spans
-from voicelat.core.errors import InfraError
+from voicelat.core.base.errors import InfraError
+from voicelat.core.traces.agent_trace import AgentSpan, split_from_spans
 from voicelat.engine.trace_receiver import MAX_BODY_BYTES, MAX_STRING, TraceReceiver, take_anchor
 
 #: How far a placed span time may be from voicelat's own stamp taken with it (same host).

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from voicelat.core.agent_trace import split_from_spans
+from voicelat.core.traces.agent_trace import split_from_spans
 from voicelat.engine.trace_receiver import TraceReceiver
 
 PIPELINE = r"""# A real Pipecat 1.14 pipeline with traced stand-in services, tracing to argv[1].

@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from voicelat.core.agent_trace import FLAG_HANGOVER_UNSTATED, AgentSpan, split_from_spans
+from voicelat.core.traces.agent_trace import FLAG_HANGOVER_UNSTATED, AgentSpan, split_from_spans
 from voicelat.engine.trace_receiver import TraceReceiver
 
 SAMPLE = Path(__file__).parents[1] / "core" / "data" / "pipecat-1.14-sample-trace.json"

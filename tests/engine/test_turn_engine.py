@@ -22,8 +22,9 @@ from tests.engine.test_runner import _pipeline, fixtures_dir
 from voicelat.audio import SimulatedSink, StopPacing, frames
 from voicelat.audio.device import LiveFrame
 from voicelat.audio.wav import PCM
-from voicelat.core.clock import Clock, FakeClock, MonotonicClock
-from voicelat.core.events import (
+from voicelat.core.base.plan import PlannedTurn, plan_turns
+from voicelat.core.measure.clock import Clock, FakeClock, MonotonicClock
+from voicelat.core.measure.events import (
     Audio,
     Delta,
     Done,
@@ -33,7 +34,6 @@ from voicelat.core.events import (
     StageName,
     TextSent,
 )
-from voicelat.core.plan import PlannedTurn, plan_turns
 from voicelat.engine.cascade_turn import CascadeTurnEngine
 from voicelat.engine.live import LiveSource
 from voicelat.engine.runner import Runner

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.agent_trace import AgentSpan
+from voicelat.core.traces.agent_trace import AgentSpan
 from voicelat.engine.watch import SpanBuffer, Watcher, WatchReceiver
 
 MS = 1_000_000

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tests.helpers import emulated_openai_pipeline
-from voicelat.core.plan import plan_turns
-from voicelat.core.schedule import Load, arrival_offsets_ns
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.schedule import Load, arrival_offsets_ns
+from voicelat.core.summaries.summary import build_summary
 from voicelat.emulate import Emulators
 from voicelat.engine.job import execute_run
 from voicelat.engine.request import LoadRequest, PlanRequest, RunRequest

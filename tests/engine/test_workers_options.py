@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.engine.test_runner import FakeLLM, FakeSTT, FakeTTS, _pipeline, fixtures_dir
-from voicelat.core.errors import ConfigError
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.plan import plan_turns
 from voicelat.engine.probes import LOOP_ENV, loop_kind, run_measuring_loop
 from voicelat.engine.runner import Runner
 from voicelat.files.fixtures import load_fixtures

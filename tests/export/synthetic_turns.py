@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from voicelat.core.contract import CRITICAL_PATH, SEGMENTS
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import CRITICAL_PATH, SEGMENTS
+from voicelat.core.base.turn import Turn
 
 #: (low, high) seconds per segment: uniform draws, roughly a local voice stack.
 RANGES_S: dict[str, tuple[float, float]] = {

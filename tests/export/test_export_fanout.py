@@ -8,8 +8,8 @@ from typing import Any
 
 from synthetic_turns import synthetic_turns
 
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export import Exporter, ExportFanout, ExportObserver, LoopLagSink
 
 

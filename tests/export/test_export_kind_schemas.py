@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.core.test_core_agent import agent_turn, at
-from voicelat.core.agent_trace import TraceSplit
-from voicelat.core.contract import AGENT_MILESTONES, ALL_SEGMENTS, MILESTONES, S2S_MILESTONES
-from voicelat.core.summary import build_summary
+from voicelat.core.base.contract import AGENT_MILESTONES, ALL_SEGMENTS, MILESTONES, S2S_MILESTONES
+from voicelat.core.summaries.summary import build_summary
+from voicelat.core.traces.agent_trace import TraceSplit
 from voicelat.export import SUMMARY_SCHEMA, TURN_SCHEMA, load_schema
 from voicelat.export.validate import schema_errors
 from voicelat.files.results import turn_to_json

@@ -11,8 +11,8 @@ import pytest
 from otlp_sink import attributes as _attrs
 from otlp_sink import otlp_receiver
 
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export import ExportFanout, ExportOptions, build_exporters
 from voicelat.export.otel import SCHEMA_URL, OtelExporter, otlp_urls, signal_urls, wall_ns
 from voicelat.files.results import load_run

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from synthetic_turns import synthetic_turns
 
-from voicelat.core.errors import EXIT_INFRA
-from voicelat.core.summary import build_summary
+from voicelat.core.base.errors import EXIT_INFRA
+from voicelat.core.summaries.summary import build_summary
 from voicelat.export import ExportOptions, MetricsPortInUse, build_exporters
 from voicelat.export.measures import bucket_width_s
 from voicelat.export.prometheus import PrometheusExporter

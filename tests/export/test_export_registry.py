@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from synthetic_turns import synthetic_turns
 
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.export import (
     ENTRY_POINT_GROUP,
     ExportError,

@@ -15,7 +15,7 @@ from otlp_sink import attributes as _attrs
 from otlp_sink import otlp_receiver
 
 from tests.helpers import ROOT
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.plan import plan_turns
 from voicelat.emulate import Emulators
 from voicelat.engine.runner import Runner
 from voicelat.export import (

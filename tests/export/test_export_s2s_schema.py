@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.core.test_core_s2s import server_vad_turn
-from voicelat.core.summary import build_summary
+from voicelat.core.summaries.summary import build_summary
 from voicelat.export import SUMMARY_SCHEMA, TURN_SCHEMA
 from voicelat.export.validate import schema_errors
 from voicelat.files.results import turn_to_json

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from synthetic_turns import synthetic_turns
 
-from voicelat.core.summary import build_summary
+from voicelat.core.summaries.summary import build_summary
 from voicelat.export import SUMMARY_SCHEMA, TURN_SCHEMA, ExportError, load_schema, validate
 from voicelat.export.validate import schema_errors
 from voicelat.files.results import SCHEMA_VERSION, turn_to_json

@@ -141,7 +141,7 @@ def test_bencher_metric_format() -> None:
 
 
 def test_the_typed_summary_gives_the_same_documents() -> None:
-    from voicelat.core.run_summary import RunSummary
+    from voicelat.core.summaries.run_summary import RunSummary
 
     summary = json.loads((RUN / "summary.json").read_text())
     typed = RunSummary.from_json(summary)

@@ -13,9 +13,9 @@ from otlp_sink import attributes, otlp_receiver
 
 from tests.core.test_core_agent import agent_turn
 from tests.core.test_core_s2s import server_vad_turn
-from voicelat.core.events import Audio, Delta, Done, Failed, Final, RequestSent, TextSent
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.events import Audio, Delta, Done, Failed, Final, RequestSent, TextSent
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.export import ExportFanout
 from voicelat.export import genai_voice as gv
 from voicelat.export.otel import OtelExporter, first_response_events, turn_span_plan

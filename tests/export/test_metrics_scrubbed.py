@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import urllib.request
 
-from voicelat.core.secrets import forget_secrets, register_secret
-from voicelat.core.turn import Turn
+from voicelat.core.base.secrets import forget_secrets, register_secret
+from voicelat.core.base.turn import Turn
 from voicelat.export.prometheus import PrometheusExporter
 
 KEY = "sk-metrics-leak-0123456789abcdef"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.files.pipeline import (
     ChunkerConfig,
     Endpointing,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.files.fixtures import default_fixtures_dir, fixture_set_hash, load_fixtures
 
 BUNDLED = Path(__file__).resolve().parents[2] / "fixtures"

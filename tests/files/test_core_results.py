@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.errors import VoicelatError
-from voicelat.core.turn import SpanRecord, Turn
+from voicelat.core.base.errors import VoicelatError
+from voicelat.core.base.turn import SpanRecord, Turn
 from voicelat.files.results import (
     SCHEMA_VERSION,
     SUMMARY_FILE,

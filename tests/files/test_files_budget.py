@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.budget import Budget, Limit
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.judge.budget import Budget, Limit
 from voicelat.files.budget import load_budget_file
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.files.fixtures import load_fixtures
 
 PAUSES = Path(__file__).resolve().parents[2] / "fixtures" / "pauses"

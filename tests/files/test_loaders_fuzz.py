@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests import fuzzing
 from tests.fuzzing import LONG, only_own_errors
 from tests.helpers import ROOT
-from voicelat.core.summary import summarize
+from voicelat.core.summaries.summary import summarize
 from voicelat.engine.stageset import StageSet
 from voicelat.files.fixtures import load_fixtures
 from voicelat.files.pipeline import load_pipeline, parse_pipeline

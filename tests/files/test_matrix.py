@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import ROOT
-from voicelat.core.errors import ConfigError
-from voicelat.core.plan import PlannedTurn
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.plan import PlannedTurn
 from voicelat.files.matrix import (
     Slot,
     check_stages,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.trace_exporter import BASE_NS, conversation, otlp_json, request_bytes, write_jsonl
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.files.otlp import parse_traces, read_trace_file
 
 

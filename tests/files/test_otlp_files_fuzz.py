@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzzing import LONG, SHORT, only_own_errors
-from voicelat.core.traced import import_spans
+from voicelat.core.traces.traced import import_spans
 from voicelat.files.otlp import parse_traces
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"

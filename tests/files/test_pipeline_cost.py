@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT
-from voicelat.core.cost import stage_names_of, turn_cost
-from voicelat.core.errors import ConfigError
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.cost import stage_names_of, turn_cost
 from voicelat.files.matrix import load_matrix
 from voicelat.files.pipeline import load_pipeline
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.files.pipeline import load_pipeline
 
 S2S = """\

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import ROOT
-from voicelat.core.errors import ConfigError
-from voicelat.core.network import Direction, NetworkProfile, builtin_profile
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.network import Direction, NetworkProfile, builtin_profile
 from voicelat.engine.network import NetworkRun, open_network, relayed_pipeline
 from voicelat.files.pipeline import load_pipeline
 

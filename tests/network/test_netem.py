@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.network import Direction, NetworkProfile
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.network import Direction, NetworkProfile
 from voicelat.engine.netem import NetemNamespace, netem_problem, remove_stale
 
 D_MS = 25.0
@@ -115,7 +115,7 @@ def test_netem_request_response_takes_two_one_way_delays_more() -> None:
 def test_netem_never_leaves_an_impaired_interface_even_when_the_run_is_killed() -> None:
     code = (
         "import sys, time\n"
-        "from voicelat.core.network import Direction, NetworkProfile\n"
+        "from voicelat.core.base.network import Direction, NetworkProfile\n"
         "from voicelat.engine.netem import NetemNamespace\n"
         "ns = NetemNamespace(NetworkProfile('k', up=Direction(delay_ms=5))).open()\n"
         "print(ns.ns, ns.host_if, flush=True)\n"

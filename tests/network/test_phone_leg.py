@@ -16,9 +16,9 @@ import pytest
 
 from tests.helpers import emulated_openai_pipeline
 from voicelat.audio.wav import read_wav
-from voicelat.core.network import NetworkProfile, builtin_profile
-from voicelat.core.plan import plan_turns
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.base.network import NetworkProfile, builtin_profile
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.emulate import Emulators
 from voicelat.engine.network import open_network
 from voicelat.engine.phone_leg import PhoneLeg, heard_input
@@ -63,6 +63,7 @@ async def _run(em: Emulators, out: Path, network: str | None) -> tuple[Any, dict
     return outcome, json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.e2e
 async def test_a_phone_run_plays_band_limited_audio_counts_its_loss_and_adds_its_delay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

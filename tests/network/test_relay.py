@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from voicelat.core.network import Direction, NetworkProfile
+from voicelat.core.base.network import Direction, NetworkProfile
 from voicelat.engine.network import RelayProcess
 
 D_MS = 25.0

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.ranking import CombinationSample, rank_combinations
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.judge.ranking import CombinationSample, rank_combinations
 from voicelat.report.comparison import comparison_markdown, comparison_text
 from voicelat.report.comparison_html import (
     CHART_W,

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.helpers import ROOT
-from voicelat.core.run_summary import RunSummary
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.report.text import summary_table
 
 LAG = re.compile(r"event-loop lag P50 \d+ ms, P99 \d+ ms, max \d+ ms \(n=\d+\)")

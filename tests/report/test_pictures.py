@@ -7,14 +7,14 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from voicelat.core.palette import (
+from voicelat.core.base.palette import (
     FALLBACK_COLOURS,
     SEGMENT_COLOURS,
     ordered_segments,
     segment_colour,
 )
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.report.chartdata import (
     Bin,
     accuracy,
@@ -280,7 +280,7 @@ def test_spread_puts_every_turn_of_every_combination_on_one_axis() -> None:
 
 
 def test_every_segment_of_the_contract_has_a_colour_of_its_own() -> None:
-    from voicelat.core.contract import ALL_SEGMENTS
+    from voicelat.core.base.contract import ALL_SEGMENTS
 
     colours = [segment_colour(s) for s in ALL_SEGMENTS]
     assert len(set(colours)) == len(ALL_SEGMENTS), dict(zip(ALL_SEGMENTS, colours, strict=True))

@@ -11,7 +11,7 @@ import json
 import re
 
 from tests.helpers import ROOT
-from voicelat.core.contract import SEGMENTS
+from voicelat.core.base.contract import SEGMENTS
 
 SAVED_TURN = ROOT / "tests" / "tui" / "data" / "run" / "turns.jsonl"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from voicelat.core.definitions import DEFINITIONS, compute_definitions
+from voicelat.core.judge.definitions import DEFINITIONS, compute_definitions
 from voicelat.files.results import load_run
 from voicelat.report.definitions import definitions_text, instrument_line
 from voicelat.report.run_html import run_html

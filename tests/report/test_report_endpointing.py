@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from voicelat.core.endpointing import Config, ConfigScore
+from voicelat.core.measure.endpointing import Config, ConfigScore
 from voicelat.report.endpointing import TradeOff, curve_svg, document, html, markdown
 
 MS = 1_000_000
@@ -52,7 +52,7 @@ def test_curve_places_points_on_their_axes() -> None:
 
 
 def test_wire_points_drawn_apart_and_never_the_pipeline_pick() -> None:
-    from voicelat.core.endpointing import Config as C
+    from voicelat.core.measure.endpointing import Config as C
     from voicelat.report.endpointing import curve_text
 
     wire = ConfigScore(

@@ -4,10 +4,10 @@ report shows it beside the rest of its measured span; a run without any shows no
 from __future__ import annotations
 
 from tests.tui.helpers import make_turn, text_of
-from voicelat.core.events import ProviderTiming, RequestSent, TextSent
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.summary import summarize
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.events import ProviderTiming, RequestSent, TextSent
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.core.summaries.summary import summarize
 from voicelat.report.text import provider_clock, provider_lines, summary_table
 from voicelat.tui.render import turn_detail
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from voicelat.core.budget import parse_budget
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.gate import GateResult, evaluate_gate, gate_text, waterfall_lines
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.budget import parse_budget
+from voicelat.core.judge.gate import GateResult, evaluate_gate, gate_text, waterfall_lines
+from voicelat.core.summaries.summary import build_summary
 from voicelat.report.junit import junit_error_xml, junit_xml
 from voicelat.report.markdown import markdown_error, markdown_report
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 
 from tests.tui.helpers import make_turn
-from voicelat.core.summary import summarize
+from voicelat.core.summaries.summary import summarize
 from voicelat.report.text import summary_table
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from voicelat.core.streaming_summary import SummaryAccumulator
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.streaming_summary import SummaryAccumulator
 from voicelat.report.text import summary_table
 
 MS = 1_000_000

@@ -1,6 +1,6 @@
 """The usage STT and TTS providers report, on literal responses and frames: each parser keeps
 it in the stage's keys (``audio_ms``, ``characters``, tokens), the recorder makes it figures
-``stt_usage_*``/``tts_usage_*``, and core/cost.py prices it before anything voicelat counted,
+``stt_usage_*``/``tts_usage_*``, and core/judge/cost.py prices it before anything voicelat counted,
 labelled ``reported`` (voicelat's own count stays the fallback, labelled ``sent``/``received``).
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.cost import parse_prices, turn_cost, turn_usage
-from voicelat.core.events import Audio, Done, Final, TextSent
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.cost import parse_prices, turn_cost, turn_usage
+from voicelat.core.measure.events import Audio, Done, Final, TextSent
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.stages.inworld import _NDJSONAudioDecoder
 from voicelat.stages.openai_audio import (
     _SpeechSSEDecoder,

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import ROOT
 from voicelat.audio.wav import PCM, read_wav, write_wav
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import turn_to_json, write_summary
 from voicelat.files.scores import reply_audio_path
 from voicelat.score.run import Scorers, score_run
@@ -112,7 +112,7 @@ def test_a_scorer_that_is_not_installed_is_one_line_naming_the_extra(
 ) -> None:
     import sys
 
-    from voicelat.core.errors import ConfigError
+    from voicelat.core.base.errors import ConfigError
     from voicelat.score.mos import DnsmosScorer
     from voicelat.score.reply import reply_wer
 

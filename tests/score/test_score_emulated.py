@@ -13,8 +13,8 @@ import pytest
 
 from tests.emulate.test_emulate_realtime_pipeline import realtime_pipeline
 from tests.helpers import emulated_openai_pipeline
-from voicelat.core.cost import parse_prices
-from voicelat.core.plan import plan_turns
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.judge.cost import parse_prices
 from voicelat.emulate import Emulators
 from voicelat.emulate.content import words
 from voicelat.engine.runner import Runner
@@ -119,7 +119,7 @@ async def test_realtime_usage_matches_the_audio_the_emulator_sent(
     assert f["s2s_usage_output_audio_tokens"] == round(f["s2s_audio_ns"] / 1e9 * 20)
     assert f["s2s_usage_output_text_tokens"] == len("Sure thing.") // 4
     prices = parse_prices({"currency": "USD", "s2s": {"per_million_output_audio_tokens": 80.0}})
-    from voicelat.core.cost import turn_cost
+    from voicelat.core.judge.cost import turn_cost
 
     (s2s,) = turn_cost(turn, prices, {"s2s": "openai-realtime"}).stages
     assert s2s.amount == pytest.approx(f["s2s_usage_output_audio_tokens"] * 80e-6)

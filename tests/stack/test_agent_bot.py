@@ -26,8 +26,13 @@ from types import ModuleType
 import pytest
 
 from voicelat.cli.main import main
-from voicelat.core.agent_trace import SPLIT_MILESTONES, AgentSpan, TraceSplit, split_from_spans
-from voicelat.core.errors import EXIT_INFRA, EXIT_OK
+from voicelat.core.base.errors import EXIT_INFRA, EXIT_OK
+from voicelat.core.traces.agent_trace import (
+    SPLIT_MILESTONES,
+    AgentSpan,
+    TraceSplit,
+    split_from_spans,
+)
 from voicelat.engine.trace_receiver import TraceReceiver
 from voicelat.stack.agent import AgentConfig, AgentStatus, PipecatBot
 from voicelat.stack.config import StackConfig, StackError

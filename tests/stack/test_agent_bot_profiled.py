@@ -10,12 +10,14 @@ Every turn must have e2e and the black-box figures; with the bot's traces its se
 traced split, which sums exactly to e2e with nothing negative or clamped, and Pipecat's own
 TTFBs sit beside voicelat's figures, agreeing with what the split derived from the same spans.
 The same runs then show in the text report (`voicelat view`, piped) and in the TUI's turn
-detail, and `voicelat compare` ranks the three transports. Two calls at once
+detail, and `voicelat compare` ranks the three transports. A simulated caller (the
+stack's own gemma and espeak-ng) holds a four-turn call with the bot. Two calls at once
 (`--concurrency 2`, each split by its own call's trace) are `slow`.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from collections.abc import Iterator
@@ -26,9 +28,9 @@ import pytest
 from tests.stack.test_agent_bot import _free_ports
 from tests.tui.helpers import text_of
 from voicelat.cli.main import main
-from voicelat.core.contract import AGENT_TRACED_SEGMENTS
-from voicelat.core.errors import EXIT_OK
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import AGENT_TRACED_SEGMENTS
+from voicelat.core.base.errors import EXIT_OK
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import load_run
 from voicelat.stack.agent import AgentConfig, PipecatBot
 from voicelat.stack.config import StackConfig
@@ -208,6 +210,52 @@ def test_compare_ranks_the_three_transports(runs: dict[str, Path], tmp_path: Pat
     assert sorted(c["rank"] for c in ranked.values()) == [1, 2, 3], ranked.keys()
     for combo in ranked.values():
         assert {"transport", "llm_ttft", "endpointing"} <= set(combo["segments"])
+
+
+def test_a_simulated_caller_holds_a_four_turn_call_with_the_bot(
+    bot: tuple[PipecatBot, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #24's Done-when on the real bot: scenarios/callers/booker-local.toml's caller
+    (its lines by the bot's own stack's gemma, spoken by espeak-ng) talks to the bot over
+    pipecat-ws for four turns on one connection, hearing each reply by transcribing the reply
+    audio with the stack's Whisper (the bot's turns carry no text). Every caller turn has the
+    render's bounds as its marks and the traced waterfall summing to e2e."""
+    manager, trace_port = bot
+    stack = manager.config.stack
+    for name, port in (("STT", stack.stt_port), ("TTS", stack.tts_port), ("LLM", stack.llm_port)):
+        monkeypatch.setenv(f"VOICELAT_{name}_PORT", str(port))  # the caller's stack defaults
+    # This bot does not greet (the module's runs time first turns): the call opens with the
+    # caller's first line instead of the scenario's expected greeting.
+    text = (ROOT / "scenarios" / "callers" / "booker-local.toml").read_text()
+    assert "[[step]]\nexpect_greeting = true\n" in text
+    scenario = tmp_path / "booker.toml"
+    scenario.write_text(text.replace("[[step]]\nexpect_greeting = true\n", ""))
+    pipeline = _pipeline("pipecat-ws", manager.config.port, trace_port, tmp_path)
+    run_dir = tmp_path / "caller"
+    argv = ["run", "-p", str(pipeline), "--scenario", str(scenario), "-o", str(run_dir), "-q"]
+    assert main([*argv, "--caller-cache", str(tmp_path / "cache")]) == EXIT_OK
+    turns = sorted(load_run(run_dir).turns, key=lambda t: t.index)
+    lines = [json.loads(ln) for ln in (run_dir / "conversation.jsonl").read_text().splitlines()]
+    assert [t.extra["call_turn"] for t in turns] == [1, 2, 3, 4]
+    assert len({t.extra["call_id"] for t in turns}) == 1  # one call, one connection
+    for turn, line in zip(turns, lines, strict=True):
+        _assert_black_box(turn)
+        lead = int(turn.extra.get("lead_silence_ms", 0)) // 20 * 20
+        assert turn.milestones["speech_start"] == (line["speech_start_ms"] + lead) * MS
+        assert turn.milestones["speech_end"] == (line["speech_end_ms"] + lead) * MS
+        assert tuple(turn.segments) == AGENT_TRACED_SEGMENTS, _why(turn)
+        assert all(v >= 0 for v in turn.segments.values()), _why(turn)
+        assert sum(turn.segments.values()) == turn.e2e_ns == line["e2e_ns"]
+        # It heard the bot: the saved reply audio through the stack's Whisper, some words.
+        assert line["heard_by"] == "stt" and (line["agent_text"] or "").strip(), line
+        assert line["prep_ns"] > 0 and line["llm_ns"] > 0
+    said = [ln["caller_text"] for ln in lines]
+    assert all(a != b for a, b in itertools.pairwise(said)), said  # the call moves on
+    print("\n" + "\n".join(
+        f"{ln['call_turn']}. caller {ln['caller_text']!r} / bot {ln['agent_text']!r}: "
+        f"e2e {ln['e2e_ns'] / MS:.0f} ms, prep {ln['prep_ns'] / MS:.0f} ms"
+        for ln in lines
+    ))  # fmt: skip
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from voicelat.cli.main import main
-from voicelat.core.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, ConfigError
+from voicelat.core.base.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, ConfigError
 from voicelat.stack import agent as agent_mod
 from voicelat.stack.agent import (
     TRANSPORTS,
@@ -185,3 +185,39 @@ async def test_the_async_forms_do_not_block_the_loop(
     monkeypatch.setitem(agent_mod._REQUIRED_MODULES, "no_such_pipecat_module", "pipecat-ai")
     with pytest.raises(NotInstalledError, match="missing pipecat-ai"):
         await bot.aup()
+
+
+def test_the_livekit_agent_is_its_own_bot_with_one_bridge_and_no_stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = bot_script("livekit")
+    assert script == ROOT / "examples" / "livekit-agent" / "agent.py"
+    cfg = AgentConfig(
+        bot="livekit", port=9162, openai_url="http://127.0.0.1:8499/v1", otlp_endpoint=None,
+        stack=StackConfig(state_dir=tmp_path),
+    )  # fmt: skip
+    assert cfg.urls() == {"livekit": "ws://127.0.0.1:9162/ws"} and not cfg.start_stack
+    cmd = cfg.command(script)
+    assert cmd[cmd.index("--openai-url") + 1] == "http://127.0.0.1:8499/v1"
+    assert "--no-traces" in cmd and "--llm-url" not in cmd
+    # Recorded apart from the Pipecat bot: both examples may run at once.
+    assert cfg.state_file.name == "agent-livekit.json" and cfg.log_path.name == "agent-livekit.log"
+    with pytest.raises(ConfigError, match="unknown example bot 'vapi'"):
+        AgentConfig(bot="vapi")
+    monkeypatch.setattr(agent_mod, "_LIVEKIT_MODULES", {"no_such_livekit": "livekit-agents"})
+    code = main(["agent", "up", "--bot", "livekit", *_args(tmp_path, _free_port())])
+    assert code == EXIT_INFRA
+    line = _one_error_line(capsys.readouterr().err)
+    assert "example LiveKit agent cannot run (missing livekit-agents)" in line
+    assert "pip install 'voicelat[livekit]'" in line
+
+
+def test_cli_livekit_status_names_its_bridge_on_its_own_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VOICELAT_AGENT_PORT", raising=False)
+    state = ["--state-dir", str(tmp_path / "state"), "--cache-dir", str(tmp_path / "cache")]
+    assert main(["agent", "status", "--bot", "livekit", *state]) == EXIT_INFRA
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:2] == ["agent", "http://127.0.0.1:7880"]
+    assert out[1].split() == ["livekit", "ws://127.0.0.1:7880/ws"]

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from voicelat.core.errors import EXIT_INFRA
+from voicelat.core.base.errors import EXIT_INFRA
 from voicelat.stack import (
     LocalStack,
     NotInstalledError,
@@ -307,6 +307,7 @@ async def test_async_forms_and_sync_calls_inside_a_running_loop(
     assert (await LocalStack(config).astatus()).healthy
 
 
+@pytest.mark.e2e
 def test_up_with_other_settings_is_refused(
     detached: tuple[StackConfig, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -337,6 +338,7 @@ def _another_name_for_this_python(tmp_path: Path) -> str:
     return str(alias)
 
 
+@pytest.mark.e2e
 def test_up_under_another_name_of_the_same_python_reuses_the_stack(
     detached: tuple[StackConfig, subprocess.CompletedProcess[str]],
     monkeypatch: pytest.MonkeyPatch,
@@ -439,6 +441,7 @@ def test_server_exiting_during_startup_reports_its_log_and_stops_the_others(
     assert not config.state_file.exists()
 
 
+@pytest.mark.e2e
 def test_context_manager_stops_what_it_started_when_the_body_raises(
     cache_dir: Path, tmp_path: Path
 ) -> None:
@@ -478,7 +481,11 @@ def test_keyboard_interrupt_during_up_stops_the_servers_it_started(
     assert not config.state_file.exists()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGTERM, pytest.param(signal.SIGKILL, marks=pytest.mark.e2e)],
+    ids=["sigterm", "sigkill"],
+)
 def test_no_orphans_when_the_owning_process_dies(
     cache_dir: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:

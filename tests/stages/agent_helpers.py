@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.errors import InfraError
-from voicelat.core.plan import plan_turns
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import InfraError
+from voicelat.core.base.plan import plan_turns
+from voicelat.core.base.turn import Turn
 from voicelat.engine.runner import Runner
 from voicelat.engine.stageset import AgentStageSet
 from voicelat.files.fixtures import load_fixtures

@@ -18,8 +18,8 @@ from tests.stages.ws_helpers import (
     collect,
     fixture_pcm,
 )
-from voicelat.core.errors import StageError
-from voicelat.core.events import Connected, Done, EndOfTurn, Final, Partial, RequestSent
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import Connected, Done, EndOfTurn, Final, Partial, RequestSent
 from voicelat.emulate import Emulators
 from voicelat.stages.assemblyai import AssemblyAISTT
 

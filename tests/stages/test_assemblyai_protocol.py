@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from voicelat.core.events import Done, EndOfTurn, Failed, Final, Partial, RequestSent
+from voicelat.core.measure.events import Done, EndOfTurn, Failed, Final, Partial, RequestSent
 from voicelat.stages.protocols.assemblyai import (
     TERMINATE,
     AssemblyAIProtocol,

@@ -16,8 +16,8 @@ from tests.stages.ws_helpers import (
     collect,
     texts,
 )
-from voicelat.core.errors import StageError
-from voicelat.core.events import Audio, Connected, Done, TextSent
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import Audio, Connected, Done, TextSent
 from voicelat.emulate import Emulators
 from voicelat.emulate.content import tone_speech
 from voicelat.stages.cartesia import CartesiaTTS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from voicelat.core.events import Audio, Done, Failed, ProviderTiming, TextSent
+from voicelat.core.measure.events import Audio, Done, Failed, ProviderTiming, TextSent
 from voicelat.stages.protocols.cartesia import CartesiaProtocol, CartesiaVoice
 
 URL = "wss://api.cartesia.ai/tts/websocket"

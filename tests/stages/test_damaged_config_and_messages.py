@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from voicelat.core.errors import ConfigError, VoicelatError
-from voicelat.core.events import Failed
+from voicelat.core.base.errors import ConfigError, VoicelatError
+from voicelat.core.measure.events import Failed
 from voicelat.files.pipeline import load_pipeline
 from voicelat.stages.deepgram import DeepgramSTT
 from voicelat.stages.gemini_live import GeminiLive

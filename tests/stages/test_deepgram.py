@@ -21,8 +21,8 @@ from tests.stages.ws_helpers import (
     texts,
 )
 from voicelat.audio import frames
-from voicelat.core.errors import StageError
-from voicelat.core.events import (
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import (
     Audio,
     Connected,
     Done,

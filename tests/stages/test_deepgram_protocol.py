@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from voicelat.core.events import (
+from voicelat.core.measure.events import (
     Audio,
     Done,
     EndOfTurn,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from voicelat.core.events import Audio, Done, Failed, TextSent
+from voicelat.core.measure.events import Audio, Done, Failed, TextSent
 from voicelat.stages.protocols.elevenlabs import ElevenLabsProtocol, init_message
 
 URL = "wss://api.elevenlabs.io/v1/text-to-speech/JBFq/stream-input"

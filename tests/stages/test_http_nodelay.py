@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 import pytest
 
-from voicelat.core.diagnostics import NODELAY_SERVERS, assess_trust, quantized_near_40ms
-from voicelat.core.events import Delta, Span
-from voicelat.core.turn import SpanRecord, Turn
+from voicelat.core.base.turn import SpanRecord, Turn
+from voicelat.core.measure.events import Delta, Span
+from voicelat.core.summaries.diagnostics import NODELAY_SERVERS, assess_trust, quantized_near_40ms
 from voicelat.stages.openai import OpenAILLM
 
 uvicorn = pytest.importorskip("uvicorn")

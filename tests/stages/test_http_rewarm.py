@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from voicelat.core.clock import MonotonicClock
-from voicelat.core.events import Connected, StageEvent
+from voicelat.core.measure.clock import MonotonicClock
+from voicelat.core.measure.events import Connected, StageEvent
 from voicelat.emulate import Emulators
 from voicelat.stages.keepalive import (
     REWARM_IDLE_NS,

@@ -13,7 +13,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from tests.stages.echo_server import _Echo
-from voicelat.core.errors import StageError
+from voicelat.core.base.errors import StageError
 from voicelat.stages.http import WARM_RETRY_S
 from voicelat.stages.openai import OpenAILLM
 

@@ -13,8 +13,8 @@ import pytest
 from tests.helpers import ROOT
 from voicelat.audio import frames, load_for_stage
 from voicelat.audio.frames import bytes_dbfs
-from voicelat.core.errors import ConfigError
-from voicelat.core.events import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.measure.events import (
     Audio,
     Connected,
     Done,

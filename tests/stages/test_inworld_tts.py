@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from voicelat.core.errors import StageError
-from voicelat.core.events import Audio, Done, Failed, StageEvent, TextSent
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import Audio, Done, Failed, StageEvent, TextSent
 from voicelat.emulate import Emulators
 from voicelat.emulate.content import tone_speech
 from voicelat.stages.inworld import InworldTTS

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import ROOT, wer
 from voicelat.audio import frames, load_for_stage
-from voicelat.core.events import (
+from voicelat.core.measure.events import (
     Audio,
     Connected,
     Delta,

@@ -12,8 +12,8 @@ import pytest
 
 from tests.helpers import ROOT
 from voicelat.audio import PCM, first_audible_sample, frames, load_for_stage
-from voicelat.core.errors import StageError
-from voicelat.core.events import (
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import (
     Audio,
     Connected,
     Done,

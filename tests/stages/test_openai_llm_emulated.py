@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.errors import StageError
-from voicelat.core.events import Delta, Done, Failed, RequestSent, Span, StageEvent
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import Delta, Done, Failed, RequestSent, Span, StageEvent
 from voicelat.emulate import Emulators, emulator_class
 from voicelat.stages.openai import OpenAILLM
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from voicelat.core.errors import StageError
-from voicelat.core.events import (
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import (
     Audio,
     Delta,
     Done,

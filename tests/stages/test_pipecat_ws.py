@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.stages.agent_helpers import MS, pipecat_agent, run_agent_turns
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.stages.pipecat_ws import PipecatWs
 
 PORT = 9251

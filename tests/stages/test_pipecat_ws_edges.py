@@ -14,7 +14,7 @@ from typing import Any
 
 from websockets.asyncio.server import ServerConnection, serve
 
-from voicelat.core.events import Audio, Done, Failed, StageEvent
+from voicelat.core.measure.events import Audio, Done, Failed, StageEvent
 from voicelat.stages.pipecat_ws import PipecatWs
 from voicelat.stages.protocols.pipecat_ws import decode_frame, encode_audio
 

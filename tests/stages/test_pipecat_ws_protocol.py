@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from voicelat.core.errors import ConfigError, StageError
-from voicelat.core.events import Audio, Delta, Done, Failed, Final, Interrupted, ServerSpeech
+from voicelat.core.base.errors import ConfigError, StageError
+from voicelat.core.measure.events import (
+    Audio,
+    Delta,
+    Done,
+    Failed,
+    Final,
+    Interrupted,
+    ServerSpeech,
+)
 from voicelat.stages.protocols.pipecat_ws import (
     PipecatWsProtocol,
     ReplyWatch,

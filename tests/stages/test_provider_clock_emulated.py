@@ -16,8 +16,8 @@ import pytest
 
 from tests.helpers import ROOT
 from voicelat.audio import PCM, frames, load_for_stage
-from voicelat.core.events import Done, ProviderTiming, ServerTiming, Span, StageEvent
-from voicelat.core.provider_clock import ProviderSplit, stage_split
+from voicelat.core.measure.events import Done, ProviderTiming, ServerTiming, Span, StageEvent
+from voicelat.core.measure.provider_clock import ProviderSplit, stage_split
 from voicelat.emulate import Emulators
 from voicelat.emulate.truth import Exchange
 from voicelat.stages.cartesia import CartesiaTTS

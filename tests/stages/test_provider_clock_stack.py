@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.events import Delta, Done, ProviderTiming, RequestSent, Span
-from voicelat.core.provider_clock import TOLERANCE_NS, stage_split
+from voicelat.core.measure.events import Delta, Done, ProviderTiming, RequestSent, Span
+from voicelat.core.measure.provider_clock import TOLERANCE_NS, stage_split
 from voicelat.stages.openai import OpenAILLM
 
 pytestmark = pytest.mark.stack

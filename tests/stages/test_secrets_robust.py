@@ -15,8 +15,8 @@ import pytest
 
 from tests.helpers import ROOT, voicelat
 from tests.stages.echo_server import echo_server
-from voicelat.core.errors import StageError
-from voicelat.core.events import Failed, StageEvent
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import Failed, StageEvent
 from voicelat.stages.inworld import InworldTTS
 from voicelat.stages.openai import OpenAILLM
 from voicelat.stages.openai_audio import OpenAISTT, OpenAITTS

@@ -25,7 +25,7 @@ from tests.helpers import ROOT, voicelat
 from tests.stages.echo_server import echo_server
 from tests.stages.leaky_ws_server import leaky_ws_server
 from tests.stages.test_secrets_robust import _one_fixture as one_fixture
-from voicelat.core.events import Failed, StageEvent
+from voicelat.core.measure.events import Failed, StageEvent
 from voicelat.engine.servers import with_stack_servers
 from voicelat.stages.base import load_stage_class
 
@@ -235,6 +235,7 @@ def _collector() -> Iterator[tuple[str, list[bytes]]]:
         server.server_close()
 
 
+@pytest.mark.e2e
 def test_whole_runs_against_servers_that_send_the_key_back_leak_nothing(tmp_path: Path) -> None:
     pytest.importorskip("aiortc")
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.stages.ws_helpers import KEY, KEY_ENV, audio, collect, fixture_pcm, texts
-from voicelat.core.clock import FakeClock
-from voicelat.core.events import Done, Span, StageEvent
+from voicelat.core.measure.clock import FakeClock
+from voicelat.core.measure.events import Done, Span, StageEvent
 from voicelat.emulate import Emulators
 from voicelat.stages.base import use_clock
 from voicelat.stages.deepgram import DeepgramSTT, DeepgramTTS

@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from voicelat.core.errors import ConfigError, StageError
+from voicelat.core.base.errors import ConfigError, StageError
 from voicelat.files.pipeline import load_pipeline
 from voicelat.stages.deepgram import DeepgramSTT, DeepgramSTTOptions
 from voicelat.stages.openai import OpenAILLM

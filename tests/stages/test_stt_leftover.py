@@ -26,9 +26,9 @@ import pytest
 from tests.helpers import ROOT
 from tests.stages.ws_helpers import KEY, KEY_ENV
 from voicelat.audio import PCM, frames, load_for_stage
-from voicelat.core.clock import now_ns
-from voicelat.core.errors import ConfigError
-from voicelat.core.events import Done, EndOfTurn, Final, StageEvent
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.measure.clock import now_ns
+from voicelat.core.measure.events import Done, EndOfTurn, Final, StageEvent
 from voicelat.emulate import Emulators
 from voicelat.stages.assemblyai import AssemblyAISTT
 from voicelat.stages.deepgram import DeepgramSTT

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 
-from voicelat.core.events import Audio, Done, Failed, Interrupted
+from voicelat.core.measure.events import Audio, Done, Failed, Interrupted
 from voicelat.stages.protocols.twilio import TwilioProtocol
 
 MS = 1_000_000

@@ -15,8 +15,8 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from tests.stages.ws_helpers import collect, fixture_pcm
 from voicelat.audio import frames
-from voicelat.core.errors import ConfigError, StageError
-from voicelat.core.events import Audio, Connected, Done, Failed
+from voicelat.core.base.errors import ConfigError, StageError
+from voicelat.core.measure.events import Audio, Connected, Done, Failed
 from voicelat.files.pipeline import load_pipeline
 from voicelat.stages.twilio import Twilio
 

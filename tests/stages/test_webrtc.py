@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.stages.agent_helpers import MS, ROOT, pipecat_agent, run_agent_turns
-from voicelat.core.errors import StageError
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import StageError
+from voicelat.core.base.turn import Turn
 from voicelat.files.pipeline import load_pipeline
 from voicelat.stages.webrtc import WebRTC, _line_track_class
 

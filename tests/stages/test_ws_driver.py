@@ -14,8 +14,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Close
 
 from tests.stages.ws_helpers import KEY, KEY_ENV, collect
-from voicelat.core.clock import FakeClock
-from voicelat.core.events import Done, Failed, Final, RequestSent, StageEvent, TextSent
+from voicelat.core.measure.clock import FakeClock
+from voicelat.core.measure.events import Done, Failed, Final, RequestSent, StageEvent, TextSent
 from voicelat.stages.cartesia import CartesiaTTS
 from voicelat.stages.deepgram import DeepgramSTT
 from voicelat.stages.protocols.cartesia import CartesiaProtocol

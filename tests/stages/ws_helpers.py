@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.helpers import ROOT
 from voicelat.audio import PCM, frames, load_for_stage
-from voicelat.core.events import Done, Failed, StageEvent
+from voicelat.core.measure.events import Done, Failed, StageEvent
 
 KEY_ENV = "VOICELAT_TEST_WS_KEY"
 KEY = "test-key-9f8e7d"

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.summary import build_summary
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.summary import build_summary
 from voicelat.files.results import TurnsWriter, write_summary
 from voicelat.testing.pytest_plugin import LatencySummary, Millis, assert_latency
 
@@ -154,6 +154,7 @@ def _emulated_pipeline_file(em: Any, path: Path) -> Path:
     return path
 
 
+@pytest.mark.e2e
 async def test_the_fixture_runs_a_closed_loop_over_worker_processes(
     voicelat_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

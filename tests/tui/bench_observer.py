@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from voicelat.core.plan import PlannedTurn
+from voicelat.core.base.plan import PlannedTurn
 from voicelat.tui.model import TurnFinished
 from voicelat.tui.protocol import JsonlObserver, decode, encode
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.console import Console, RenderableType
 
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.turn import SpanRecord, Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.turn import SpanRecord, Turn
 from voicelat.files.results import load_run
 from voicelat.tui.model import RunModel
 

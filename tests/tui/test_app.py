@@ -326,3 +326,18 @@ async def test_live_rows_keep_the_chosen_sort_order() -> None:
         run.events.put(TurnFinished(make_turn(3, {"llm_ttft": 500}), 4))
         await pilot.pause(0.15)
         assert _first_column(app) == ["1", "3", "2", "0"]
+
+
+async def test_the_error_bar_appears_under_the_percentiles_when_the_run_ends() -> None:
+    """A live run's percentiles pane has no error bar until its RunEnded brings the summary's
+    instrument section; then "± instrument error P99" is under the table."""
+    run = FakeRun()
+    app = VoicelatApp(_live_model(), controller=run)
+    section = {"status": "calibrated", "turns": 3, "error_p50_ns": 300_000, "error_p99_ns": 900_000}
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        assert "instrument error" not in _text(app, "#segments")
+        run.events.put(RunEnded("complete", None, section))
+        run.finished = True
+        await pilot.pause(0.15)
+        assert "± instrument error P99 0.9 ms" in _text(app, "#segments")

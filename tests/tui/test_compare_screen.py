@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from voicelat.core.ranking import CombinationSample, rank_combinations
+from voicelat.core.judge.ranking import CombinationSample, rank_combinations
 from voicelat.tui.compare import CompareApp
 
 MS = 1_000_000

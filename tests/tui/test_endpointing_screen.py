@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable, Static
 
-from voicelat.core.endpointing import Config, ConfigScore
+from voicelat.core.measure.endpointing import Config, ConfigScore
 from voicelat.report.endpointing import TradeOff, curve_text
 from voicelat.tui.endpointing import EndpointingApp
 
@@ -51,8 +51,8 @@ async def test_endpointing_screen() -> None:
 
 
 def _wire_trade() -> TradeOff:
-    from voicelat.core.endpointing_runs import run_point
-    from voicelat.core.turn import Turn
+    from voicelat.core.base.turn import Turn
+    from voicelat.core.measure.endpointing_runs import run_point
 
     summary = {
         "pipeline": {"endpointing": {"mode": "provider"}, "stt": {"stage": "deepgram-stt"}},

@@ -21,7 +21,7 @@ import pytest
 from voicelat.cli.main import build_parser, main
 from voicelat.cli.run import add_run_arguments
 from voicelat.cli.tui_child import child_command, want_tui
-from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.base.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.files.pipeline import Endpointing, Pipeline, TurnConfig
 from voicelat.files.results import load_run
 from voicelat.tui.app import VoicelatApp
@@ -205,6 +205,23 @@ def test_stopping_sends_sigint_once_and_the_child_keeps_its_results(tmp_path: Pa
     )
     assert run.exit_code == EXIT_INTERRUPTED
     assert run.summary_path == out / "summary.json" and run.summary_path.exists()
+
+
+def test_the_runs_end_brings_the_error_bar_of_the_summary_the_child_wrote(tmp_path: Path) -> None:
+    """The child announces its summary; at its exit the RunEnded carries that summary's
+    ``instrument`` section (the percentiles pane's error bar), and none when it has none."""
+    out = tmp_path / "out"
+    run = ChildRun(replay("--out", str(out)))
+    run.start()
+    end = _finished(run)[-1]
+    assert isinstance(end, RunEnded) and end.status == "complete"
+    assert end.instrument is None  # the saved run's summary predates the section
+    section = {"status": "calibrated", "error_p50_ns": 300_000, "error_p99_ns": 900_000}
+    summary = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps(summary | {"instrument": section}))
+    assert run._instrument() == section
+    (out / "summary.json").write_text("{not json")
+    assert run._instrument() is None
 
 
 def test_the_tui_process_steps_back_once_the_child_runs() -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.tui.helpers import MS, SAVED_RUN, make_turn, saved_model
-from voicelat.core.stats import Distribution
-from voicelat.files.results import LoadedRun
+from voicelat.core.base.stats import Distribution
+from voicelat.files.results import LoadedRun, load_run
 from voicelat.tui.model import (
     SORT_KEYS,
     LiveTurn,
@@ -168,3 +170,21 @@ def test_a_run_without_summary_says_so() -> None:
     model = RunModel.from_loaded(LoadedRun(SAVED_RUN, turns, None, 2))
     assert model.status.startswith("no summary") and model.skipped_lines == 2
     assert model.budget == {} and model.planned is None
+
+
+def test_the_error_bar_comes_from_a_saved_summary_or_the_runs_end(tmp_path: Path) -> None:
+    """``voicelat view``: the summary's instrument section; a live run: the one its RunEnded
+    brought (read from the summary the child wrote), and an end without one keeps it."""
+    run = tmp_path / "run"
+    shutil.copytree(SAVED_RUN, run)
+    summary = json.loads((run / "summary.json").read_text())
+    assert RunModel.from_loaded(load_run(run)).instrument is None  # a run from before calibration
+    section = {"status": "calibrated", "error_p50_ns": 300_000, "error_p99_ns": 900_000}
+    (run / "summary.json").write_text(json.dumps(summary | {"instrument": section}))
+    assert RunModel.from_loaded(load_run(run)).instrument == section
+    live = RunModel(results_path=None, live_mode=True)
+    live.apply(RunEnded("complete", None, section))
+    assert live.instrument == section
+    live.apply(RunEnded("complete"))
+    assert live.instrument == section
+    assert RunEnded("complete", None, section) == RunEnded("complete")  # the status is the event

@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from tests.tui.helpers import MS, make_turn, saved_model, text_of
-from voicelat.core.palette import SEGMENT_COLOURS, segment_colour
-from voicelat.core.ranking import CombinationSample, rank_combinations
+from voicelat.core.base.palette import SEGMENT_COLOURS, segment_colour
+from voicelat.core.judge.ranking import CombinationSample, rank_combinations
 from voicelat.report.chartdata import Bin, accuracy, histogram, turn_points
 from voicelat.tui.app import VoicelatApp
 from voicelat.tui.charts import CombosView, HistogramView, TimelineView, fixture_table
@@ -175,7 +175,7 @@ async def test_enter_on_a_ranking_row_opens_that_combination() -> None:
 
 
 def test_pictures_of_a_run_with_no_headline_turn_say_so() -> None:
-    from voicelat.core.run_summary import RunSummary
+    from voicelat.core.summaries.run_summary import RunSummary
     from voicelat.report.run_html import run_html
     from voicelat.tui.charts import run_charts
 

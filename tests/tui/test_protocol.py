@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.tui.helpers import MS, make_turn
-from voicelat.core.clock import FakeClock
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.run_summary import SCHEMA_VERSION
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.measure.clock import FakeClock
+from voicelat.core.summaries.run_summary import SCHEMA_VERSION
 from voicelat.tui.model import (
     MilestoneSeen,
     RunEvent,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from tests.tui.helpers import MS, make_turn, saved_model, text_of
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.stats import Band
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.stats import Band
 from voicelat.tui.model import LiveTurn, judge
 from voicelat.tui.render import (
     LABEL_WIDTH,
@@ -15,9 +15,11 @@ from voicelat.tui.render import (
     band_caption,
     band_view,
     band_waterfall,
+    instrument_text,
     nice_ceiling,
     segment_table,
     spans_table,
+    stats_view,
     status_line,
     transcript_diff,
     turn_cells,
@@ -131,6 +133,43 @@ def test_segment_table_is_labelled_not_additive_and_shows_p50_p90_p99_max_n() ->
     assert e2e == ["e2e", "1066", "1186", "1248", "1255", "14"]
     handoff = next(line for line in text.splitlines() if line.startswith("handoff")).split()
     assert handoff[1] == "0.6"  # sub-10 ms values keep a decimal
+
+
+CALIBRATED = {
+    "status": "calibrated",
+    "mode": "quick",
+    "turns": 3,
+    "error_p50_ns": 310_000,
+    "error_p99_ns": 1_240_000,
+    "by_kind": {"ttft": {"n": 3, "error_p50_ns": 300_000, "error_p99_ns": 1_240_000}},
+    "clock_ppm": 1.5,
+    "reason": None,
+}
+
+
+def test_the_percentiles_pane_carries_the_instrument_error_p99() -> None:
+    model = saved_model()
+    text = text_of(stats_view(model.segment_dists(), CALIBRATED), width=60)
+    lines = text.splitlines()
+    e2e = next(i for i, line in enumerate(lines) if line.startswith("e2e"))
+    bar = next(i for i, line in enumerate(lines) if "instrument error" in line)
+    assert bar > e2e  # under the table it qualifies
+    assert "± instrument error P99 1.2 ms (P50 0.3 ms, 3 reference turns)" in " ".join(
+        " ".join(lines[bar:]).split()
+    )
+    # a run without the section (older, or live until its summary): the table alone
+    assert text_of(stats_view(model.segment_dists(), None), width=60) == text_of(
+        segment_table(model.segment_dists()), width=60
+    )
+
+
+def test_an_uncalibrated_or_warned_error_bar_says_so() -> None:
+    off = {"status": "uncalibrated", "reason": "--calibrate off", "error_p99_ns": None}
+    line = instrument_text(off)
+    assert line is not None and line.plain == "± instrument error: uncalibrated (--calibrate off)"
+    warned = instrument_text(CALIBRATED | {"reason": "clock drift 120 ppm"})
+    assert warned is not None and warned.plain.endswith("; WARNING: clock drift 120 ppm")
+    assert instrument_text(None) is None and instrument_text("calibrated") is None
 
 
 def test_spans_table_lists_connect_and_ttfb_per_stage() -> None:

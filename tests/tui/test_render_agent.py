@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.core.test_core_agent import MS, agent_turn, at
 from tests.tui.helpers import text_of
-from voicelat.core.agent_trace import TraceSplit
+from voicelat.core.traces.agent_trace import TraceSplit
 from voicelat.tui.render import turn_detail
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tests.core.test_core_s2s import server_vad_turn
 from tests.tui.helpers import make_turn, text_of
-from voicelat.core.stats import Distribution
-from voicelat.core.summary import segment_distributions
+from voicelat.core.base.stats import Distribution
+from voicelat.core.summaries.summary import segment_distributions
 from voicelat.tui.render import segment_table, turn_waterfall
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 from voicelat.audio.onset import first_audible_sample
 from voicelat.audio.wav import PCM, read_wav, write_wav
-from voicelat.core.errors import AudioError, VoicelatError
+from voicelat.core.base.errors import AudioError, VoicelatError
 from voicelat.files.annotate import ManifestEntry
 from voicelat.files.fixtures import MANIFEST, Fixture, load_fixtures
 

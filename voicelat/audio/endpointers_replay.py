@@ -18,7 +18,8 @@ from voicelat.audio.endpointers import FRAME_MS, RATE, SPECS, FrameVad, make_vad
 from voicelat.audio.frames import frames as split_frames
 from voicelat.audio.resample import load_for_stage
 from voicelat.audio.vad import Endpoint, Endpointer
-from voicelat.core.endpointing import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.measure.endpointing import (
     NS_PER_MS,
     Config,
     ConfigScore,
@@ -29,7 +30,6 @@ from voicelat.core.endpointing import (
     score_config,
     score_fixture,
 )
-from voicelat.core.errors import ConfigError
 from voicelat.files.fixtures import Fixture
 
 #: Seconds of work per second of audio, measured on a 2-core machine (Silero's network

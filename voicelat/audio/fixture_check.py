@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from voicelat.audio.onset import first_audible_sample
 from voicelat.audio.wav import PCM
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
 from voicelat.files.fixtures import Fixture
 
 __all__ = ["check_fixture_audio"]

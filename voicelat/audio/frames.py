@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicelat.audio.wav import PCM
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
 
 FULL_SCALE = 32768.0
 _FULL_SCALE_DB = 20.0 * math.log10(FULL_SCALE)

@@ -19,10 +19,12 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from voicelat.core.clock import Clock, MonotonicClock
+from voicelat.core.measure.clock import Clock, MonotonicClock
 
 SleepFn = Callable[[float], Awaitable[None]]
 SendFn = Callable[[int, bytes], Awaitable[None]]
+#: Told of each frame the pacer waited for: (due, woke) on its clock (the loop-lag probe's note).
+WakeFn = Callable[[int, int], None]
 
 SPIN_NS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -57,10 +59,15 @@ class Pacer:
     Every time is read on ``clock`` (default: the monotonic measuring clock); :meth:`run` can
     be given another one for a single run."""
 
-    def __init__(self, frame_ms: int = 20, clock: Clock | None = None) -> None:
+    def __init__(
+        self, frame_ms: int = 20, clock: Clock | None = None, on_wake: WakeFn | None = None
+    ) -> None:
         if frame_ms <= 0:
             raise ValueError("frame_ms must be positive")
         self.clock: Clock = clock if clock is not None else MonotonicClock()
+        #: Told ``(due, woke)`` of each frame it had to wait for: a timed wake-up the loop
+        #: makes anyway, so the loop-lag probe needs no wake-up of its own for it.
+        self.on_wake = on_wake
         self.frame_ms = frame_ms
         self.frame_ns = frame_ms * 1_000_000
         self.t0_ns: int | None = None
@@ -99,6 +106,7 @@ class Pacer:
         self._stopped = False
         self.intended_ns = []
         self.actual_ns = []
+        on_wake = self.on_wake
         try:
             t0 = clk.now_ns() if start_ns is None else start_ns
             self.t0_ns = t0
@@ -106,7 +114,12 @@ class Pacer:
                 if self._stopped:
                     break
                 intended = t0 + (k + 1) * self.frame_ns
+                # Only a frame it waited for is a wake-up's lateness: one already due when
+                # asked for (a resumed stream, a sender behind) is the schedule's lag.
+                waited = on_wake is not None and clk.now_ns() < intended
                 actual = await sleep_until(intended, clk, slp, spin)
+                if waited and on_wake is not None:
+                    on_wake(intended, actual)
                 if self._stopped:
                     break
                 self.intended_ns.append(intended)

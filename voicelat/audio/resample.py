@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicelat.audio.wav import PCM, read_wav
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
 
 ROLLOFF = 0.9
 ZERO_CROSSINGS = 32

@@ -40,8 +40,8 @@ from voicelat.audio.audible import AudibleRuns
 from voicelat.audio.onset import OnsetDetector
 from voicelat.audio.pacer import SleepFn, sleep_until
 from voicelat.audio.wav import PCM, write_wav
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
+from voicelat.core.measure.clock import Clock, MonotonicClock
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
@@ -272,7 +272,7 @@ class SimulatedSink:
 
     def audible_spans_ns(self) -> list[tuple[int, int]]:
         """The reply's audible stretches as they played (or will play) at the ear: play times
-        ``(start, end)`` of the loud runs, cut at a cancel (``core/bargein.py``)."""
+        ``(start, end)`` of the loud runs, cut at a cancel (``core/calls/bargein.py``)."""
         if self._audible is None:
             return []
         played = self._played_final if self._played_final is not None else self.fed_samples

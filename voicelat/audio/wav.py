@@ -3,7 +3,7 @@
 Everything inside voicelat is 16-bit little-endian mono PCM. :func:`read_wav` accepts the WAV
 files people actually have (8/16/24/32-bit integer PCM, 32/64-bit float, stereo or more
 channels, ``WAVE_FORMAT_EXTENSIBLE`` headers) and converts them; anything else is refused with
-an :class:`~voicelat.core.errors.AudioError` whose message is one line saying what is wrong and how
+an :class:`~voicelat.core.base.errors.AudioError` whose message is one line saying what is wrong and how
 to fix it.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
 
 NS_PER_S = 1_000_000_000
 

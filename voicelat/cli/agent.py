@@ -1,4 +1,5 @@
-"""``voicelat agent up|down|status``: the example Pipecat bot from the command line.
+"""``voicelat agent up|down|status``: the example Pipecat bot (or, ``--bot livekit``, the
+example LiveKit agent) from the command line.
 
 ``up`` starts the embedded stack (for its LLM) if it is not running, then the bot, in the
 background; progress goes to stderr, the bot and its three transport URLs to stdout::
@@ -12,6 +13,7 @@ background; progress goes to stderr, the bot and its three transport URLs to std
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -19,11 +21,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from voicelat.cli.args import positive_seconds
 from voicelat.cli.stack import add_stack_options, config_from_args, print_error, print_progress
-from voicelat.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.base.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.stack.agent import (
+    BOTS,
+    DEFAULT_OPENAI_URL,
     DEFAULT_OTLP_ENDPOINT,
     ENV_AGENT_OTLP,
     ENV_AGENT_PORT,
+    LIVEKIT_PORT,
     TRANSPORTS,
     AgentConfig,
     PipecatBot,
@@ -44,10 +49,25 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     the same flags can be repeated for all three."""
     add_stack_options(parser)
     parser.add_argument(
+        "--bot",
+        choices=BOTS,
+        default="pipecat",
+        help="which example: the Pipecat bot (default; the stack's models) or the LiveKit agent "
+        "(an AgentSession with no LiveKit server, on an OpenAI-compatible server: --openai-url)",
+    )
+    parser.add_argument(
         "--port",
         type=int,
         default=None,
-        help=f"the bot's port, shared by its three transports (env {ENV_AGENT_PORT}; default 7860)",
+        help=f"the bot's port, shared by its three transports (env {ENV_AGENT_PORT}; default "
+        f"7860, the LiveKit agent {LIVEKIT_PORT})",
+    )
+    parser.add_argument(
+        "--openai-url",
+        default=DEFAULT_OPENAI_URL,
+        metavar="URL",
+        help=f"--bot livekit: its STT, LLM and TTS server (default {DEFAULT_OPENAI_URL}: "
+        "`voicelat serve openai`)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="the bot's address (default 127.0.0.1)")
     parser.add_argument(
@@ -86,6 +106,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 def agent_config_from_args(args: argparse.Namespace) -> AgentConfig:
     """An :class:`AgentConfig` from parsed options; unset options keep their defaults."""
     overrides: dict[str, Any] = {"stack": config_from_args(args), "host": args.host}
+    bot = getattr(args, "bot", "pipecat")
+    if bot == "livekit":
+        overrides["bot"] = bot
+        overrides["openai_url"] = args.openai_url
+        if args.port is None and not os.environ.get(ENV_AGENT_PORT, "").strip():
+            overrides["port"] = LIVEKIT_PORT
     if args.port is not None:
         overrides["port"] = args.port
     transport = getattr(args, "transport", None)
@@ -108,10 +134,14 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     """Register ``agent`` with ``up``, ``down`` and ``status``; each sets ``func``."""
     agent = subparsers.add_parser(
         "agent",
-        help="start, stop or inspect the example Pipecat bot (a real agent to profile)",
+        help="start, stop or inspect the example Pipecat bot or LiveKit agent (real agents to "
+        "profile)",
         description="The example Pipecat bot (Whisper tiny.en, gemma on the stack's llama.cpp "
         "server, piper joe, Silero VAD) on twilio, pipecat-ws and webrtc transports, tracing "
-        "to voicelat's OTLP receiver. Needs voicelat[agents] and voicelat[local].",
+        "to voicelat's OTLP receiver; needs voicelat[agents] and voicelat[local]. With --bot "
+        "livekit, the example LiveKit agent (an AgentSession with no LiveKit server, Silero VAD, "
+        "LiveKit's OpenAI plugins on --openai-url) behind the livekit bridge; needs "
+        "voicelat[livekit].",
     )
     commands = agent.add_subparsers(dest="agent_command", metavar="{up,down,status}")
     commands.required = True
@@ -132,9 +162,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         config = agent_config_from_args(args)
         t0 = time.monotonic()
-        print(
-            "example Pipecat bot: starting the stack and the bot ...", file=sys.stderr, flush=True
+        what = (
+            "example LiveKit agent: starting the agent ..."
+            if config.bot == "livekit"
+            else "example Pipecat bot: starting the stack and the bot ..."
         )
+        print(what, file=sys.stderr, flush=True)
         status = PipecatBot(config).up(progress=print_progress, detach=True)
     except VoicelatError as exc:
         print_error(exc)

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.cli.ci_reports import GATE_FILE, JUNIT_FILE, MARKDOWN_FILE
-from voicelat.core.compare import check_baseline
-from voicelat.core.display import fmt_ms
-from voicelat.core.errors import EXIT_OK, ConfigError, VoicelatError
-from voicelat.core.run_summary import RunSummary, SummaryLike
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.errors import EXIT_OK, ConfigError, VoicelatError
+from voicelat.core.judge.compare import check_baseline
+from voicelat.core.summaries.run_summary import RunSummary, SummaryLike
 from voicelat.files.results import SUMMARY_FILE, TURNS_FILE, LoadedRun, load_run
 
 __all__ = ["Baseline", "add_baseline_parser", "cmd_baseline_save", "load_baseline", "save_baseline"]

@@ -39,16 +39,16 @@ from voicelat.cli.ci_reports import (
     write_reports,
     write_text,
 )
-from voicelat.core.budget import Budget
-from voicelat.core.compare import (
+from voicelat.core.base.errors import EXIT_INFRA, ConfigError, InfraError, VoicelatError
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.budget import Budget
+from voicelat.core.judge.compare import (
     DEFAULT_TOLERANCE_MS,
     DEFAULT_TOLERANCE_PCT,
     Tolerance,
 )
-from voicelat.core.errors import EXIT_INFRA, ConfigError, InfraError, VoicelatError
-from voicelat.core.gate import UNTRUSTED_POLICIES, evaluate_gate, gate_text
-from voicelat.core.run_summary import RunSummary, SummaryLike
-from voicelat.core.turn import Turn
+from voicelat.core.judge.gate import UNTRUSTED_POLICIES, evaluate_gate, gate_text
+from voicelat.core.summaries.run_summary import RunSummary, SummaryLike
 from voicelat.files.results import SUMMARY_FILE
 
 if TYPE_CHECKING:

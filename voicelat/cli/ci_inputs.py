@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.budget import Budget, parse_budget
-from voicelat.core.errors import ConfigError
-from voicelat.core.run_summary import RunSummary
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.judge.budget import Budget, parse_budget
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.files.budget import load_budget_file
 from voicelat.files.results import SUMMARY_FILE, TURNS_FILE, LoadedRun, load_run
 
@@ -67,7 +67,7 @@ def _gated_summary(run: LoadedRun) -> RunSummary:
     else one rebuilt from them (with one warning saying why). A run killed before its end
     (SIGKILL) wrote no summary; a damaged or hand-edited one (negative counts, a count the
     turns do not bear out) would gate numbers no turn measured."""
-    from voicelat.core.summary import counts, summarize
+    from voicelat.core.summaries.summary import counts, summarize
 
     recorded = run.run_summary
     if recorded is None:

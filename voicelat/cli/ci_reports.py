@@ -11,9 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-from voicelat.core.errors import ConfigError, VoicelatError
-from voicelat.core.gate import GateResult
-from voicelat.core.run_summary import RunSummary, SummaryLike
+from voicelat.core.base.errors import ConfigError, VoicelatError
+from voicelat.core.judge.gate import GateResult
+from voicelat.core.summaries.run_summary import RunSummary, SummaryLike
 from voicelat.files.results import load_run
 
 __all__ = [

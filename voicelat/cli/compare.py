@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.cli.compare_progress import CompareLines
-from voicelat.core.errors import EXIT_OK, ConfigError, InfraError
-from voicelat.core.ranking import BARGE_IN_KEYS, check_same_fixtures
+from voicelat.core.base.errors import EXIT_OK, ConfigError, InfraError
+from voicelat.core.judge.ranking import BARGE_IN_KEYS, check_same_fixtures
 from voicelat.engine.comparison import Ranking, comparison_scores
 from voicelat.engine.progress import stderr_progress as _info
 
 if TYPE_CHECKING:
-    from voicelat.core.comparison_doc import ComparisonDoc
+    from voicelat.core.judge.comparison_doc import ComparisonDoc
 
     _SubParsers = argparse._SubParsersAction[Any]
 else:
@@ -142,7 +142,15 @@ def _add_scenario_argument(p: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE|DIR",
         help="compare whole calls: each scenario runs as one call on every combination in "
-        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md)",
+        "turn (--repeat rounds), interleaved call by call (docs/CALLS.md); a simulated "
+        "caller speaks live on the first combination, the same lines on the others",
+    )
+    p.add_argument(
+        "--caller-cache",
+        type=Path,
+        metavar="DIR",
+        help="where a simulated caller keeps its rendered lines, by (voice, text) hash "
+        "(default: $VOICELAT_CACHE/caller, else ~/.cache/voicelat/caller)",
     )
 
 
@@ -208,6 +216,7 @@ def _compare_live(args: argparse.Namespace) -> int:
         scenario=getattr(args, "scenario", None),
         network=getattr(args, "network", None),
         argv=tuple(sys.argv),
+        caller_cache=getattr(args, "caller_cache", None),
     )
     setup = plan_comparison(request)
     measured = sum(not p.warmup for p in setup.plan)

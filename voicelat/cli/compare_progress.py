@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.files.matrix import Slot
 
 __all__ = ["CompareLines"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.errors import EXIT_OK
+from voicelat.core.base.errors import EXIT_OK
 
 __all__ = ["Command", "Option", "add_parser", "command_tree", "script"]
 

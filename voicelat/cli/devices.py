@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from voicelat.core.errors import EXIT_OK, AudioError
+from voicelat.core.base.errors import EXIT_OK, AudioError
 
 __all__ = ["add_parser", "cmd_devices"]
 

@@ -8,7 +8,7 @@ servers or real-time pacing, and writes ``endpointing.md``, ``endpointing.json``
 With ``--runs RUN_DIR ...``, each recorded run of a pipeline that ended its turns on the
 provider's own end-of-turn (``[endpointing] mode = "provider"``: Deepgram, AssemblyAI) becomes
 one more point, scored by the same rules against the annotations the run recorded
-(:mod:`voicelat.core.endpointing_runs`) and marked as measured on the wire.
+(:mod:`voicelat.core.measure.endpointing_runs`) and marked as measured on the wire.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from voicelat.audio.endpointers_replay import (
 )
 from voicelat.cli.args import non_negative_float, positive_int
 from voicelat.cli.endpointing_runs import load_points
-from voicelat.core.endpointing import ConfigScore
-from voicelat.core.errors import EXIT_OK, ConfigError
+from voicelat.core.base.errors import EXIT_OK, ConfigError
+from voicelat.core.measure.endpointing import ConfigScore
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.report.endpointing import TradeOff, curve_text, document, html, markdown
 

@@ -1,5 +1,5 @@
 """``voicelat endpointing --runs RUN_DIR ...``: each recorded provider-endpointed run as one more
-point of the trade-off (:mod:`voicelat.core.endpointing_runs` scores it), with a note on stderr
+point of the trade-off (:mod:`voicelat.core.measure.endpointing_runs` scores it), with a note on stderr
 for what a point can and cannot show."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.endpointing_runs import RunPoint, run_point
+from voicelat.core.measure.endpointing_runs import RunPoint, run_point
 from voicelat.files.fixtures import Fixture
 from voicelat.files.results import load_run
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.cli.args import non_negative_int
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, InfraError, StageError
+from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, InfraError, StageError
 from voicelat.files.annotate import (
     WHISPER_GUESS,
     ManifestEntry,
@@ -198,7 +198,7 @@ async def _transcribe_all(
 ) -> dict[str, str]:
     from voicelat.audio.frames import frames
     from voicelat.audio.resample import load_for_stage
-    from voicelat.core.events import Failed, Final
+    from voicelat.core.measure.events import Failed, Final
     from voicelat.stages.base import load_stage_class
 
     stt = load_stage_class("wyoming-stt", "stt")({"stage": "wyoming-stt", "url": url})

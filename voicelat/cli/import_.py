@@ -2,12 +2,12 @@
 
 Production calls voicelat did not play, read from the agent's own OpenTelemetry spans (OTLP
 protobuf or JSON files, OTLP JSON lines, the collector's file exporter, Jaeger JSON;
-:mod:`voicelat.files.otlp`), turned into traced turns (:mod:`voicelat.core.traced`) that
+:mod:`voicelat.files.otlp`), turned into traced turns (:mod:`voicelat.core.traces.traced`) that
 ``voicelat view``, ``ci`` and ``compare`` read like any run. docs/PRODUCTION.md says what t=0
 and the end point are and what trace-only e2e leaves out.
 
 ``--check`` writes nothing and prints only the findings of the conformance checks
-(:mod:`voicelat.core.trace_checks`), one a line. Exit codes: 0 imported (``--check``: no
+(:mod:`voicelat.core.traces.trace_checks`), one a line. Exit codes: 0 imported (``--check``: no
 finding); 1 ``--check`` found something; 2 bad input (an unreadable or corrupt file, no turn
 of the mapping in the spans, a bad ``--out``); 3 the results cannot be written.
 """
@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.agent_trace import MAPPINGS, AgentSpan, suggest_mapping
-from voicelat.core.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, InfraError
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.trace_checks import CHECKS
-from voicelat.core.traced import TracedImport, import_spans
-from voicelat.core.version import __version__
+from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, InfraError
+from voicelat.core.base.version import __version__
+from voicelat.core.summaries.run_summary import RunSummary
+from voicelat.core.traces.agent_trace import MAPPINGS, AgentSpan, suggest_mapping
+from voicelat.core.traces.trace_checks import CHECKS
+from voicelat.core.traces.traced import TracedImport, import_spans
 
 __all__ = ["add_parser", "cmd_import"]
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.live_args import add_live_arguments
 from voicelat.cli.live_terminal import Keys, LivePrinter, SpeechEndAnnouncer
-from voicelat.core.errors import EXIT_OK
-from voicelat.core.run_summary import RunSummary
+from voicelat.core.base.errors import EXIT_OK
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.engine.progress import stderr_progress as _info
 
 if TYPE_CHECKING:

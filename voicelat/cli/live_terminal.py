@@ -10,8 +10,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
 from voicelat.engine.progress import stderr_progress as _info
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from voicelat.cli.live_args import add_live_arguments
-from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.base.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.engine.progress import stderr_progress as _info
 
 __all__ = ["forwarded_options", "run_tui"]

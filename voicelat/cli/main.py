@@ -22,7 +22,7 @@ from voicelat.cli import run as _run
 from voicelat.cli import signals as _signals
 from voicelat.cli.helptext import polish
 from voicelat.cli.version import VersionAction
-from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_USAGE, VoicelatError, only_interrupts
+from voicelat.core.base.errors import EXIT_INTERRUPTED, EXIT_USAGE, VoicelatError, only_interrupts
 
 __all__ = ["build_parser", "main"]
 

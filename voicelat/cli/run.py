@@ -18,10 +18,10 @@ from typing import Any, Literal, TextIO
 
 from voicelat.cli.request import request_from_args
 from voicelat.cli.run_args import add_run_arguments
-from voicelat.core.errors import EXIT_OK
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import EXIT_OK
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.engine.job import default_out_dir, execute_run, resolve_inputs
 from voicelat.engine.progress import Progress, progress_for, stderr_progress
 from voicelat.engine.request import RunRequest
@@ -86,7 +86,7 @@ def write_run_report(out_dir: Path, progress: Progress = stderr_progress) -> Non
     """``OUT/report.html``, the run's pictures, once the measuring is over; a page that cannot
     be written is a warning, never a failed run (``voicelat view OUT --html`` retries)."""
     from voicelat.cli.view import run_page, write_report
-    from voicelat.core.errors import VoicelatError
+    from voicelat.core.base.errors import VoicelatError
     from voicelat.files.results import TURNS_FILE, load_run
 
     if not (out_dir / TURNS_FILE).is_file():
@@ -101,7 +101,7 @@ def _score_after_run(out_dir: Path, mode: str, progress: Progress) -> str | None
     """Price the run's turns (and score its replies when ``--score`` asks) once measuring is
     over; a scoring failure is a warning, never a failed run (``voicelat score OUT`` retries)."""
     from voicelat.cli.score import score_after_run
-    from voicelat.core.errors import VoicelatError
+    from voicelat.core.base.errors import VoicelatError
 
     try:
         return score_after_run(out_dir, mode)
@@ -178,7 +178,7 @@ def cmd_run(
 
 def _planned(request: RunRequest) -> int:
     """How many turns the measuring child runs (the TUI's progress bar): the fixture plan."""
-    from voicelat.core.plan import plan_turns
+    from voicelat.core.base.plan import plan_turns
 
     fixtures = request.fixtures or ()
     p = request.plan

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.errors import EXIT_OK
+from voicelat.core.base.errors import EXIT_OK
 from voicelat.score.run import MODES, ScoreOutcome, score_run
 
 

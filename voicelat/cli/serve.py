@@ -24,7 +24,7 @@ from pathlib import Path
 from ssl import SSLContext
 from typing import Any, TextIO
 
-from voicelat.core.errors import EXIT_OK
+from voicelat.core.base.errors import EXIT_OK
 from voicelat.emulate.profile import builtin_profiles
 from voicelat.emulate.registry import emulator_class, known_emulators
 from voicelat.emulate.served import register_served, unregister_served
@@ -113,7 +113,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"{name:<12} port {cls.default_port:<6} {cls.title}")
         return EXIT_OK
     if not args.names:
-        from voicelat.core.errors import ConfigError
+        from voicelat.core.base.errors import ConfigError
 
         raise ConfigError(
             f"name the emulators to serve, e.g. `voicelat serve openai` "
@@ -188,7 +188,7 @@ async def _serve(args: argparse.Namespace, ssl_context: SSLContext | None = None
             try:
                 truth_file = args.truth.open("a", encoding="utf-8")
             except OSError as exc:
-                from voicelat.core.errors import ConfigError
+                from voicelat.core.base.errors import ConfigError
 
                 raise ConfigError(
                     f"cannot write the truth file {args.truth}: {exc.strerror}"

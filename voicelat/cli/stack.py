@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.args import positive_seconds
-from voicelat.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.base.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, VoicelatError
 from voicelat.stack.config import ENV_CACHE, ENV_STATE_DIR, PORT_ENV, StackConfig, StackProgress
 from voicelat.stack.manager import LocalStack
 

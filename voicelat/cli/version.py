@@ -12,8 +12,8 @@ import platform
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from voicelat.core.errors import VoicelatError
-from voicelat.core.version import __version__
+from voicelat.core.base.errors import VoicelatError
+from voicelat.core.base.version import __version__
 
 __all__ = ["VersionAction", "version_text"]
 

@@ -19,8 +19,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from voicelat.cli.signals import STOP_SIGNALS
-from voicelat.core import jsontext
-from voicelat.core.errors import EXIT_INFRA, EXIT_OK, VoicelatError
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import EXIT_INFRA, EXIT_OK, VoicelatError
 from voicelat.files.comparison import (
     COMPARISON_JSON,
     LoadedComparison,
@@ -89,8 +89,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def print_definitions(run: LoadedRun, *, as_json: bool) -> int:
     """``--definitions`` / ``--json``: the run in every public definition, as text or JSON."""
-    from voicelat.core.definitions import compute_definitions, definitions_json
-    from voicelat.core.summary import summarize
+    from voicelat.core.judge.definitions import compute_definitions, definitions_json
+    from voicelat.core.summaries.summary import summarize
 
     summary = run.run_summary or summarize(run.turns, run={}, pipeline={}, fixtures=[], stages={})
     results = compute_definitions(run.turns)
@@ -113,7 +113,7 @@ def comparison_page(loaded: LoadedComparison) -> str:
 
 def run_page(run: LoadedRun) -> str:
     """A run's ``report.html``."""
-    from voicelat.core.summary import summarize
+    from voicelat.core.summaries.summary import summarize
     from voicelat.files.results import read_calls
     from voicelat.report.run_html import run_html
 
@@ -176,7 +176,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         return print_definitions(run, as_json=getattr(args, "json", False))
     if not sys.stdout.isatty():
         # Piped or redirected: a screen full of escape codes helps nobody; print the summary.
-        from voicelat.core.summary import summarize
+        from voicelat.core.summaries.summary import summarize
         from voicelat.report.text import summary_table
 
         # A run killed before its end wrote no summary: make one of the turns it kept.

@@ -21,9 +21,9 @@ from types import FrameType
 from typing import Any
 
 from voicelat.cli.import_ import _hangover
-from voicelat.core.agent_trace import MAPPINGS
-from voicelat.core.display import fmt_ms
-from voicelat.core.errors import EXIT_OK
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.errors import EXIT_OK
+from voicelat.core.traces.agent_trace import MAPPINGS
 
 __all__ = ["add_parser", "cmd_watch"]
 
@@ -122,7 +122,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from voicelat.export.registry import build_exporters
 
     if args.out.exists() and not args.out.is_dir():
-        from voicelat.core.errors import ConfigError
+        from voicelat.core.base.errors import ConfigError
 
         raise ConfigError(f"--out {args.out} is a file, not a directory: choose another --out")
     pipeline = {"name": f"traced-{args.mapping}", "kind": "traced", "mapping": args.mapping}

@@ -2,11 +2,11 @@
 
 The endpointing keys are replayed offline on the run's fixtures with the pipeline's own VAD
 (old and new setting) to find how far each fixture's endpoint moves; the recorded turns are
-moved by that (see :mod:`voicelat.core.whatif` for the model and its assumptions). The old
+moved by that (see :mod:`voicelat.core.judge.whatif` for the model and its assumptions). The old
 setting's replay must land on the recorded endpoints: how far it does is printed, as a check of
 the model on this run. ``chunker.mode`` / ``chunker.min_chars`` replay the recorded LLM deltas
 through the chunker, ``tts=LABEL --compare DIR`` takes another TTS's part of each turn from a
-compare run (:mod:`voicelat.core.whatif_reply`). The inputs are loaded and the prediction made
+compare run (:mod:`voicelat.core.judge.whatif_reply`). The inputs are loaded and the prediction made
 below the command line (:mod:`voicelat.score.whatif`); this module is the command and its
 lines. Bad input is one line, exit 2.
 """
@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.display import fmt_ms
-from voicelat.core.errors import EXIT_OK, ConfigError
-from voicelat.core.whatif import Prediction, parse_setting
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.errors import EXIT_OK, ConfigError
+from voicelat.core.judge.whatif import Prediction, parse_setting
 
 NS_PER_MS = 1_000_000
 

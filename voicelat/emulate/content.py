@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 
 __all__ = [
     "SPEAKER_CONTENT",

@@ -20,7 +20,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 
 __all__ = ["Dist", "Empirical", "Fixed", "LogNormal", "Normal", "parse_dist"]
 

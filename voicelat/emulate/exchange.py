@@ -26,7 +26,7 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.profile import STREAM_FAULTS, EmulatorConfig, Fault
 from voicelat.emulate.truth import Exchange
 

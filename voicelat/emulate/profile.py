@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.emulate.dist import Dist, parse_dist
 from voicelat.emulate.names import known_emulators
 from voicelat.emulate.spec import EmulatorSpec

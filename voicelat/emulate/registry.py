@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import cast
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.emulate.base import Emulator
 from voicelat.emulate.names import BUILTIN, ENTRY_POINT_GROUP, known_emulators
 

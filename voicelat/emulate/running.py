@@ -26,7 +26,7 @@ from pathlib import Path
 from ssl import SSLContext
 from typing import Any, Self
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 from voicelat.emulate.base import Emulator
 from voicelat.emulate.profile import Profile, load_profile
 from voicelat.emulate.registry import emulator_class

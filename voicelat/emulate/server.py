@@ -28,7 +28,7 @@ from websockets.http11 import Request as WsRequest
 from websockets.http11 import Response as WsResponse
 from websockets.server import ServerProtocol
 
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.base import Emulator, Route
 from voicelat.emulate.exchange import (
     _REASONS,

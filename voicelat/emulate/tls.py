@@ -17,7 +17,7 @@ import ssl
 import subprocess
 from pathlib import Path
 
-from voicelat.core.errors import InfraError
+from voicelat.core.base.errors import InfraError
 
 __all__ = ["client_context", "self_signed", "server_context"]
 

@@ -1,7 +1,7 @@
 """Ground truth: what each emulator did and exactly when, on the measuring clock.
 
 Every HTTP request and every websocket session is an :class:`Exchange`. The server stamps
-with ``voicelat.core.clock.now_ns()`` (``time.perf_counter_ns``) right before the write that
+with ``voicelat.core.measure.clock.now_ns()`` (``time.perf_counter_ns``) right before the write that
 hands bytes to the kernel (so a mark means "handed to the socket at t", and a client's arrival
 stamp is never earlier), and right after the read that delivered a request. On Linux
 ``perf_counter_ns`` is CLOCK_MONOTONIC, shared by every process on the machine, so the

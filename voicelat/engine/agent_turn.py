@@ -4,14 +4,15 @@ An agent seen from outside is a speech-to-speech stage (docs/AGENTS.md), so
 :class:`AgentTurnEngine`, the agent :class:`~voicelat.engine.turn.TurnEngine` shape over an
 :class:`~voicelat.engine.stageset.AgentStageSet`, runs the realtime shape's
 :func:`~voicelat.engine.s2s_turn.converse_turn` with the agent's recorder
-(:class:`~voicelat.core.agent.AgentRecorder`) and stage name: the pacer streams the
+(:class:`~voicelat.core.traces.agent.AgentRecorder`) and stage name: the pacer streams the
 fixture's 20 ms frames in real time, then silence (the agent endpoints itself, as on a phone
 line); the stage's reply audio goes into the sink, which stamps ``output_first_audible``; the
 turn ends when the stage reports ``Done`` (the reply is over) or ``Failed``.
 
 After the reply has played, a :class:`TraceSource` (the OTLP trace receiver) may be asked for
-the agent's spans of the turn; :func:`~voicelat.core.agent_trace.split_from_spans` maps them
-and the recorder splits ``agent_response`` with them. That wait is after every stamp of the
+the agent's spans of the turn; :func:`~voicelat.core.traces.agent_trace.split_from_spans` maps them
+(LiveKit's: :func:`~voicelat.core.traces.framework_turns.split_window`) and the recorder splits
+``agent_response`` with them. That wait is after every stamp of the
 turn, so it moves none of them.
 """
 
@@ -20,11 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from voicelat.core.agent import AgentRecorder
-from voicelat.core.agent_trace import AgentSpan, split_from_spans
-from voicelat.core.events import StageName
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.measure.events import StageName
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.core.traces.agent import AgentRecorder
+from voicelat.core.traces.agent_trace import FRAMEWORK_MAPPINGS, AgentSpan, split_from_spans
+from voicelat.core.traces.framework_turns import split_window
 from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import AgentStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
@@ -67,6 +69,12 @@ class AgentTurnEngine(TurnEngine):
         """The S2S turn through the agent's stage, then its trace (when there is one)."""
         agent = AgentStageSet.expect(stages).agent
         await converse_turn(self, agent, planned, inp, rec, source=source, sink=sink)
+        # What the stage measured of its own media path this turn (webrtc: lost frames, the
+        # media relay's tallies under a network profile).
+        figures = getattr(agent, "turn_figures", None)
+        if callable(figures):
+            for name, value in figures().items():
+                rec.figure(name, value)
         call_id = getattr(agent, "call_id", None)
         await self.read_trace(rec, call_id if isinstance(call_id, str) else None)
 
@@ -95,7 +103,11 @@ class AgentTurnEngine(TurnEngine):
         except Exception as exc:
             rec.flag(f"trace_error:{type(exc).__name__}")
             return
-        split = split_from_spans(spans, window, traces.mapping)
+        if traces.mapping in FRAMEWORK_MAPPINGS:
+            # LiveKit times a reply its own way (its user_turn beside the agent_turn).
+            split = split_window(spans, window, traces.mapping)
+        else:
+            split = split_from_spans(spans, window, traces.mapping)
         rec.add_trace(split)
         # Where the spans were placed (offset, uncertainty), when the source says.
         clock_info = getattr(self.trace_source, "clock_info", None)

@@ -5,7 +5,7 @@ an in-process OpenAI emulator (its own event loop on a thread, exact fixed delay
 few turns of a short synthetic utterance, run by the same :class:`~voicelat.engine.runner.Runner`
 and turn engine on the same clock as the run. The emulator stamps the moment it handed each
 first token / first audio byte to the socket; voicelat's stamps minus those are the
-measurement error (``core/instrument.py`` computes it, with the clock's rate check).
+measurement error (``core/summaries/instrument.py`` computes it, with the clock's rate check).
 
 A calibration that fails (the emulator cannot start, every reference turn failed, a stall,
 an absurd error) never stops the run: the summary's ``instrument`` section then says
@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.errors import ConfigError
-from voicelat.core.instrument import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.summaries.instrument import (
     KINDS,
     ReferenceTurn,
     TruthExchange,
@@ -38,7 +39,6 @@ from voicelat.core.instrument import (
     reference_errors,
     uncalibrated_section,
 )
-from voicelat.core.turn import Turn
 
 __all__ = [
     "DEFAULT_MODE",
@@ -167,7 +167,7 @@ async def run_reference(clock: Clock, turns: int) -> dict[str, list[int]]:
     """One reference pass: ``turns`` turns against a fresh
     in-process emulator; the errors per kind (ns)."""
     # Imported here: the emulator and the runner are needed only when calibrating.
-    from voicelat.core.plan import plan_turns
+    from voicelat.core.base.plan import plan_turns
     from voicelat.emulate import Emulators
     from voicelat.engine.runner import Runner
     from voicelat.files.fixtures import load_fixtures

@@ -1,10 +1,10 @@
 """A whole call: one session, a scenario's steps in order, every turn timed like any other.
 
-:class:`CallEngine` runs one :class:`~voicelat.core.call.Scenario` on one entered stage set,
+:class:`CallEngine` runs one :class:`~voicelat.core.calls.call.Scenario` on one entered stage set,
 of any shape:
 
 * **cascade**: the stage connections stay open and the LLM sees the conversation so far (a
-  :class:`~voicelat.core.conversation.Conversation`: every earlier user turn and reply), as a
+  :class:`~voicelat.core.calls.conversation.Conversation`: every earlier user turn and reply), as a
   real agent's does. voicelat's cascade greets by speaking the scenario's ``greeting`` text
   through its TTS. Between turns it waits the human gap; its STT hears each utterance from
   its first frame (a VAD-gated agent does the same).
@@ -17,7 +17,7 @@ of any shape:
 Turn timing: a ``say`` step starts ``gap_ms`` (+- a seeded spread) after the previous reply
 ended (the sink played it), or at ``at_ms`` on the call's clock (connected = 0). The call's
 own figures (greeting latency, dead air, duration, the step that failed) go into a
-:class:`~voicelat.core.call.CallRecord`; each turn carries ``call_id`` and ``call_turn``.
+:class:`~voicelat.core.calls.call.CallRecord`; each turn carries ``call_id`` and ``call_turn``.
 A turn that fails is recorded with its reason and the call goes on, or ends as the
 scenario's ``on_failure`` says. Cancelled mid-call (Ctrl-C), every finished turn has already
 been handed to ``done``.
@@ -33,8 +33,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from voicelat.audio import SimulatedSink
-from voicelat.core.bargein import BARGE_IN, OverlayOutcome, barge_in_extra
-from voicelat.core.call import (
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.bargein import BARGE_IN, OverlayOutcome, barge_in_extra
+from voicelat.core.calls.call import (
     CALL_CONNECTED,
     CALL_GREETING,
     CALL_ID,
@@ -47,14 +49,20 @@ from voicelat.core.call import (
     Step,
     gap_ns,
 )
-from voicelat.core.conversation import Conversation
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.turn import Turn
+from voicelat.core.calls.conversation import Conversation
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.agent_turn import AgentTurnEngine
 from voicelat.engine.cascade_turn import CascadeTurnEngine
-from voicelat.engine.overlay import BargeInVad, LineOverlay, OverlayRun, TappedPacer, played_ms
+from voicelat.engine.overlay import (
+    BargeInVad,
+    LineOverlay,
+    OverlayRun,
+    OverlayWords,
+    TappedPacer,
+    played_ms,
+)
 from voicelat.engine.phases import CascadeReply, Playback, cancel_tasks
+from voicelat.engine.phone_leg import heard_input
 from voicelat.engine.s2s_turn import converse_turn
 from voicelat.engine.stageset import CascadeStageSet, StageSet
 from voicelat.engine.turn import TurnEngine
@@ -385,10 +393,16 @@ class CallEngine:
         if lead_ns < 0:
             rec.flag("call:step_late")
         lead_ns = max(0, lead_ns)
+        if self._line_shape and resume is None:
+            inp = _with_lead_silence(inp, lead_ns)
+            rec.extra("lead_silence_ms", lead_ns // NS_PER_MS)
+        leg = engine.phone_leg
+        if leg is not None and resume is None and source is None:
+            # The caller's phone leg, as a run's turn has it (TurnEngine.measure, which a
+            # call's own body bypasses): the frames' loss concealed, the leg's delay ahead.
+            # An interruption's rest goes on from a line already on the leg.
+            inp = heard_input(inp, leg, rec)
         if self._line_shape:
-            if resume is None:
-                inp = _with_lead_silence(inp, lead_ns)
-                rec.extra("lead_silence_ms", lead_ns // NS_PER_MS)
             body = converse_turn(
                 engine,
                 stages.hearing,  # type: ignore[arg-type]
@@ -466,7 +480,7 @@ class CallEngine:
             call.conversation = call.conversation.with_text(transcript).then(turn.reply or "")
         return turn
 
-    # -- overlays: speech during a reply (core/bargein.py) ---------------------------------------
+    # -- overlays: speech during a reply (core/calls/bargein.py) ---------------------------------------
     def _overlay_run(self, call: _Call, overlay: Step, call_turn: int) -> OverlayRun:
         assert overlay.fixture is not None
         return OverlayRun(overlay, self.inputs[overlay.fixture], call_turn)
@@ -484,7 +498,9 @@ class CallEngine:
     ) -> list[tuple[Step, Turn]]:
         """voicelat's cascade: ``step``'s turn while its barge-in VAD hears the overlay
         played into its reply; an interruption is the next turn, heard from its first frame
-        while the reply still plays (and cut, as ``[turn_taking]`` says)."""
+        while the reply still plays (and cut, as ``[turn_taking]`` says). With
+        ``ignore_words``, a VAD trigger waits for the overlay's words (:class:`OverlayWords`,
+        at most ``words_timeout_ms``) and only a word outside the list cuts the reply."""
         engine, clock = self.engine, self.engine.clock
         plan = turn if turn is not None else self._plan_turn(call, step)
         overlay, rest = overlays[0], overlays[1:]
@@ -497,7 +513,29 @@ class CallEngine:
                 call, step, stages, done, turn=plan, source=source, sink=sink, hold=held.append
             )
         )
-        vad = BargeInVad(engine.pipeline.turn_taking)
+        taking = engine.pipeline.turn_taking
+        vad = BargeInVad(taking)
+        words = (
+            OverlayWords(CascadeStageSet.expect(stages).stt, taking.ignore_words)
+            if taking.ignore_words and taking.barge_in
+            else None
+        )
+        side: list[asyncio.Task[None]] = []  # the words session and its judge
+
+        async def judge(w: OverlayWords) -> None:
+            """The VAD triggered: stop once the words hold one outside the list (or none came
+            in time: stop anyway, the reason kept); only listed words: the reply goes on."""
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(w.decided.wait(), taking.words_timeout_ms / 1000)
+            ov.words = w.transcript
+            if w.verdict is None:
+                ov.words_verdict = "fallback"
+                ov.words_fallback = f"no words within {taking.words_timeout_ms} ms"
+            else:
+                ov.words_verdict = "fallback" if w.verdict == "fallback" else w.verdict
+                ov.words_fallback = w.reason
+            if ov.words_verdict != "ignored" and not measured.done():
+                stop()
 
         def stop() -> None:
             """Interrupted: the reply's LLM stream and TTS request are cancelled, the sink
@@ -515,8 +553,17 @@ class CallEngine:
         def tap(k: int, frame: bytes) -> None:
             if k == 0 and pacer.t0_ns is not None:
                 ov.started(pacer.t0_ns)
+                if words is not None:
+                    side.append(asyncio.create_task(words.run()))
+            if words is not None:
+                words.feed(frame)
             if vad.feed(frame) and not measured.done():
-                stop()
+                if words is None:
+                    stop()
+                    return
+                ov.vad_ns = clock.now_ns()
+                words.close()
+                side.append(asyncio.create_task(judge(words)))
 
         pacer = TappedPacer(tap, clock)
         nxt: asyncio.Task[list[tuple[Step, Turn]]] | None = None
@@ -532,7 +579,7 @@ class CallEngine:
                     await pacer.run(ov.inp.frames, _discard)
             out.append((step, await measured))
         finally:
-            await cancel_tasks(measured)
+            await cancel_tasks(measured, *side)
         if nxt is not None:
             out += await nxt
         elif overlay.kind == "interrupt":  # the reply ended first: the interruption is a turn

@@ -10,7 +10,7 @@ sample is the turn's ``t0``), the caller
 1. hears the agent's last reply: the turn's reply text where the turn has it (a cascade's
    LLM, a realtime model's transcript), else the reply audio the run saved, transcribed by
    its STT stage;
-2. decides whether the call is over (:func:`voicelat.core.caller.end_reason`: its goal
+2. decides whether the call is over (:func:`voicelat.core.calls.caller.end_reason`: its goal
    token, the agent's goodbye, the hard turn limit);
 3. writes its next line with its LLM (an ``openai``-compatible stage; temperature 0 and a
    seed unless told otherwise), or takes it from a recorded conversation (``--frozen``);
@@ -38,8 +38,11 @@ from typing import Any
 
 from voicelat.audio import PCM, frames, load_for_stage
 from voicelat.audio.clip import shape_clip
-from voicelat.core.call import CallRecord, Step
-from voicelat.core.caller import (
+from voicelat.core.base.errors import InfraError, VoicelatError
+from voicelat.core.base.secrets import scrub_secrets
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import CallRecord, Step
+from voicelat.core.calls.caller import (
     CallerLine,
     CallerSpec,
     EndReason,
@@ -53,12 +56,9 @@ from voicelat.core.caller import (
     judge_verdict,
     words_differ,
 )
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.conversation import Conversation, Message
-from voicelat.core.errors import InfraError, VoicelatError
-from voicelat.core.events import Audio, Delta, Failed, Final, Partial
-from voicelat.core.secrets import scrub_secrets
-from voicelat.core.turn import Turn
+from voicelat.core.calls.conversation import Conversation, Message
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.events import Audio, Delta, Failed, Final, Partial
 from voicelat.engine.call import CallView, PlannedCall, SourcedStep
 from voicelat.engine.caller_cache import CachedClip, ClipCache, CorruptEntry
 from voicelat.engine.turn_input import FRAME_MS, TurnInput
@@ -102,6 +102,9 @@ class CallerOptions:
     warn: Callable[[str], None] = field(default=lambda _msg: None)
     #: Whether ``hear = "auto"`` may need the STT (an agent's turns carry no reply text).
     auto_hears_audio: bool = False
+    #: Replay the lines another caller spoke, handed over call by call (:meth:`SimulatedCallers.
+    #: replay`; compare's other combinations): the LLM is never asked, as with ``frozen``.
+    follow: bool = False
 
 
 def default_caller_cache() -> Path:
@@ -152,7 +155,7 @@ def _stack_url(kind: str, table: dict[str, Any], url: str) -> None:
 def read_conversation(run_dir: Path) -> list[CallerLine]:
     """The caller lines a run recorded (its ``conversation.jsonl``); ConfigError when there
     is none. Blocking: call it from a thread."""
-    from voicelat.core.errors import ConfigError
+    from voicelat.core.base.errors import ConfigError
 
     path = run_dir / CONVERSATION_FILE
     try:
@@ -213,7 +216,7 @@ class _Stages:
     async def open(self, *, need_llm: bool, need_stt: bool) -> None:
         """Enter the stages the calls will use, before any turn: a client's set-up (an SSL
         context is ~40 ms of CPU) never stalls the loop while another call's turn is timed."""
-        from voicelat.core.caller import system_prompt
+        from voicelat.core.calls.caller import system_prompt
 
         t = self.tables
         if need_llm:
@@ -310,7 +313,8 @@ class SimulatedCallers:
                 need_stt = hear in ("stt", "both") or (
                     hear == "auto" and self.options.auto_hears_audio
                 )
-                await stages.open(need_llm=folder is None, need_stt=need_stt)
+                live = folder is None and not self.options.follow
+                await stages.open(need_llm=live, need_stt=need_stt)
         except BaseException:
             await self._close_stages()
             raise
@@ -355,13 +359,20 @@ class SimulatedCallers:
         if spec is None:
             return None
         frozen = None
-        if self._frozen_dir(spec) is not None:
+        if self.options.follow:  # what the first combination's caller said on this call
+            frozen = self._frozen.get(planned.call_id, [])
+        elif self._frozen_dir(spec) is not None:
             frozen = self._frozen.get(planned.call_id) or self._frozen_by_scenario.get(
                 planned.scenario.name, []
             )
         made = SimulatedCaller(self, self._stages[id(spec)], planned, rate, frozen)
         self._running.append(made)
         return made
+
+    def replay(self, call_id: str, lines: Sequence[CallerLine]) -> None:
+        """``lines`` (another caller's, on the same call) are what this run's caller says on
+        ``call_id``, in order, whatever its agent answers (``follow``: compare --scenario)."""
+        self._frozen[call_id] = sorted(lines, key=lambda ln: ln.call_turn)
 
     def finished(self, source: SimulatedCaller, record: CallRecord) -> CallRecord:
         """``record`` with the caller's part: the end reason, its lines (each with the turn's
@@ -703,6 +714,8 @@ def callers_for_run(
     calls: Sequence[PlannedCall],
     out_dir: Path,
     warn: Callable[[str], None],
+    *,
+    follow: bool = False,
 ) -> tuple[Any, SimulatedCallers]:
     """The run's callers from the options (``--caller-cache DIR``, ``--frozen RUN``) and the
     pipeline they need: one that saves its reply audio when a caller may hear the agent by
@@ -715,7 +728,7 @@ def callers_for_run(
         pipeline = replace(pipeline, output=replace(pipeline.output, save_audio=True))
     cache = getattr(args, "caller_cache", None)
     frozen = getattr(args, "frozen", None)
-    from voicelat.core.errors import ConfigError
+    from voicelat.core.base.errors import ConfigError
 
     # A replay's recording is checked now, before any server starts (exit 2, one line).
     for folder, who in [(frozen, "--frozen"), *((s.frozen, s.source) for s in specs)]:
@@ -730,5 +743,6 @@ def callers_for_run(
         frozen=Path(frozen) if frozen is not None else None,
         warn=warn,
         auto_hears_audio=agent,
+        follow=follow,
     )
     return pipeline, SimulatedCallers(options, calls)

@@ -23,7 +23,7 @@ from typing import Any
 
 from voicelat.audio.clip import Clip
 from voicelat.audio.wav import read_wav, write_wav
-from voicelat.core.errors import AudioError
+from voicelat.core.base.errors import AudioError
 
 __all__ = ["CachedClip", "ClipCache", "CorruptEntry"]
 

@@ -18,9 +18,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from voicelat.core.events import StageName
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.measure.events import StageName
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.phases import CascadeReply, Listener, Playback, cancel_tasks
 from voicelat.engine.stageset import CascadeStageSet, StageSet
 from voicelat.engine.turn import TurnEngine

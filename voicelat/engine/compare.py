@@ -24,12 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from voicelat.core import jsontext
-from voicelat.core.comparison_doc import ComparisonDoc
-from voicelat.core.errors import ConfigError, VoicelatError
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import ConfigError, VoicelatError
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.comparison_doc import ComparisonDoc
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.engine.comparison import (
     Ranking,
     check_currencies,
@@ -86,6 +86,8 @@ class CompareRequest:
     network: str | None = None
     #: The command line each combination's summary records.
     argv: tuple[str, ...] = ()
+    #: ``--caller-cache DIR``: a simulated caller's clips (docs/CALLER.md).
+    caller_cache: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class CompareSetup:
     argv: tuple[str, ...] = ()
     #: The plan as asked (``--repeat``, ``--warmup``: comparison.json's schedule says them).
     asked: PlanRequest = field(default_factory=PlanRequest)
+    caller_cache: Path | None = None
 
 
 @dataclass
@@ -139,7 +142,7 @@ class CompareObserver(Protocol):
 # -- planning ------------------------------------------------------------------------------------
 def plan_comparison(request: CompareRequest) -> CompareSetup:
     """Read the combinations, the fixtures and the plan; refuse bad input before anything."""
-    from voicelat.core.plan import plan_turns
+    from voicelat.core.base.plan import plan_turns
     from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
     from voicelat.stages.base import load_stage_class
 
@@ -166,7 +169,10 @@ def plan_comparison(request: CompareRequest) -> CompareSetup:
     if request.scenario is not None:
         fixtures, calls, plan = _plan_calls(request, request.scenario)
         schedule = _call_schedule(len(combos), calls)
-        return CompareSetup(*head, fixtures, plan, schedule, out, tuple(calls), request.argv, p)
+        return CompareSetup(
+            *head, fixtures, plan, schedule, out, tuple(calls), request.argv, p,
+            request.caller_cache,
+        )  # fmt: skip
     fixtures = load_fixtures(request.fixtures_dir or default_fixtures_dir())
     ids = [f.id for f in fixtures]
     plan = plan_turns(ids, repeat=p.repeat, turns=p.turns, warmup=p.warmup)
@@ -193,9 +199,17 @@ def _call_schedule(n_combinations: int, calls: Sequence[PlannedCall]) -> list[Sl
     out: list[Slot] = []
     for call in calls:
         for c in range(n_combinations):
-            for i, fid in enumerate(call.scenario.fixture_ids()):
+            for i, fid in enumerate(_turn_ids(call)):
                 out.append(Slot(len(out), c, PlannedTurn(call.first_index + i, fid, 0, False)))
     return out
+
+
+def _turn_ids(call: PlannedCall) -> list[str]:
+    """A call's turns as planned: its ``say`` steps' fixtures, then a simulated caller's up to
+    its hard limit (an upper bound: it may end sooner; each line's fixture is named when the
+    caller renders it), as `voicelat run` plans them."""
+    ids = call.scenario.fixture_ids()
+    return ids + ["(caller)"] * (call.scenario.max_turns - len(call.scenario.says))
 
 
 def _plan_calls(
@@ -208,17 +222,11 @@ def _plan_calls(
     if request.plan.turns is not None:
         raise ConfigError("--turns counts single turns: a scenario sets its own (use --repeat)")
     loaded = load_scenarios_for(scenario, request.fixtures_dir)
-    if any(item.scenario.caller is not None for item in loaded):
-        raise ConfigError(
-            "compare --scenario with a simulated caller ([caller]) is not supported yet: run "
-            "each pipeline with `voicelat run --scenario FILE --frozen RUN_DIR` to replay the "
-            "same caller lines on each (docs/CALLER.md)"
-        )
     calls = plan_calls([item.scenario for item in loaded], request.plan.repeat)
     plan = [
         PlannedTurn(c.first_index + i, fid, 0, False)
         for c in calls
-        for i, fid in enumerate(c.scenario.fixture_ids())
+        for i, fid in enumerate(_turn_ids(c))
     ]
     return scenario_fixtures(loaded), calls, plan
 
@@ -262,7 +270,11 @@ def prepare_comparison(
                 pointed = with_stack_urls(c.pipeline, progress)
                 net = open_network(None, pointed, progress)
                 pipeline = net.pipeline if net else pointed
-                runner = Runner(pipeline, setup.fixtures, run_dir, argv=argv, calls=setup.calls)
+                pipeline, callers = _callers(setup, pipeline, run_dir, progress, bool(runs))
+                runner = Runner(
+                    pipeline, setup.fixtures, run_dir, argv=argv, calls=setup.calls,
+                    callers=callers,
+                )  # fmt: skip
                 runs.append(CombinationRun(c, runner, run_dir, network=net))
                 runner.validate()
             except ConfigError as exc:
@@ -271,6 +283,23 @@ def prepare_comparison(
         _stop_networks(runs)
         raise
     return runs
+
+
+def _callers(
+    setup: CompareSetup, pipeline: Any, run_dir: Path, progress: Progress, follow: bool
+) -> tuple[Any, Any]:
+    """A combination's simulated callers (None: no call has a ``[caller]``). The first
+    combination's caller is the live one (its LLM writes each line from what its agent said);
+    every other combination's replays those lines call by call (``follow``), so every
+    combination hears the same caller audio, the point of a comparison (docs/CALLER.md)."""
+    if not any(c.scenario.caller is not None for c in setup.calls):
+        return pipeline, None
+    from types import SimpleNamespace
+
+    from voicelat.engine.caller import callers_for_run
+
+    args = SimpleNamespace(caller_cache=setup.caller_cache, frozen=None)
+    return callers_for_run(args, pipeline, setup.calls, run_dir, progress, follow=follow)
 
 
 def measure_comparison(
@@ -369,7 +398,7 @@ def _write_summary(
 
 
 def _price(run_dir: Path, progress: Progress) -> None:
-    """Price a combination's turns once its measuring is over (core/cost.py; cheap): a
+    """Price a combination's turns once its measuring is over (core/judge/cost.py; cheap): a
     failure is a warning, the ranking stands without it."""
     from voicelat.score.run import score_run
 
@@ -462,35 +491,64 @@ async def _drive_calls(
 ) -> None:
     """``--scenario``: each planned call on every combination in turn (the combination's session
     stays open across its calls); every finished turn is written and shown as it comes."""
+    slots = {(s.combination, s.planned.index): s for s in schedule}
+    async with contextlib.AsyncExitStack() as entered:
+        # The callers' stages are entered before any call (their set-up is never a turn's).
+        for r in runs:
+            if r.runner.callers is not None:
+                await entered.enter_async_context(r.runner.callers)
+        for planned in runs[0].runner.calls:
+            await _one_call_everywhere(runs, planned, slots, show)
+        for r in runs:  # the judge, once every call is over (no turn is running)
+            if r.runner.callers is not None:
+                r.runner.call_records[:] = await r.runner.callers.settle(r.runner.call_records)
+
+
+async def _one_call_everywhere(
+    runs: Sequence[CombinationRun],
+    planned: PlannedCall,
+    slots: Mapping[tuple[int, int], Slot],
+    show: CompareObserver,
+) -> None:
+    """``planned`` on each combination in turn; a simulated caller's lines, once the first
+    combination that could run it has, handed to the others' callers to replay."""
     from voicelat.engine.call import CallEngine
 
-    slots = {(s.combination, s.planned.index): s for s in schedule}
-    for planned in runs[0].runner.calls:
-        for k, r in enumerate(runs):
-            if r.stages is None:
-                for i in range(len(planned.scenario.says)):
-                    show.skip(slots[k, planned.first_index + i])
-                continue
-            if not r.runner.inputs:
-                r.runner.load_inputs(r.stages.input_rate)
+    said: list[Any] | None = None
+    for k, r in enumerate(runs):
+        if r.stages is None:
+            for i in range(len(_turn_ids(planned))):
+                show.skip(slots[k, planned.first_index + i])
+            continue
+        if not r.runner.inputs:
+            r.runner.load_inputs(r.stages.input_rate)
 
-            def done(turn: Turn, k: int = k, r: CombinationRun = r) -> None:
-                turn = replace(turn, extra={**turn.extra, "combination": r.combo.name})
-                r.runner.record(turn)
-                assert r.writer is not None
-                r.writer.write(turn)
-                show(slots[k, turn.index], r.combo.name, turn)
+        def done(turn: Turn, k: int = k, r: CombinationRun = r) -> None:
+            turn = replace(turn, extra={**turn.extra, "combination": r.combo.name})
+            r.runner.record(turn)
+            assert r.writer is not None
+            r.writer.write(turn)
+            show(slots[k, turn.index], r.combo.name, turn)
 
-            engine = CallEngine(r.runner.turn_engine(), r.runner.inputs)
-            record = await engine.run(
-                planned.scenario,
-                r.stages,
-                call_id=planned.call_id,
-                first_index=planned.first_index,
-                done=done,
-                session=0,
-            )
-            r.runner.call_records.append(record)
+        callers = r.runner.callers
+        if callers is not None and said is not None:
+            callers.replay(planned.call_id, said)
+        source = None if callers is None else callers.source(planned, r.stages.input_rate)
+        engine = CallEngine(r.runner.turn_engine(), r.runner.inputs)
+        record = await engine.run(
+            planned.scenario,
+            r.stages,
+            call_id=planned.call_id,
+            first_index=planned.first_index,
+            done=done,
+            session=0,
+            source=source,
+        )
+        if source is not None:
+            record = callers.finished(source, record)
+            if said is None:
+                said = list(source.lines)
+        r.runner.call_records.append(record)
 
 
 # -- the document ----------------------------------------------------------------------------

@@ -17,24 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from voicelat.core.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
-from voicelat.core.comparison_doc import (
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.turn import Turn
+from voicelat.core.base.version import __version__
+from voicelat.core.judge.compare import MIN_COMPARE_TURNS, instrument_error_ns, metric_rows
+from voicelat.core.judge.comparison_doc import (
     CombinationDoc,
     ComparisonDoc,
     Statistics,
     TrustDoc,
 )
-from voicelat.core.errors import ConfigError
-from voicelat.core.ranking import (
+from voicelat.core.judge.ranking import (
     BARGE_IN_KEYS,
     BargeInFigures,
     CombinationSample,
     barge_in_key,
     rank_combinations,
 )
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
-from voicelat.core.version import __version__
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.files.results import SCHEMA_VERSION, SUMMARY_FILE, TURNS_FILE, LoadedRun
 
 __all__ = [
@@ -256,7 +256,7 @@ class SavedRuns:
 def saved_runs(dirs: Sequence[Path]) -> SavedRuns:
     """Load the runs ``dirs`` name and check they can be ranked together: each given once,
     each with its summary, all on the same fixtures (``ConfigError`` otherwise)."""
-    from voicelat.core.ranking import check_same_fixtures
+    from voicelat.core.judge.ranking import check_same_fixtures
     from voicelat.files.results import load_run
 
     runs = [load_run(d) for d in dirs]

@@ -17,9 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.plan import PlannedTurn, plan_turns
-from voicelat.core.schedule import Load
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.plan import PlannedTurn, plan_turns
+from voicelat.core.measure.schedule import Load
 from voicelat.engine.probes import run_measuring_loop
 from voicelat.engine.progress import (
     NullObserver,

@@ -43,11 +43,11 @@ from voicelat.audio import PCM, Endpointer, SimulatedSink, SpeechEnd, SpeechStar
 from voicelat.audio.device import LiveFrame
 from voicelat.audio.frames import frame_samples
 from voicelat.audio.wav import write_wav
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.errors import AudioError
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.turn import INTERRUPTED, Turn
+from voicelat.core.base.errors import AudioError
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import INTERRUPTED, Turn
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.overlay import played_ms
 from voicelat.engine.probes import frozen_gc
 from voicelat.engine.progress import NullObserver, Observer

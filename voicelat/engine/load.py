@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Self
 
 from voicelat.audio import sleep_until
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.schedule import Load, arrival_offsets_ns, sessions_for_rate
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.schedule import Load, arrival_offsets_ns, sessions_for_rate
 from voicelat.engine.progress import Observer
 from voicelat.engine.stageset import StageSet
 

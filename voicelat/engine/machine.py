@@ -4,9 +4,9 @@ wait (/proc/PID/schedstat) of the measuring loop's thread and of each local serv
 
 A thread of its own wakes once a second and reads a few small /proc files (tens of
 microseconds; /proc is not a disk); the measuring loop never waits for it. Each wake-up makes
-one :class:`~voicelat.core.diagnostics.MachineSample` of the deltas since the previous one,
+one :class:`~voicelat.core.summaries.diagnostics.MachineSample` of the deltas since the previous one,
 stamped on the run's clock so that a turn's window finds the intervals it overlaps. The
-verdict is pure and lives in :func:`voicelat.core.diagnostics.assess_trust`.
+verdict is pure and lives in :func:`voicelat.core.summaries.diagnostics.assess_trust`.
 
 Linux only: elsewhere (no /proc) the sampler records nothing and trust does not judge the
 machine. A server whose process ended is left out from then on.
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from voicelat.core.diagnostics import MachineSample, ProcessSample
+from voicelat.core.summaries.diagnostics import MachineSample, ProcessSample
 
 __all__ = ["PERIOD_S", "MachineSampler", "read_counters", "server_pids"]
 

@@ -24,8 +24,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from voicelat.core.errors import ConfigError, InfraError
-from voicelat.core.network import NetworkProfile, netem_args
+from voicelat.core.base.errors import ConfigError, InfraError
+from voicelat.core.base.network import NetworkProfile, netem_args
 
 __all__ = ["NetemNamespace", "netem_problem", "remove_stale"]
 

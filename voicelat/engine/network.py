@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from voicelat.core.errors import ConfigError, InfraError
-from voicelat.core.network import NetworkProfile, realised_misses
+from voicelat.core.base.errors import ConfigError, InfraError
+from voicelat.core.base.network import NetworkProfile, realised_misses
 from voicelat.engine.phone_leg import TRANSCODE_NOTE, realised_from_turns
 
 __all__ = ["NetworkRun", "RelayProcess", "open_network", "relayed_pipeline"]
@@ -28,6 +29,11 @@ __all__ = ["NetworkRun", "RelayProcess", "open_network", "relayed_pipeline"]
 _PLAIN = {"http": 80, "ws": 80, "tcp": None}
 _TABLES = ("stt", "llm", "tts", "s2s", "agent")
 _URL_KEYS = ("url", "base_url")
+MEDIA_NOTE = (
+    "webrtc: the signalling (the offer) goes through the TCP relay; each call's media (RTP, "
+    "STUN, DTLS, SCTP on one UDP path) through its own UDP relay in voicelat's process (the "
+    "offer and the answer name only the relay's candidates): realised per way in 'media'"
+)
 PHONE_NOTE = (
     "codec pcmu: a phone leg on the audio (the caller's frames and the reply, 8 kHz mu-law, "
     "delay + fixed jitter buffer, lost frames repeated once then silenced); the stages' "
@@ -167,27 +173,37 @@ class NetworkRun:
     relay: RelayProcess | None = None
     notes: list[str] = field(default_factory=list)
 
+    #: WebRTC: the media path has its own relay per call (stages/media_relay.py), realised
+    #: from the turns' ``media_*`` figures.
+    media: bool = False
+
     def close(self, turns: Sequence[Any] = ()) -> dict[str, Any]:
-        """Stop the relay; the ``network`` section of the summary (a phone leg's realised
-        impairment read from ``turns``' figures)."""
+        """Stop the relay; the ``network`` section of the summary (a phone leg's or the
+        WebRTC media's realised impairment read from ``turns``' figures)."""
         phone = self.profile.codec == "pcmu"
         if phone:
             realised = realised_from_turns(self.profile, turns) if turns else {}
         else:
             realised = self.relay.close() if self.relay is not None else {}
         misses = realised_misses(self.profile, realised) if realised else []
-        return {
+        section: dict[str, Any] = {
             "requested": self.profile.to_json(),
             "applied_by": "phone_leg" if phone else "relay",
             "realised": realised,
             "misses": misses,
             "notes": self.notes,
         }
+        if self.media:
+            media = media_realised(turns)
+            section["media"] = media
+            if any(media[w]["packets"] for w in media):
+                misses += [f"media {m}" for m in realised_misses(self.profile, media)]
+        return section
 
     def record(self, outcome: Any) -> None:
         """Stop the relay and write its section (and any trust reason) into the summary."""
         turns: Sequence[Any] = ()
-        if self.profile.codec == "pcmu" and outcome is not None:
+        if (self.profile.codec == "pcmu" or self.media) and outcome is not None:
             turns = _turns_of(outcome)
         section = self.close(turns)
         summary = getattr(outcome, "summary", None)
@@ -209,11 +225,42 @@ class NetworkRun:
         write_summary(outcome.run_dir, summary)
 
 
+def media_realised(turns: Sequence[Any]) -> dict[str, Any]:
+    """The WebRTC media relays' realised impairment over ``turns`` (their ``media_*``
+    figures), per way, in the relay's shape: datagrams, lost, the loss %, and the median of
+    the turns' P50 one-way delay and lateness (each call has its own relay)."""
+    out: dict[str, Any] = {}
+    for way in ("up", "down"):
+        n = lost = 0
+        delays: list[float] = []
+        late: list[float] = []
+        for t in turns:
+            f: Mapping[str, Any] = getattr(t, "figures", {}) or {}
+            p, lf = f.get(f"media_{way}_packets"), f.get(f"media_{way}_lost")
+            if isinstance(p, int | float) and isinstance(lf, int | float):
+                n, lost = n + int(p), lost + int(lf)
+            d, lt = f.get(f"media_{way}_delay_p50_ns"), f.get(f"media_{way}_late_p50_ns")
+            if isinstance(d, int | float):
+                delays.append(d / 1e6)
+            if isinstance(lt, int | float):
+                late.append(lt / 1e6)
+        out[way] = {
+            "packets": n,
+            "lost": lost,
+            "loss_pct": round(100 * lost / n, 3) if n else None,
+            "delay_p50_ms": round(statistics.median(delays), 3) if delays else None,
+            "late_p50_ms": round(statistics.median(late), 3) if late else None,
+        }
+    return out
+
+
 def _turns_of(outcome: Any) -> Sequence[Any]:
     """Every turn of a finished run: the outcome's, else its directory's turns.jsonl."""
     every = getattr(outcome, "every_turn", None)
-    if callable(every):
-        return list(every())
+    turns = list(every()) if callable(every) else []
+    if turns:
+        return turns
+    # A comparison's combination hands its summary without its turns: they are on disk.
     run_dir = getattr(outcome, "run_dir", None)
     if run_dir is not None and (Path(run_dir) / "turns.jsonl").exists():
         from voicelat.files.results import load_run
@@ -270,7 +317,8 @@ def open_network(
     targets = sorted({_target(url, f"[{kind}] {key}") for kind, key, url in addresses})
     run = NetworkRun(profile, pipeline)
     if pipeline.agent and str(pipeline.agent.get("stage")) == "webrtc":
-        run.notes.append("webrtc: the relay impairs signalling only; media takes its own UDP path")
+        run.notes.append(MEDIA_NOTE)
+        run.media = True
     if not targets:
         run.notes.append("no stage names a network address: nothing to relay")
         return run

@@ -1,8 +1,8 @@
 """Speech during a reply: the user's interruption, backchannel or noise, played and timed.
 
-An overlay step (``core/call.py``) plays its fixture ``after_ms`` after the reply became
+An overlay step (``core/calls/call.py``) plays its fixture ``after_ms`` after the reply became
 audible at the sink; :class:`OverlayRun` collects its stamps into a
-:class:`~voicelat.core.bargein.OverlayOutcome`. Two ways to play it, by who hears the line:
+:class:`~voicelat.core.calls.bargein.OverlayOutcome`. Two ways to play it, by who hears the line:
 
 * **voicelat's cascade** hears it itself: :class:`BargeInVad` (the ``[turn_taking]``
   policy) on the overlay's frames; on an interruption the call engine cancels the reply (LLM
@@ -14,6 +14,11 @@ audible at the sink; :class:`OverlayRun` collects its stamps into a
   ``clear`` is the detection; voicelat then does what the protocol says (flush the sink;
   OpenAI: ``response.cancel`` and ``conversation.item.truncate``). What is left of an
   interruption when the turn ends is the next turn's input, going on at its own times.
+
+With ``[turn_taking] ignore_words`` the cascade also listens for words: :class:`OverlayWords`
+feeds the overlay's frames, as they are sent, to a session of the pipeline's own STT stage
+(a task on the loop, as a turn's listener does; nothing is stamped by it but the verdict), and
+a VAD trigger stops the reply only once the words hold one outside the list.
 """
 
 from __future__ import annotations
@@ -27,14 +32,23 @@ from typing import Any
 from voicelat.audio import Pacer
 from voicelat.audio.frames import bytes_dbfs
 from voicelat.audio.pacer import sleep_until
-from voicelat.core.bargein import PAUSE_THRESHOLD_NS, OverlayOutcome
-from voicelat.core.call import Step
-from voicelat.core.clock import Clock
-from voicelat.core.events import Interrupted, ServerSpeech, StageEvent
+from voicelat.core.calls.bargein import PAUSE_THRESHOLD_NS, OverlayOutcome, words_interrupt
+from voicelat.core.calls.call import Step
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import (
+    Failed,
+    Final,
+    Interrupted,
+    Partial,
+    ServerSpeech,
+    StageEvent,
+)
+from voicelat.engine.phases import closing
 from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, TurnInput, silence_frame
 from voicelat.files.pipeline import TurnTaking
+from voicelat.stages.base import STTStage
 
-__all__ = ["BargeInVad", "LineOverlay", "OverlayRun", "TappedPacer", "played_ms"]
+__all__ = ["BargeInVad", "LineOverlay", "OverlayRun", "OverlayWords", "TappedPacer", "played_ms"]
 
 _FRAME_NS = FRAME_MS * NS_PER_MS
 #: A loud frame run is broken by this much silence (the gaps between syllables are shorter).
@@ -61,6 +75,10 @@ class OverlayRun:
     stopped: bool = False
     reply_ended_before: bool = False
     refused: str | None = None
+    vad_ns: int | None = None
+    words: str | None = None
+    words_verdict: str | None = None
+    words_fallback: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def started(self, t0_ns: int) -> None:
@@ -103,6 +121,10 @@ class OverlayRun:
             refused=self.refused,
             audible=kept,
             pause_threshold_ns=pause,
+            vad_ns=self.vad_ns,
+            words=self.words,
+            words_verdict=self.words_verdict,
+            words_fallback=self.words_fallback,
             extra=dict(self.extra),
         )
 
@@ -131,6 +153,61 @@ class BargeInVad:
         if self._loud >= self.need:
             self.fired = True
         return self.fired
+
+
+class OverlayWords:
+    """The overlay's words (``[turn_taking] ignore_words``): its frames, fed as they are sent,
+    go to a session of the pipeline's STT stage (:meth:`run`, a task). Its audio ends at the
+    VAD trigger (:meth:`close`): the speech that triggered it is what is judged, so a stage
+    that transcribes a finished recording (OpenAI's) answers at once, and a streaming one
+    finalizes. :attr:`decided` is set on the verdict: ``interrupt`` as soon as a partial or
+    final holds a word outside the list; ``ignored`` when the stream ends holding none (an
+    empty transcript, a cough, is none); ``fallback`` when the stage failed (the reason kept).
+    """
+
+    def __init__(self, stt: STTStage, ignore: Sequence[str]) -> None:
+        self.stt, self.ignore = stt, tuple(ignore)
+        self._q: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._closed = False
+        self.transcript = ""
+        self.verdict: str | None = None
+        self.reason: str | None = None
+        self.decided = asyncio.Event()
+
+    def feed(self, frame: bytes) -> None:
+        if not self._closed:
+            self._q.put_nowait(frame)
+
+    def close(self) -> None:
+        """No more audio: the STT judges what it heard."""
+        if not self._closed:
+            self._closed = True
+            self._q.put_nowait(None)
+
+    async def _audio(self) -> Any:
+        while (frame := await self._q.get()) is not None:
+            yield frame
+
+    def _decide(self, verdict: str, reason: str | None = None) -> None:
+        if self.verdict is None:
+            self.verdict, self.reason = verdict, reason
+            self.decided.set()
+
+    async def run(self) -> None:
+        try:
+            async with closing(self.stt.transcribe(self._audio())) as stream:
+                async for ev in stream:
+                    if isinstance(ev, Partial | Final) and ev.text:
+                        self.transcript = ev.text
+                        if words_interrupt(ev.text, self.ignore):
+                            self._decide("interrupt")
+                    elif isinstance(ev, Failed):
+                        self._decide("fallback", f"the STT failed: {ev.reason}")
+                    if self.verdict is not None:
+                        break
+        except Exception as exc:
+            self._decide("fallback", f"the STT failed: {type(exc).__name__}: {exc}")
+        self._decide("ignored")
 
 
 class TappedPacer(Pacer):

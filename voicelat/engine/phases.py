@@ -29,10 +29,11 @@ from voicelat.audio import (
     SpeechStart,
     StopPacing,
 )
-from voicelat.core.chunker import Chunker
-from voicelat.core.clock import Clock
-from voicelat.core.events import Audio, Delta, Done, EndOfTurn, Failed, Final, StageName
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.measure.chunker import Chunker
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import Audio, Delta, Done, EndOfTurn, Failed, Final, StageName
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.engine.probes import LoopLagProbe
 from voicelat.engine.turn_input import FRAME_MS, NS_PER_MS, FrameSource, Sink, TurnInput
 from voicelat.files.pipeline import Pipeline
 from voicelat.stages.base import LLMStage, STTStage, TTSStage
@@ -48,6 +49,8 @@ class TurnContext(Protocol):
     pipeline: Pipeline
     clock: Clock
     spin_ns: int | None
+    #: The loop-lag probe, told of the pacer's wake-ups (None: no probe).
+    loop_lag: LoopLagProbe | None
 
     def milestone(self, rec: TurnRecorder, name: str, t_ns: int) -> None: ...
 
@@ -118,7 +121,10 @@ class Listener:
         self.provider_eot = asyncio.Event()
         self.pacer: Pacer | None = None
         if source is None:
-            source = self.pacer = Pacer(frame_ms=FRAME_MS, clock=ctx.clock)
+            probe = ctx.loop_lag
+            source = self.pacer = Pacer(
+                frame_ms=FRAME_MS, clock=ctx.clock, on_wake=probe.note if probe else None
+            )
         self.source: FrameSource = source
         self.resume = resume
         self._now = ctx.clock.now_ns

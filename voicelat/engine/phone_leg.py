@@ -39,9 +39,9 @@ from voicelat.audio.frames import frames as cut_frames
 from voicelat.audio.phone_line import PhoneTranscoder, conceal_frames, transcode
 from voicelat.audio.sink import SimulatedSink
 from voicelat.audio.wav import PCM
-from voicelat.core.errors import AudioError
-from voicelat.core.network import Impairer, NetworkProfile
-from voicelat.core.recorder import TurnRecorder
+from voicelat.core.base.errors import AudioError
+from voicelat.core.base.network import Impairer, NetworkProfile
+from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.turn_input import TurnInput
 
 __all__ = [

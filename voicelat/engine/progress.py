@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
 
 
 class Observer(Protocol):

@@ -27,7 +27,7 @@ this module's: :meth:`RayWorker.take` (swaps a list of finished turns for an emp
 and its samples feed the summary's trust section (``run.workers[k].loop_lag_p99_ns`` per
 worker).
 
-Failures: no answer at the address is one line (exit 3, :class:`~voicelat.core.errors.InfraError`)
+Failures: no answer at the address is one line (exit 3, :class:`~voicelat.core.base.errors.InfraError`)
 before anything starts; Ray not installed is exit 2 (install ``voicelat[ray]``); an actor or node
 lost mid-run has its finished turns kept and the rest failed with the reason, the others go on;
 Ctrl-C drains what the workers finished before stopping them.
@@ -52,10 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.errors import ConfigError, InfraError
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.schedule import Load
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import ConfigError, InfraError
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.schedule import Load
 from voicelat.engine.probes import loop_kind
 from voicelat.engine.runner import RunOutcome
 from voicelat.engine.workers import (

@@ -1,6 +1,6 @@
 """The impairment relay: TCP and UDP relays between voicelat's stages and their servers that
 delay, jitter, cap and (UDP) drop, duplicate and reorder each direction as a
-:class:`~voicelat.core.network.NetworkProfile` says.
+:class:`~voicelat.core.base.network.NetworkProfile` says.
 
 It runs in a process of its own (``python -m voicelat.engine.relay``, started by
 ``engine/network.py``'s ``RelayProcess``): its timers, copies and sleeps never touch the
@@ -8,7 +8,7 @@ measuring loop nor its GIL. The parent writes one JSON line (the profile and the
 open) on the child's stdin; the child answers one line with the addresses it listens on,
 relays until stdin says ``stop`` (or closes: a parent that died takes its relay with it), then
 answers one line with what it realised per direction
-(:class:`~voicelat.core.network.RealisedTally`).
+(:class:`~voicelat.core.base.network.RealisedTally`).
 
 Inside, plain blocking sockets and threads, no event loop: a reader thread per socket stamps
 each chunk the moment ``recv`` returns (an event loop busy sending would stamp it late), and
@@ -18,7 +18,7 @@ direction (a peer that stops reading blocks only its own stream); datagrams shar
 
 What a TCP relay cannot model, said plainly: it relays a byte stream, not packets, so a "lost"
 chunk is not lost (TCP would retransmit it): it is held for a retransmission-like stall of
-max(200 ms, RTT + 4 x jitter) (:func:`~voicelat.core.network.tcp_stall_ns`), and everything
+max(200 ms, RTT + 4 x jitter) (:func:`~voicelat.core.base.network.tcp_stall_ns`), and everything
 behind it waits (head-of-line blocking). Duplication and reordering mean nothing to a byte
 stream (the kernel's TCP hides both), so a TCP relay ignores them; a UDP relay applies all.
 A new connection's handshake is modelled as a wait: the client's first bytes leave one RTT
@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from voicelat.core.network import (
+from voicelat.core.base.network import (
     Impairer,
     NetworkProfile,
     RealisedTally,

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.schedule import Arrival, Load
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.measure.schedule import Arrival, Load
 from voicelat.files.fixtures import Fixture
 from voicelat.files.pipeline import Pipeline
 
@@ -24,7 +24,7 @@ __all__ = ["ExportRequest", "LoadRequest", "PlanRequest", "RunRequest"]
 @dataclass(frozen=True)
 class PlanRequest:
     """Which turns: ``repeat`` rounds over the fixtures (or ``turns`` measured turns), after
-    ``warmup`` warm-up turns (``voicelat.core.plan.plan_turns``)."""
+    ``warmup`` warm-up turns (``voicelat.core.base.plan.plan_turns``)."""
 
     repeat: int = 1
     turns: int | None = None
@@ -43,7 +43,7 @@ class LoadRequest:
     arrival_seed: int | None = None
 
     def load(self) -> Load:
-        """The :class:`~voicelat.core.schedule.Load` asked for; ``ConfigError`` (exit 2) when
+        """The :class:`~voicelat.core.measure.schedule.Load` asked for; ``ConfigError`` (exit 2) when
         the open-loop options come without a rate, or the values contradict each other."""
         if self.rate is None and (self.arrival is not None or self.arrival_seed is not None):
             raise ConfigError(

@@ -8,7 +8,7 @@ and the garbage-collector freeze (:mod:`voicelat.engine.probes`) and the turns w
 (:mod:`voicelat.engine.writer`). Every turn is written the moment it ends; Ctrl-C keeps every
 finished turn and still writes the summary.
 
-Load (:class:`~voicelat.core.schedule.Load`): by default one session runs the turns back to back.
+Load (:class:`~voicelat.core.measure.schedule.Load`): by default one session runs the turns back to back.
 ``Load(concurrency=N)`` is a closed loop of N sessions, ``Load(rate_per_s=R)`` an open loop
 (turns start on a Poisson or constant schedule, sessions opened on demand). Each session has
 its own stage instances, so its own connections. Every turn records its intended and actual
@@ -29,16 +29,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.call import CallRecord, calls_section
-from voicelat.core.caller import caller_section
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.diagnostics import MachineSample
-from voicelat.core.errors import InfraError, only_interrupts
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.schedule import Load
-from voicelat.core.streaming_summary import RecentTurns
-from voicelat.core.turn import Turn
-from voicelat.core.version import __version__
+from voicelat.core.base.errors import InfraError, only_interrupts
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.base.version import __version__
+from voicelat.core.calls.call import CallRecord, calls_section
+from voicelat.core.calls.caller import caller_section
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.schedule import Load
+from voicelat.core.summaries.diagnostics import MachineSample
+from voicelat.core.summaries.streaming_summary import RecentTurns
 from voicelat.engine.agent_turn import TraceSource
 from voicelat.engine.call import CallEngine, PlannedCall
 from voicelat.engine.load import Barrier, Session, SessionPool, closed_loop, open_loop
@@ -149,7 +149,7 @@ class Runner:
         #: The stages the summary describes (session 0's, or the caller's).
         self.stages: StageSet | None = None
         #: The most recent finished turns; ``turns.summary`` accumulates every one (constant
-        #: memory whatever the run's length: core/streaming_summary.py).
+        #: memory whatever the run's length: core/summaries/streaming_summary.py).
         self.turns = RecentTurns()
         self.loop_lag = LoopLagProbe(clock=self.clock)
         #: The machine during the run (engine/machine.py), judged by the trust verdict.
@@ -441,7 +441,7 @@ class Runner:
         part: dict[str, Any] = {"calls": calls_section(self.call_records, self.call_turns)}
         caller = caller_section(c.extra["caller"] for c in self.call_records if "caller" in c.extra)
         if caller is not None:
-            part["caller"] = caller  # the simulated callers (core/caller.py)
+            part["caller"] = caller  # the simulated callers (core/calls/caller.py)
         return part
 
     def share_loop_lag(self, other: Runner) -> None:

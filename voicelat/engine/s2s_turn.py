@@ -2,7 +2,7 @@
 
 :class:`S2STurnEngine` is the realtime :class:`~voicelat.engine.turn.TurnEngine` shape, over an
 :class:`~voicelat.engine.stageset.S2SStageSet` and recorded by
-:class:`~voicelat.core.s2s.S2SRecorder`, so the runner, the load shapes and ``voicelat
+:class:`~voicelat.core.traces.s2s.S2SRecorder`, so the runner, the load shapes and ``voicelat
 compare`` run S2S turns exactly as they run cascade turns. One turn (:func:`converse_turn`,
 which the agent shape shares):
 
@@ -12,7 +12,7 @@ which the agent shape shares):
    keep flowing until the server says the speech stopped (``ServerSpeech(started=False)`` or
    ``EndOfTurn``); that event is ``endpoint``. A server that never says (Gemini's automatic
    activity detection) hears silence until its reply's first audio; the turn's endpoint is
-   then unobserved (see :class:`~voicelat.core.s2s.S2SRecorder`). False: the pipeline's
+   then unobserved (see :class:`~voicelat.core.traces.s2s.S2SRecorder`). False: the pipeline's
    endpointer (the same one as the cascade's ``[endpointing] mode = "vad"``) decides, the audio
    ends and the stage commits (and asks for the response); the endpointer's decision is
    ``endpoint``.
@@ -28,10 +28,18 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from voicelat.core.events import Audio, Done, EndOfTurn, Failed, ServerSpeech, StageEvent, StageName
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.s2s import S2SRecorder
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.measure.events import (
+    Audio,
+    Done,
+    EndOfTurn,
+    Failed,
+    ServerSpeech,
+    StageEvent,
+    StageName,
+)
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.core.traces.s2s import S2SRecorder
 from voicelat.engine.overlay import LineOverlay
 from voicelat.engine.phases import Listener, Playback, cancel_tasks, closing
 from voicelat.engine.stageset import S2SStageSet, StageSet

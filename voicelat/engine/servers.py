@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from voicelat.core.secrets import scrub_json
+from voicelat.core.base.secrets import scrub_json
 
 __all__ = ["with_stack_servers"]
 

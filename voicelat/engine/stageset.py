@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self, cast
 
-from voicelat.core.clock import Clock
+from voicelat.core.measure.clock import Clock
 from voicelat.files.pipeline import Pipeline
 from voicelat.stages.base import (
     AgentStage,
@@ -44,7 +44,13 @@ class StageSet:
         if p.s2s is not None:
             return S2SStageSet(load_stage_class(p.s2s["stage"], "s2s")(p.s2s))
         if p.agent is not None:
-            return AgentStageSet(load_stage_class(p.agent["stage"], "agent")(p.agent))
+            agent = load_stage_class(p.agent["stage"], "agent")(p.agent)
+            # A stage whose media takes its own path (WebRTC's UDP) applies the run's profile
+            # there; a phone leg (pcmu) is applied to the audio instead (engine/phone_leg.py).
+            net = p.network
+            if net is not None and net.codec != "pcmu" and hasattr(agent, "media_network"):
+                agent.media_network = net
+            return AgentStageSet(agent)
         return CascadeStageSet(
             load_stage_class(p.stt["stage"], "stt")(p.stt),
             load_stage_class(p.llm["stage"], "llm")(p.llm),

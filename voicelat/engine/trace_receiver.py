@@ -18,7 +18,7 @@ connection alive), never on the loop that stamps events. The caller's loop only 
 Clock placement (docs/AGENT-TRACES.md): span times are unix-epoch ns on the agent's host.
 Each request takes a paired anchor (``time.time_ns`` read between two ``perf_counter_ns``
 reads, the pair with the smallest gap of :data:`ANCHOR_PAIRS` kept) and maps the agent's wall
-time onto voicelat's clock (``perf_counter_ns``, :mod:`voicelat.core.clock`); re-anchoring per
+time onto voicelat's clock (``perf_counter_ns``, :mod:`voicelat.core.measure.clock`); re-anchoring per
 request follows a stepped wall clock. For another host, ``clock_offset_ns`` is the agent's
 wall clock minus voicelat's and ``offset_uncertainty_ns`` how well that is known.
 """
@@ -36,15 +36,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-# No protobuf stubs in the environment: json_format's functions are typed Any here.
-from google.protobuf import json_format  # type: ignore[import-untyped]
+# types-protobuf may or may not be installed (livekit-agents brings it): without it,
+# json_format's functions are typed Any here.
+from google.protobuf import json_format  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
 )
 
-from voicelat.core.agent_trace import AgentSpan, turn_complete
-from voicelat.core.errors import InfraError
+from voicelat.core.base.errors import InfraError
+from voicelat.core.traces.agent_trace import AgentSpan, turn_complete
 
 # The pure decoding lives in the files layer (``voicelat import`` reads the same OTLP from
 # files); re-exported here for the receiver's callers.
@@ -313,7 +314,7 @@ class TraceReceiver:
     ) -> list[AgentSpan]:
         """The spans overlapping ``window`` (voicelat's clock), as soon as every one of them has
         its parent span too and, with a ``mapping``, they hold a whole turn of it
-        (:func:`~voicelat.core.agent_trace.turn_complete`); else whatever arrived when
+        (:func:`~voicelat.core.traces.agent_trace.turn_complete`); else whatever arrived when
         ``wait_s`` runs out (maybe nothing). ``conversation``: only the traces whose spans name
         that conversation (:data:`CONVERSATION_KEYS`), for calls that overlap in time (several
         at once) when the stage knows the id the agent uses (a Twilio call SID)."""

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from voicelat.audio import SimulatedSink
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.events import StageName
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.schedule import schedule_lag_ns
-from voicelat.core.turn import Turn
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.events import StageName
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.core.measure.schedule import schedule_lag_ns
 from voicelat.engine.phases import cancel_tasks
 from voicelat.engine.phone_leg import PhoneLeg, PhoneSink, PhoneSinks, heard_input, phone_leg
 from voicelat.engine.probes import LoopLagProbe

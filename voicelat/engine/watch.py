@@ -4,7 +4,7 @@ A :class:`WatchReceiver` is the trace receiver (the same OTLP/HTTP server, answe
 :mod:`voicelat.engine.trace_receiver`) keeping the spans as exported, on the agent's wall
 clock, in a bounded buffer (:class:`SpanBuffer`: ``max_spans``, the oldest trace dropped first
 and every dropped span counted). The :class:`Watcher` turns each turn container that arrived
-into a traced turn with the import's own code (:func:`voicelat.core.traced.import_spans` on its
+into a traced turn with the import's own code (:func:`voicelat.core.traces.traced.import_spans` on its
 trace), keeps a rolling window of them (``window_s``, at most ``max_window_turns``, the excess
 counted), feeds the run's exporters (Prometheus: the same histograms as a run), and writes a
 results directory per period (:meth:`Watcher.flush`). Memory is bounded by the two caps.
@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.agent_trace import AgentSpan, is_turn_container
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.summary import summarize
-from voicelat.core.trace_checks import Finding
-from voicelat.core.traced import TracedImport, import_spans
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
+from voicelat.core.summaries.summary import summarize
+from voicelat.core.traces.agent_trace import AgentSpan, is_turn_container
+from voicelat.core.traces.trace_checks import Finding
+from voicelat.core.traces.traced import TracedImport, import_spans
 from voicelat.engine.trace_receiver import TraceReceiver
 from voicelat.export.base import Exporter
 from voicelat.files.otlp import convert, decode_request

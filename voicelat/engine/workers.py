@@ -48,14 +48,14 @@ from multiprocessing import connection as mp_connection
 from pathlib import Path
 from typing import Any, cast
 
-from voicelat.core.call import CALL_ID, CallRecord
-from voicelat.core.clock import MonotonicClock
-from voicelat.core.errors import InfraError
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.recorder import TurnRecorder
-from voicelat.core.schedule import Load, arrival_offsets_ns
-from voicelat.core.streaming_summary import RecentTurns
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import InfraError
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import CALL_ID, CallRecord
+from voicelat.core.measure.clock import MonotonicClock
+from voicelat.core.measure.recorder import TurnRecorder
+from voicelat.core.measure.schedule import Load, arrival_offsets_ns
+from voicelat.core.summaries.streaming_summary import RecentTurns
 from voicelat.engine.call import PlannedCall
 from voicelat.engine.load import Barrier
 from voicelat.engine.probes import loop_kind, run_measuring_loop

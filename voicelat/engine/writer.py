@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.files.results import TurnsWriter
 
 

@@ -21,9 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from voicelat.core.errors import EXIT_INFRA, VoicelatError
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import EXIT_INFRA, VoicelatError
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 
 #: Entry-point group third-party exporters register under (``name = "pkg.mod:factory"``); the
 #: factory takes :class:`ExportOptions` and returns an :class:`Exporter` or ``None`` (not enabled

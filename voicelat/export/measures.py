@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from voicelat.core.contract import ALL_SEGMENTS
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import ALL_SEGMENTS
+from voicelat.core.base.turn import Turn
 
 NS_PER_S = 1_000_000_000
 

@@ -39,13 +39,13 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
-from voicelat.core.bargein import BARGE_IN
-from voicelat.core.call import CALL_CONNECTED, CALL_GREETING, CALL_ID
-from voicelat.core.contract import ALL_SEGMENTS
-from voicelat.core.definitions import AGENT, CASCADE, S2S, kind_of
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
-from voicelat.core.version import __version__
+from voicelat.core.base.contract import ALL_SEGMENTS
+from voicelat.core.base.turn import Turn
+from voicelat.core.base.version import __version__
+from voicelat.core.calls.bargein import BARGE_IN
+from voicelat.core.calls.call import CALL_CONNECTED, CALL_GREETING, CALL_ID
+from voicelat.core.judge.definitions import AGENT, CASCADE, S2S, kind_of
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export import genai_voice as gv
 from voicelat.export.base import ExportOptions, Warn, warn_stderr
 from voicelat.export.measures import (
@@ -589,7 +589,7 @@ def turn_span_plan(turn: Turn, pipeline: Mapping[str, Any]) -> list[SpanPlan]:
 
 
 def barge_in_events(turn: Turn) -> list[tuple[str, int, dict[str, Any]]]:
-    """Speech during the turn's reply (``extra.barge_in``, core/bargein.py) as span events:
+    """Speech during the turn's reply (``extra.barge_in``, core/calls/bargein.py) as span events:
     ``voicelat.barge_in`` at the overlay's onset with its kind and figures (the stop latency
     at the ear and each waterfall segment, never stopped, false barge-in, pause, talk-over),
     and ``voicelat.barge_in.stopped`` at the agent's last audible sample when it stopped."""

@@ -22,11 +22,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from voicelat.core.bargein import BARGE_IN
-from voicelat.core.call import CALL_GREETING, CALL_TURN, index_label
-from voicelat.core.contract import SEGMENTS
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import SEGMENTS
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.bargein import BARGE_IN
+from voicelat.core.calls.call import CALL_GREETING, CALL_TURN, index_label
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export.base import ExportOptions, MetricsPortInUse
 from voicelat.export.measures import (
     FAILURE_STAGES,
@@ -140,7 +140,7 @@ class PrometheusExporter:
             buckets=lat,
             registry=reg,
         )
-        # Speech during replies (core/bargein.py): each interruption's stop at the ear, and
+        # Speech during replies (core/calls/bargein.py): each interruption's stop at the ear, and
         # every overlay counted by kind and outcome (stopped, never_stopped, false_barge_in,
         # kept_talking, reply_ended_before).
         self.barge_in_stop = Histogram(

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from voicelat.core.contract import MILESTONES, SEGMENTS
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import MILESTONES, SEGMENTS
+from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export.base import ExportError, ExportOptions
 from voicelat.export.measures import ttfa_ns, ttft_ns
 

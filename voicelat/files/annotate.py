@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core import jsontext
-from voicelat.core.errors import ConfigError
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import ConfigError
 from voicelat.files.fixtures import MANIFEST
 
 __all__ = ["WHISPER_GUESS", "ManifestEntry", "existing_guesses", "existing_texts", "write_manifest"]

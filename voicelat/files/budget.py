@@ -1,12 +1,12 @@
-"""Budget files on disk: a TOML file holding one ``[budget]`` table (parsed by core/budget.py)."""
+"""Budget files on disk: a TOML file holding one ``[budget]`` table (parsed by core/judge/budget.py)."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
 
-from voicelat.core.budget import Budget, parse_budget
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.judge.budget import Budget, parse_budget
 
 # The pipeline loader's line locator: errors in both files point at lines the same way.
 from voicelat.files.pipeline import _line_of

@@ -25,7 +25,7 @@
     [caller.judge]                        # optional: an LLM asked whether the goal was reached
                                           # (judge = true: the caller's own LLM)
 
-Every mistake is one :class:`~voicelat.core.errors.ConfigError` naming the file and the key.
+Every mistake is one :class:`~voicelat.core.base.errors.ConfigError` naming the file and the key.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.caller import CallerSpec
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.calls.caller import CallerSpec
 
 __all__ = ["MAX_CALLER_TURNS", "parse_caller"]
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core import jsontext
-from voicelat.core.comparison_doc import ComparisonDoc
-from voicelat.core.errors import InfraError, VoicelatError
-from voicelat.core.turn import Turn
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import InfraError, VoicelatError
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.comparison_doc import ComparisonDoc
 from voicelat.files.results import load_run
 
 __all__ = [

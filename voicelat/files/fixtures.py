@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicelat.core import jsontext
-from voicelat.core.errors import ConfigError
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import ConfigError
 
 MANIFEST = "manifest.json"
 

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.events import STAGES, StageName
-from voicelat.core.plan import PlannedTurn, plan_turns
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.plan import PlannedTurn, plan_turns
+from voicelat.core.measure.events import STAGES, StageName
 from voicelat.files.pipeline import Pipeline, load_pipeline, parse_pipeline
 
 #: Tables a matrix shares with every combination (as in a pipeline file).
@@ -284,7 +284,7 @@ def fair_schedule(
     turns: int | None = None,
     warmup: int = 1,
 ) -> list[Slot]:
-    """Every combination gets the same plan (:func:`~voicelat.core.plan.plan_turns`); the plans are
+    """Every combination gets the same plan (:func:`~voicelat.core.base.plan.plan_turns`); the plans are
     interleaved turn by turn, each round in the same combination order.
 
     The same order in every round keeps the idle time between two turns of one combination equal

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.network import BUILTIN_PROFILES, NetworkProfile, parse_profile
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.network import BUILTIN_PROFILES, NetworkProfile, parse_profile
 
 __all__ = ["load_network", "network_from_table"]
 

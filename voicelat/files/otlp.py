@@ -34,13 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# No protobuf stubs in the environment: json_format's functions are typed Any here.
-from google.protobuf import json_format  # type: ignore[import-untyped]
+# types-protobuf may or may not be installed (livekit-agents brings it): without it,
+# json_format's functions are typed Any here.
+from google.protobuf import json_format  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from voicelat.core.agent_trace import AgentSpan, AttrValue
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.traces.agent_trace import AgentSpan, AttrValue
 
 __all__ = [
     "FORMATS",
@@ -214,13 +215,14 @@ def convert(
                 spans.append(
                     AgentSpan(
                         name=span.name,
-                        start_ns=place(start),
+                        start_ns=(placed := place(start)),
                         end_ns=place(end),
                         trace_id=span.trace_id.hex(),
                         span_id=span.span_id.hex(),
                         parent_id=span.parent_span_id.hex() or None,
                         attributes=attrs,
                         resource=resource,
+                        placed_offset_ns=placed - start,  # place is a translation
                     )
                 )
     return spans, rejected

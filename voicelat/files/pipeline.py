@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.cost import Prices, parse_prices
-from voicelat.core.errors import ConfigError
-from voicelat.core.network import NetworkProfile
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.network import NetworkProfile
+from voicelat.core.calls.bargein import words_of
+from voicelat.core.judge.cost import Prices, parse_prices
 
 _TOP_LEVEL = {
     "pipeline", "stt", "llm", "tts", "s2s", "agent", "endpointing", "chunker", "output", "turn",
@@ -116,13 +117,21 @@ class TurnTaking:
     min_speech_ms: int = 300
     #: The VAD's level during the reply (dBFS; the endpointer's by default).
     threshold_dbfs: float = -40.0
+    #: Words that do not interrupt ("mm-hmm", "yeah"), normalised (lowercase, no punctuation:
+    #: :func:`~voicelat.core.calls.bargein.words_of`). Empty: the VAD alone decides. Set: a
+    #: VAD trigger waits for the STT's words of the overlay, and only a word outside these
+    #: stops the reply (docs/BARGE_IN.md).
+    ignore_words: tuple[str, ...] = ()
+    #: How long after the VAD trigger the words may take; past it the reply stops anyway.
+    words_timeout_ms: int = 1500
 
 
 @dataclass(frozen=True)
 class AgentTraces:
     """How an agent pipeline reads the agent's own spans (``[agent] traces``, ``trace_wait_ms``)."""
 
-    #: "none" (black-box), "pipecat" (Pipecat's span names) or "genai" (OTel GenAI conventions).
+    #: "none" (black-box), "pipecat" (Pipecat's span names), "genai" (OTel GenAI conventions)
+    #: or "livekit" (LiveKit Agents' spans: core/traces/livekit_trace.py).
     mapping: str = "none"
     #: How long after a turn's reply to wait for its late spans.
     wait_ms: int = 2000
@@ -360,7 +369,9 @@ def _stage_kinds(data: dict[str, Any], err: Any) -> tuple[str, ...]:
 def _agent_traces(table: StageTable, err: Any) -> AgentTraces:
     """The trace keys of ``[agent]``, taken out of the table (the stage never sees them)."""
     traces = AgentTraces(
-        mapping=_choice(table, "traces", ("none", "pipecat", "genai"), "none", "agent", err),
+        mapping=_choice(
+            table, "traces", ("none", "pipecat", "genai", "livekit"), "none", "agent", err
+        ),
         wait_ms=_int(table, "trace_wait_ms", 2000, "agent", err, lo=0, hi=60000),
         port=_int(table, "trace_port", 4318, "agent", err, lo=0, hi=65535),
         clock_offset_ms=_num(
@@ -450,9 +461,28 @@ def _turn_taking(tt: dict[str, Any], err: Any) -> TurnTaking:
         barge_in=barge_in,
         min_speech_ms=_int(tt, "min_speech_ms", 300, "turn_taking", err, lo=0, hi=10000),
         threshold_dbfs=_num(tt, "threshold_dbfs", -40.0, "turn_taking", err, lo=-120, hi=0),
+        ignore_words=_ignore_words(tt.get("ignore_words", []), err),
+        words_timeout_ms=_int(tt, "words_timeout_ms", 1500, "turn_taking", err, lo=100, hi=10000),
     )
-    _only(tt, {"barge_in", "min_speech_ms", "threshold_dbfs"}, "turn_taking", err)
+    keys = {"barge_in", "min_speech_ms", "threshold_dbfs", "ignore_words", "words_timeout_ms"}
+    _only(tt, keys, "turn_taking", err)
     return taking
+
+
+def _ignore_words(value: Any, err: Any) -> tuple[str, ...]:
+    """``ignore_words``: a list of words (or short phrases, each of whose words is ignored),
+    kept normalised as the transcript is, so "Mm-hmm." in the file matches "mm-hmm" heard."""
+    if not isinstance(value, list):
+        raise err("turn_taking", "ignore_words", f"must be a list of words, not {value!r}")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise err("turn_taking", "ignore_words", f"must hold only strings, not {item!r}")
+        words = words_of(item)
+        if not words:
+            raise err("turn_taking", "ignore_words", f"holds an entry with no word: {item!r}")
+        out += [w for w in words if w not in out]
+    return tuple(out)
 
 
 def _table(data: dict[str, Any], name: str, err: Any) -> dict[str, Any]:

@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from voicelat.core import jsontext
-from voicelat.core.call import CallRecord
-from voicelat.core.errors import ConfigError, InfraError, VoicelatError
-from voicelat.core.run_summary import SCHEMA_VERSION as SCHEMA_VERSION
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.secrets import scrub_json
-from voicelat.core.turn import SpanRecord, Turn
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import ConfigError, InfraError, VoicelatError
+from voicelat.core.base.secrets import scrub_json
+from voicelat.core.base.turn import SpanRecord, Turn
+from voicelat.core.calls.call import CallRecord
+from voicelat.core.summaries.run_summary import SCHEMA_VERSION as SCHEMA_VERSION
+from voicelat.core.summaries.run_summary import RunSummary
 
 TURNS_FILE = "turns.jsonl"
 SUMMARY_FILE = "summary.json"
-#: A run of calls (``run --scenario``): one line a call (core/call.py ``CallRecord``).
+#: A run of calls (``run --scenario``): one line a call (core/calls/call.py ``CallRecord``).
 CALLS_FILE = "calls.jsonl"
 
 

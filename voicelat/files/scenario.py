@@ -32,7 +32,7 @@
     include = "common/goodbye.toml"  # that file's steps, here
 
 A file or a folder of ``*.toml`` files (each one scenario) is read. Every mistake is one
-:class:`~voicelat.core.errors.ConfigError` naming the file, the step and what to write.
+:class:`~voicelat.core.base.errors.ConfigError` naming the file, the step and what to write.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.call import OVERLAY_STEPS, Scenario, Step
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.calls.call import OVERLAY_STEPS, Scenario, Step
 from voicelat.files.caller import parse_caller
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.files.pipeline import Pipeline

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.errors import InfraError
+from voicelat.core.base.errors import InfraError
 
 SCORES_FILE = "scores.jsonl"
 #: Where ``output.save_audio`` puts each turn's reply (engine/turn.py ``default_sink``).

@@ -4,7 +4,7 @@
 The summary's ``pipeline`` is ``traced-<mapping>`` (a baseline of last week's import matches
 this week's), it has no fixture set (production calls are not fixtures: two imports compare,
 an import and a fixture run do not), and its ``traced`` section says what t=0 and the end are
-(:func:`voicelat.core.traced.traced_section`).
+(:func:`voicelat.core.traces.traced.traced_section`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.summary import summarize
-from voicelat.core.traced import TracedImport, traced_section
+from voicelat.core.summaries.run_summary import RunSummary
+from voicelat.core.summaries.summary import summarize
+from voicelat.core.traces.traced import TracedImport, traced_section
 from voicelat.files.results import write_summary, write_turns
 
 __all__ = ["write_traced_run"]

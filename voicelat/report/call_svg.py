@@ -4,7 +4,7 @@ Two lanes on the call's clock (0 = connected): the caller's speech (each turn's 
 ``speech_start`` -> ``speech_end``) and the agent's audio at the ear (the greeting, and each
 reply from its first audible sample for as long as it played). Between them, each turn's wait
 (``speech_end`` -> ``output_first_audible``, its e2e) is a dashed line with its milliseconds.
-Speech during a reply (``core/bargein.py``) sits on the caller's lane in its own colour
+Speech during a reply (``core/calls/bargein.py``) sits on the caller's lane in its own colour
 (interruption, backchannel, noise); an interruption's stop (its onset -> the agent's last
 audible sample) is a bar under the agent's lane with its milliseconds, or "never stopped".
 Every mark carries ``data-*`` attributes (call, turn, start and end ns from connected), so a
@@ -17,8 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from voicelat.core.bargein import BARGE_IN
-from voicelat.core.call import (
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.palette import FAILED_COLOUR, MARKER_COLOUR
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.bargein import BARGE_IN
+from voicelat.core.calls.call import (
     CALL_CONNECTED,
     CALL_GREETING,
     CALL_ID,
@@ -26,9 +29,6 @@ from voicelat.core.call import (
     INTERRUPTING,
     CallRecord,
 )
-from voicelat.core.display import fmt_ms
-from voicelat.core.palette import FAILED_COLOUR, MARKER_COLOUR
-from voicelat.core.turn import Turn
 
 __all__ = ["CallLanes", "call_lanes", "call_timeline_svg", "calls_from_turns", "calls_html"]
 

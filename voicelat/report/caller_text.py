@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from voicelat.core.display import fmt_ms
+from voicelat.core.base.display import fmt_ms
 
 __all__ = ["caller_lines"]
 
@@ -19,7 +19,7 @@ def _quote(text: object) -> str:
 
 
 def caller_lines(section: object) -> list[str]:
-    """The summary's ``caller`` section (core/caller.py ``caller_section``) as lines; none
+    """The summary's ``caller`` section (core/calls/caller.py ``caller_section``) as lines; none
     for a run without a simulated caller."""
     if not isinstance(section, Mapping):
         return []

@@ -12,12 +12,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from voicelat.core.budget import lenient_budget
-from voicelat.core.contract import E2E
-from voicelat.core.display import NS_PER_MS
-from voicelat.core.palette import ordered_segments
-from voicelat.core.stats import PERCENTILES, percentile
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import E2E
+from voicelat.core.base.display import NS_PER_MS
+from voicelat.core.base.palette import ordered_segments
+from voicelat.core.base.stats import PERCENTILES, percentile
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.budget import lenient_budget
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from voicelat.core.contract import display_segments
-from voicelat.core.display import NS_PER_MS as NS_PER_MS
-from voicelat.core.display import fmt_ms
+from voicelat.core.base.contract import display_segments
+from voicelat.core.base.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.base.display import fmt_ms
 
 #: Short column names for the segment table (the full names are in the metric contract).
 SEGMENT_SHORT: dict[str, str] = {

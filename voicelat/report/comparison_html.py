@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from voicelat.core.display import NS_PER_MS as NS_PER_MS
-from voicelat.core.display import fmt_ms
-from voicelat.core.palette import SEGMENT_COLOURS as SEGMENT_COLOURS
-from voicelat.core.palette import ordered_segments, segment_colour
-from voicelat.core.turn import Turn
+from voicelat.core.base.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.palette import SEGMENT_COLOURS as SEGMENT_COLOURS
+from voicelat.core.base.palette import ordered_segments, segment_colour
+from voicelat.core.base.turn import Turn
 from voicelat.report.chartdata import (
     Accuracy,
     accuracy,

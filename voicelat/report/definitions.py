@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from voicelat.core.definitions import DefinitionResult
-from voicelat.core.display import fmt_ms
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.judge.definitions import DefinitionResult
 
 DOC = "docs/DEFINITIONS.md"
 

@@ -1,9 +1,9 @@
 """The endpointing trade-off as a Markdown table, a JSON document and an HTML page with an SVG.
 
-Pure functions of the scored grid (:class:`voicelat.core.endpointing.ConfigScore`). The curve
+Pure functions of the scored grid (:class:`voicelat.core.measure.endpointing.ConfigScore`). The curve
 puts every configuration at (false cut-off rate, P50 latency after the true speech end), one
 colour per endpointer, and draws the Pareto front through the ones nothing beats on both. Points
-from recorded runs (a streaming STT provider's own end-of-turn, :mod:`voicelat.core.endpointing_runs`)
+from recorded runs (a streaming STT provider's own end-of-turn, :mod:`voicelat.core.measure.endpointing_runs`)
 sit in the same table and on the same curve, drawn as squares and marked "wire": they were
 measured on the wire (network and the provider's processing included). The page needs nothing
 from anywhere: it opens offline.
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from voicelat.core.display import fmt_ms
-from voicelat.core.endpointing import ConfigScore, pareto_front, pick_for_budget
-from voicelat.core.endpointing_runs import RunPoint
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.measure.endpointing import ConfigScore, pareto_front, pick_for_budget
+from voicelat.core.measure.endpointing_runs import RunPoint
 
 #: Okabe-Ito colours, one per endpointer or provider (colour-blind safe).
 COLOURS = {

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from voicelat.core.cost import fmt_money
-from voicelat.core.goodput import pareto_front
+from voicelat.core.judge.cost import fmt_money
+from voicelat.core.judge.goodput import pareto_front
 
 _W, _H, _PAD = 560.0, 300.0, 52.0
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
-from voicelat.core.budget import Check
-from voicelat.core.gate import GateResult, headline_text, waterfall_lines
-from voicelat.core.run_summary import RunSummary, SummaryLike
+from voicelat.core.judge.budget import Check
+from voicelat.core.judge.gate import GateResult, headline_text, waterfall_lines
+from voicelat.core.summaries.run_summary import RunSummary, SummaryLike
 
 #: JUnit suites, in report order, with the ``type`` a failure of each carries.
 SUITES: dict[str, str] = {

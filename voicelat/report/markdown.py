@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from voicelat.core.budget import Check
-from voicelat.core.compare import NOT_RESOLVABLE, Comparison
-from voicelat.core.display import fmt_ms
-from voicelat.core.gate import GateResult
-from voicelat.core.palette import ordered_segments
-from voicelat.core.run_summary import RunSummary
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.palette import ordered_segments
+from voicelat.core.judge.budget import Check
+from voicelat.core.judge.compare import NOT_RESOLVABLE, Comparison
+from voicelat.core.judge.gate import GateResult
+from voicelat.core.summaries.run_summary import RunSummary
 
 
 def _ms(ns: object) -> str:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from voicelat.core.call import CallRecord
-from voicelat.core.definitions import compute_definitions
-from voicelat.core.display import fmt_ms
-from voicelat.core.palette import ordered_segments
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.palette import ordered_segments
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import CallRecord
+from voicelat.core.judge.definitions import compute_definitions
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.report.call_svg import calls_html
 from voicelat.report.chartdata import (
     accuracy,

@@ -3,7 +3,7 @@
 The e2e distribution (a histogram with P50/P90/P99 and the budget lines), e2e over the run
 (turn index on x, failed turns marked), every combination of a comparison side by side
 (stacked P50 segment bars in rank order) and the per-fixture table. No script and no font from
-anywhere: the page opens offline. Segment colours come from :mod:`voicelat.core.palette`, the
+anywhere: the page opens offline. Segment colours come from :mod:`voicelat.core.base.palette`, the
 TUI's too. Every mark carries ``data-*`` attributes (its ns, its segment, its turn) so a test
 reads the picture back with an XML parser rather than trusting its looks.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from voicelat.core.display import NS_PER_MS, fmt_ms
-from voicelat.core.palette import (
+from voicelat.core.base.display import NS_PER_MS, fmt_ms
+from voicelat.core.base.palette import (
     BUDGET_COLOUR,
     FAILED_COLOUR,
     MARKER_COLOUR,
@@ -24,7 +24,7 @@ from voicelat.core.palette import (
     ordered_segments,
     segment_colour,
 )
-from voicelat.core.stats import percentile
+from voicelat.core.base.stats import percentile
 from voicelat.report.chartdata import Accuracy, Bin, FixtureRow, TurnPoint, nice_step_ns
 
 SVG_NS = "http://www.w3.org/2000/svg"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from voicelat.core.cost import fmt_money
-from voicelat.core.diagnostics import machine_judged, transport_judged
-from voicelat.core.display import fmt_ms
-from voicelat.core.run_summary import DistSummary, RunSummary, SummaryLike
-from voicelat.core.turn import Turn
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.cost import fmt_money
+from voicelat.core.summaries.diagnostics import machine_judged, transport_judged
+from voicelat.core.summaries.run_summary import DistSummary, RunSummary, SummaryLike
 from voicelat.report.caller_text import caller_lines
 
 
@@ -52,7 +52,7 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
 
 def instrument_summary_line(section: object) -> str | None:
     """The run's "± instrument error" line from its summary's ``instrument`` section
-    (``core/instrument.py``); None when the run has no such section (an older run)."""
+    (``core/summaries/instrument.py``); None when the run has no such section (an older run)."""
     if not isinstance(section, Mapping):
         return None
     ppm = section.get("clock_ppm")
@@ -133,6 +133,13 @@ def barge_in_lines(s: RunSummary) -> list[str]:
     if b.segments:
         parts = "  ".join(f"{k} {fmt_ms(d.p50)}" for k, d in b.segments.items())
         lines.append(f"  stop waterfall P50 ms: {parts} (segments sum to each stop)")
+    if b.words_ignored is not None:
+        split = "  ".join(f"{k} {fmt_ms(d.p50)}" for k, d in b.detection_parts.items())
+        lines.append(
+            f"  detection waited for words (ignore_words): P50 ms {split or '-'} (sum to the "
+            f"detection); {b.words_ignored} kept talking on listed words, "
+            f"{b.words_fallbacks} stopped without words in time"
+        )
     if b.provider_drain.n and b.provider_drain.max:
         lines.append(
             f"  provider kept streaming after the detection P50 {fmt_ms(b.provider_drain.p50)} "
@@ -278,7 +285,7 @@ def _count_lines(s: RunSummary) -> list[str]:
         )
     quantiles = s.extra.get("quantiles")
     if isinstance(quantiles, Mapping) and quantiles.get("mode") == "histogram":
-        # A long run's percentiles come from histograms (core/streaming_summary.py): say so.
+        # A long run's percentiles come from histograms (core/summaries/streaming_summary.py): say so.
         err = quantiles.get("relative_error")
         lines.append(
             f"percentiles from histograms past {quantiles.get('exact_up_to')} values each: "
@@ -373,7 +380,7 @@ def _load_lines(s: RunSummary) -> list[str]:
 
 
 def cost_lines(cost: object) -> list[str]:
-    """The summary's ``cost`` section (core/cost.py) in a few lines; none without one."""
+    """The summary's ``cost`` section (core/judge/cost.py) in a few lines; none without one."""
     if not isinstance(cost, Mapping) or not isinstance(cost.get("per_turn"), Mapping):
         return []
     cur, pt = str(cost.get("currency", "")), cost["per_turn"]

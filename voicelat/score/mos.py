@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicelat.core.errors import ConfigError
-from voicelat.core.network import Direction
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.network import Direction
 from voicelat.score.reply import SCORE_EXTRA
 
 RATE = 16000
@@ -143,7 +143,7 @@ def had_loss(summary: Mapping[str, Any]) -> bool:
 
 
 def _lossy(d: Mapping[str, Any]) -> bool:
-    """A requested direction's long-run loss is above zero (core/network.py's own rule, with
+    """A requested direction's long-run loss is above zero (core/base/network.py's own rule, with
     its defaults for the keys a summary left out)."""
     known = {f.name for f in fields(Direction)}
     try:

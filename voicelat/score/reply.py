@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
 
 #: The one line naming the extra when a scorer's library is missing.
 SCORE_EXTRA = "pip install 'voicelat[score]'"

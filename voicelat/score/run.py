@@ -22,10 +22,10 @@ import numpy.typing as npt
 from voicelat.audio.onset import first_audible_sample
 from voicelat.audio.resample import resample
 from voicelat.audio.wav import read_wav
-from voicelat.core.clock import now_ns
-from voicelat.core.cost import Prices, cost_section, stage_names_of, turn_cost
-from voicelat.core.errors import AudioError, ConfigError, VoicelatError
-from voicelat.core.turn import Turn
+from voicelat.core.base.errors import AudioError, ConfigError, VoicelatError
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.cost import Prices, cost_section, stage_names_of, turn_cost
+from voicelat.core.measure.clock import now_ns
 from voicelat.files.results import SUMMARY_FILE, load_run, write_summary
 from voicelat.files.scores import read_scores, reply_audio_path, write_scores
 
@@ -242,7 +242,7 @@ def score_run(
 def combination_scores(run_dir: Path) -> dict[str, Any]:
     """A compared combination's price, quality and goodput (for ``comparison.json``): the
     summary's ``cost`` and ``quality`` headlines and the goodput under its own ``[budget]``."""
-    from voicelat.core.goodput import GoodputRule, goodput
+    from voicelat.core.judge.goodput import GoodputRule, goodput
 
     run = load_run(run_dir)
     summary = run.summary or {}

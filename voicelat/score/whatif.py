@@ -1,7 +1,7 @@
 """A what-if's inputs, loaded from a recorded run: the turns, the run's settings, its fixtures
 replayed offline through the pipeline's VAD (old and new setting), the recorded LLM deltas, or
-another TTS's cells of a compare run; then the prediction (:mod:`voicelat.core.whatif`,
-:mod:`voicelat.core.whatif_reply` hold the model and its assumptions).
+another TTS's cells of a compare run; then the prediction (:mod:`voicelat.core.judge.whatif`,
+:mod:`voicelat.core.judge.whatif_reply` hold the model and its assumptions).
 
 Like the run's scores it is computed after the run, from disk, never on a measuring loop;
 ``voicelat whatif`` prints it, and anything else (a bench script, a test) can call
@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.audio.endpointers_replay import first_endpoints_ns
-from voicelat.core.arrivals import EXTRA_KEY as DELTAS_KEY
-from voicelat.core.comparison_doc import CombinationDoc
-from voicelat.core.errors import ConfigError, VoicelatError
-from voicelat.core.turn import Turn
-from voicelat.core.whatif import (
+from voicelat.core.base.errors import ConfigError, VoicelatError
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.comparison_doc import CombinationDoc
+from voicelat.core.judge.whatif import (
     ASSUMPTIONS,
     CHUNKER_KEYS,
     ENDPOINTING_KEYS,
@@ -29,7 +28,7 @@ from voicelat.core.whatif import (
     Setting,
     predict,
 )
-from voicelat.core.whatif_reply import (
+from voicelat.core.judge.whatif_reply import (
     ChunkerModel,
     ChunkerSetting,
     ReplyMove,
@@ -42,6 +41,7 @@ from voicelat.core.whatif_reply import (
     tts_swap_moves,
     tts_text_unit,
 )
+from voicelat.core.measure.arrivals import EXTRA_KEY as DELTAS_KEY
 from voicelat.files.fixtures import Fixture, default_fixtures_dir, load_fixtures
 from voicelat.files.results import load_run
 

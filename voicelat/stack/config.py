@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from voicelat.core.errors import ConfigError, InfraError
+from voicelat.core.base.errors import ConfigError, InfraError
 
 __all__ = [
     "ENV_CACHE",

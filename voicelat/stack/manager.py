@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -72,6 +73,15 @@ _T = TypeVar("_T")
 _WARMUP_TTS_TEXT = "Ready when you are."
 # Seconds between "still waiting" progress reports.
 _PROGRESS_EVERY_S = 2.0
+
+
+#: llama.cpp built with -march=native crashes on CPUs with AMX (seen: SIGSEGV in
+#: ggml_backend_amx_mul_mat on the first completion, in a VM); the README builds for AVX2.
+_LLM_CRASH_HINT = (
+    "; llama.cpp crashed (SIGSEGV): if llama-cpp-python was built for this CPU (-march=native, "
+    "e.g. with AMX), rebuild it: pip cache remove llama_cpp_python, then reinstall with "
+    'CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" (README.md, "Two commands")'
+)
 
 
 class ServerExitedError(StackError):
@@ -585,9 +595,10 @@ class LocalStack:
         code = launch.popen.poll()
         tail = log_tail(launch.log_path)
         last = " | ".join(tail) if tail else "no output"
+        hint = _LLM_CRASH_HINT if launch.name == "llm" and code == -signal.SIGSEGV else ""
         return ServerExitedError(
             f"{launch.name} server exited with code {code} during startup: {last} "
-            f"(full log: {launch.log_path})",
+            f"(full log: {launch.log_path}){hint}",
             log_path=launch.log_path,
             log_tail=tail,
         )

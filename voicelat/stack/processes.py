@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from voicelat.core import jsontext
+from voicelat.core.base import jsontext
 from voicelat.stack.config import SERVER_NAMES, StackError
 
 #: The state file's format (``voicelat stack status`` reads what ``up`` wrote).

@@ -51,13 +51,13 @@ from websockets.exceptions import (
 from websockets.frames import DATA_OPCODES, Frame
 from websockets.protocol import State
 
-from voicelat.core import jsontext
-from voicelat.core.clock import Clock
-from voicelat.core.errors import StageError
-from voicelat.core.events import Connected, Failed, Span, StageEvent
-from voicelat.core.jsontext import TOO_DEEP
-from voicelat.core.secrets import excerpt, scrub_secrets
-from voicelat.core.version import __version__
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import StageError
+from voicelat.core.base.jsontext import TOO_DEEP
+from voicelat.core.base.secrets import excerpt, scrub_secrets
+from voicelat.core.base.version import __version__
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import Connected, Failed, Span, StageEvent
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.http import describe_exception, error_message
 from voicelat.stages.options import read_secret

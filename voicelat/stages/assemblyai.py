@@ -8,8 +8,8 @@ frames are grouped into ``chunk_ms`` messages (default 60 ms) and the last, shor
 padded with silence to that length.
 
 ``Turn`` messages with a non-empty ``transcript`` (AssemblyAI puts only finalized words
-there) are :class:`~voicelat.core.events.Partial`; ``end_of_turn: true`` is both
-:class:`~voicelat.core.events.EndOfTurn` and :class:`~voicelat.core.events.Final` (AssemblyAI advises
+there) are :class:`~voicelat.core.measure.events.Partial`; ``end_of_turn: true`` is both
+:class:`~voicelat.core.measure.events.EndOfTurn` and :class:`~voicelat.core.measure.events.Final` (AssemblyAI advises
 voice agents not to wait for the formatted copy; ``wait_formatted = true`` takes the
 ``turn_is_formatted`` one as the Final instead, with ``format_turns``). Every event,
 Finals included, is reported as its message arrives, with that message's stamp (a Final
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-from voicelat.core.events import StageEvent, StageName
+from voicelat.core.measure.events import StageEvent, StageName
 from voicelat.stages._leftover import LeftoverDrain
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import OptionProblem, parse_options, query_strings

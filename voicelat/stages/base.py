@@ -2,9 +2,9 @@
 
 A stage is an async context manager (connect and warm up in ``__aenter__``, so handshakes are
 visible on their own and never hide inside the first turn) that reports stamped facts as
-:mod:`voicelat.core.events`. Stages never aggregate and never decide what counts as "first".
+:mod:`voicelat.core.measure.events`. Stages never aggregate and never decide what counts as "first".
 
-Every shipped stage has an attribute ``clock`` (a :class:`~voicelat.core.clock.Clock`,
+Every shipped stage has an attribute ``clock`` (a :class:`~voicelat.core.measure.clock.Clock`,
 :data:`MONOTONIC` unless set): the engine may replace it before ``__aenter__``, and the stage
 takes every stamp from it, as the first statement after the ``await`` that delivered the data.
 Its options are a frozen dataclass parsed by :func:`voicelat.stages.options.parse_options`.
@@ -17,10 +17,10 @@ from collections.abc import AsyncIterable, AsyncIterator
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.errors import ConfigError
-from voicelat.core.events import StageEvent, StageName
-from voicelat.core.secrets import register_environment_secrets
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.secrets import register_environment_secrets
+from voicelat.core.measure.clock import Clock, MonotonicClock
+from voicelat.core.measure.events import StageEvent, StageName
 
 ENTRY_POINT_GROUP = "voicelat.stages"
 
@@ -58,7 +58,7 @@ class STTStage(Stage, Protocol):
 
 class LLMStage(Stage, Protocol):
     """Transcript in, streamed deltas out. In a call the engine hands a
-    :class:`~voicelat.core.conversation.Conversation` instead (the call's messages so far; its
+    :class:`~voicelat.core.calls.conversation.Conversation` instead (the call's messages so far; its
     ``str()`` is the transcript): a stage that keeps no history may just use ``str(text)``."""
 
     def complete(self, text: Any) -> AsyncIterator[StageEvent]: ...

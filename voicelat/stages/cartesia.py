@@ -18,7 +18,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from voicelat.core.events import StageEvent, StageName
+from voicelat.core.measure.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import parse_options, require_one_of
 from voicelat.stages.protocols.cartesia import CartesiaProtocol, CartesiaVoice

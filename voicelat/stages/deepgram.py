@@ -5,10 +5,10 @@
 **STT.** One socket serves every turn: opened in ``__aenter__`` (re-opened by ``prepare()`` at
 turn start if Deepgram closed it) and kept alive between turns with ``KeepAlive`` every
 ``keepalive_s`` (Deepgram closes a socket that hears nothing for 10 s: NET-0001). Audio frames
-go out as the runner paces them. Interim results are :class:`~voicelat.core.events.Partial`
+go out as the runner paces them. Interim results are :class:`~voicelat.core.measure.events.Partial`
 (the turn's finalized text plus the interim), ``is_final`` segments are
-:class:`~voicelat.core.events.Final`, and ``speech_final`` or ``UtteranceEnd`` is
-:class:`~voicelat.core.events.EndOfTurn` (reported at once: ``[endpointing] mode = "provider"``
+:class:`~voicelat.core.measure.events.Final`, and ``speech_final`` or ``UtteranceEnd`` is
+:class:`~voicelat.core.measure.events.EndOfTurn` (reported at once: ``[endpointing] mode = "provider"``
 stops the audio on it). At the end of the audio the stage sends ``Finalize`` (or
 ``CloseStream`` with ``end_of_audio = "close_stream"``) and the request ends on the result
 marked ``from_finalize`` (or ``Metadata``). When the last result already was a ``speech_final``
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlencode
 
-from voicelat.core.events import StageEvent, StageName
+from voicelat.core.measure.events import StageEvent, StageName
 from voicelat.stages._leftover import LeftoverDrain
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import OptionProblem, QueryTable, parse_options

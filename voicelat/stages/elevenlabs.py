@@ -25,7 +25,7 @@ from urllib.parse import quote, urlencode
 
 from websockets.exceptions import ConnectionClosed
 
-from voicelat.core.events import StageEvent, StageName
+from voicelat.core.measure.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import OptionProblem, parse_options, query_strings, require_one_of
 from voicelat.stages.protocols.elevenlabs import ElevenLabsProtocol, init_message

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar
 
-from voicelat.core.events import Audio, Connected, Done, Failed, StageEvent, StageName, TextSent
+from voicelat.core.measure.events import (
+    Audio,
+    Connected,
+    Done,
+    Failed,
+    StageEvent,
+    StageName,
+    TextSent,
+)
 from voicelat.stages.options import parse_options
 from voicelat.stages.worker import WorkerProcess, WorkerStage
 

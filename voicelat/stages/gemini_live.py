@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from websockets.exceptions import ConnectionClosed
 
-from voicelat.core.events import StageEvent, StageName
+from voicelat.core.measure.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import (
     OptionProblem,
@@ -151,4 +151,8 @@ class GeminiLive(WsStage):
             yield event
 
     def _protocol(self, conn: WsConn) -> GeminiLiveProtocol:
-        return GeminiLiveProtocol(conn.url, manual=not self.endpoint_by_server)
+        # A call's greeting turn (accept_from_open) has no user speech: in manual detection an
+        # activityStart would tell the model the user is talking over its greeting, and the
+        # model drops it. The greeting turn sends no activity markers; later turns do.
+        manual = not self.endpoint_by_server and not self.accept_from_open
+        return GeminiLiveProtocol(conn.url, manual=manual)

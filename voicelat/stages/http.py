@@ -16,12 +16,12 @@ from typing import Any, ClassVar, Literal, Self
 
 import httpx
 
-from voicelat.core import jsontext
-from voicelat.core.clock import Clock
-from voicelat.core.errors import StageError
-from voicelat.core.events import Connected, Failed, ProviderTiming, Span, StageEvent
-from voicelat.core.provider_clock import provider_ms_from_headers
-from voicelat.core.secrets import scrub_secrets
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import StageError
+from voicelat.core.base.secrets import scrub_secrets
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import Connected, Failed, ProviderTiming, Span, StageEvent
+from voicelat.core.measure.provider_clock import provider_ms_from_headers
 from voicelat.stages._net import AsyncioTransport
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.keepalive import RewarmPolicy, acquire_probe, pooled_state, release_probe

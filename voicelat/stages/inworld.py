@@ -4,7 +4,7 @@ The response is one JSON object per line, ``{"result":{"audioContent":"<base64>"
 ``"usage": {"processedCharactersCount": N}``, the characters billed, recorded as the stage's
 usage), and with
 LINEAR16 every chunk carries its own complete WAV header (PROTOCOLS.md §6a): the stage strips
-the header of every chunk, so the first :class:`~voicelat.core.events.Audio` is the first real
+the header of every chunk, so the first :class:`~voicelat.core.measure.events.Audio` is the first real
 sample (a header is not audio). Auth is ``Authorization: Basic <key>``, the key exactly as
 Inworld's portal gives it. The Inworld LLM Router needs no stage of its own: it is the
 ``openai`` stage with ``auth = "basic"`` (see pipelines/inworld.toml).
@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from voicelat.core import jsontext
-from voicelat.core.secrets import excerpt
+from voicelat.core.base import jsontext
+from voicelat.core.base.secrets import excerpt
 from voicelat.stages.http import AUTH_OPTION, AuthScheme, stream_error
 from voicelat.stages.openai_audio import AudioDecoder, HttpTTS, HttpTTSOptions, strip_wav
 

@@ -30,7 +30,7 @@ from typing import Literal
 import httpcore
 import httpx
 
-from voicelat.core.clock import Clock
+from voicelat.core.measure.clock import Clock
 
 #: A connection idle up to this long is used as is (the re-warm rule before the policy).
 REWARM_IDLE_NS = 1_000_000_000

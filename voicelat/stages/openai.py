@@ -15,9 +15,10 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
-from voicelat.core import jsontext
-from voicelat.core.conversation import Conversation, prompt_text
-from voicelat.core.events import (
+from voicelat.core.base import jsontext
+from voicelat.core.base.secrets import excerpt
+from voicelat.core.calls.conversation import Conversation, prompt_text
+from voicelat.core.measure.events import (
     Delta,
     Done,
     Failed,
@@ -27,9 +28,8 @@ from voicelat.core.events import (
     StageEvent,
     StageName,
 )
-from voicelat.core.provider_clock import llama_timings_ms
-from voicelat.core.secrets import excerpt
-from voicelat.core.sse import SSEDecoder
+from voicelat.core.measure.provider_clock import llama_timings_ms
+from voicelat.core.measure.sse import SSEDecoder
 from voicelat.stages.http import (
     HttpOptions,
     HttpStage,
@@ -213,7 +213,7 @@ class _Reply:
         events: list[StageEvent] = []
         if isinstance(data.get("usage"), dict):
             self.usage = {k: int(v) for k, v in data["usage"].items() if isinstance(v, int)}
-            # Prompt-cache hits are billed apart (core/cost.py): keep the one nested count.
+            # Prompt-cache hits are billed apart (core/judge/cost.py): keep the one nested count.
             details = data["usage"].get("prompt_tokens_details")
             cached = details.get("cached_tokens") if isinstance(details, dict) else None
             if isinstance(cached, int) and not isinstance(cached, bool):

@@ -4,7 +4,7 @@
 Both stamp every raw read of the response body on arrival, before decoding, and report
 httpcore trace sub-spans (connect, TLS, request sent, response headers) like the ``openai``
 LLM stage. Every failure (refused connection, HTTP error, mid-stream error event, stall,
-truncated stream) ends the request with one :class:`~voicelat.core.events.Failed` line; read
+truncated stream) ends the request with one :class:`~voicelat.core.measure.events.Failed` line; read
 timeouts bound every wait, so nothing hangs.
 
 The TTS base class :class:`HttpTTS` (one HTTP request per text piece the chunker hands over,
@@ -23,8 +23,9 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
-from voicelat.core import jsontext
-from voicelat.core.events import (
+from voicelat.core.base import jsontext
+from voicelat.core.base.secrets import excerpt
+from voicelat.core.measure.events import (
     Audio,
     Done,
     Failed,
@@ -35,8 +36,7 @@ from voicelat.core.events import (
     StageName,
     TextSent,
 )
-from voicelat.core.secrets import excerpt
-from voicelat.core.sse import SSEDecoder
+from voicelat.core.measure.sse import SSEDecoder
 from voicelat.stages.http import (
     HttpOptions,
     HttpStage,
@@ -68,7 +68,7 @@ class AudioDecoder:
         self.done = False
         self.error: str | None = None
         #: What the provider reported this request used (None: it reported nothing), in the
-        #: keys core/cost.py prices: ``characters``, ``audio_ms``, ``input_tokens``...
+        #: keys core/judge/cost.py prices: ``characters``, ``audio_ms``, ``input_tokens``...
         self.usage: dict[str, int] | None = None
         self._carry = b""
 
@@ -537,7 +537,7 @@ def _count(value: object) -> int | None:
 
 
 def transcription_usage(usage: object) -> dict[str, int]:
-    """A transcription's ``usage`` as the stage records it (core/cost.py prices it).
+    """A transcription's ``usage`` as the stage records it (core/judge/cost.py prices it).
 
     OpenAI bills a transcription by tokens (``{"type": "tokens", "input_tokens",
     "input_token_details": {"audio_tokens", "text_tokens"}, "output_tokens"}``, the

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
-from voicelat.core.errors import ConfigError, StageError
-from voicelat.core.secrets import check_secret, register_secret
+from voicelat.core.base.errors import ConfigError, StageError
+from voicelat.core.base.secrets import check_secret, register_secret
 from voicelat.files.pipeline import StageTable
 
 __all__ = [

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-from voicelat.core.events import Done, Failed, StageEvent, StageName
+from voicelat.core.measure.events import Done, Failed, StageEvent, StageName
 from voicelat.stages._ws import (
     Closed,
     Pump,
@@ -119,18 +119,25 @@ class PipecatWs(WsStage):
     key_required: ClassVar[bool] = False
     endpoint_by_server: bool = True
 
+    #: The ``[agent]`` table's dataclass (a transport built on this one: its own).
+    options_class: ClassVar[type[PipecatWsOptions]] = PipecatWsOptions
+
     def __init__(self, options: Mapping[str, Any], *, table: str = "agent") -> None:
-        o = self.options = parse_options(PipecatWsOptions, table, options)
-        frame_classes()  # protobuf missing is a startup error, not every turn's
+        o = self.options = parse_options(self.options_class, table, options)
         super().__init__(table, WsOptions(base_url=o.url, api_key_env=o.api_key_env,
                                           timeout_s=o.timeout_s))  # fmt: skip
         self.input_rate = o.input_rate
         self.output_rate = o.output_rate
-        self._silence = encode_audio(bytes(o.input_rate * _FRAME_MS // 1000 * 2), o.input_rate)
-        self._ready = encode_message(CLIENT_READY)
+        # Built once (protobuf missing is a startup error, not every turn's).
+        self._silence = self._line_silence(bytes(o.input_rate * _FRAME_MS // 1000 * 2))
         self._next_call_id: str | None = None
         #: The current turn's call id (``call_id_param``'s value), for the agent's traces.
         self.call_id: str | None = None
+
+    def _line_silence(self, pcm: bytes) -> bytes:
+        """One 20 ms frame of the line's silence as the wire carries it."""
+        frame_classes()
+        return encode_audio(pcm, self.input_rate)
 
     def _url(self) -> str:
         param, url = self.options.call_id_param, self.options.url
@@ -156,7 +163,7 @@ class PipecatWs(WsStage):
         per connection is not listening before); a bot without RTVI: on after the wait."""
         if not self.options.rtvi:
             return
-        await conn.send(self._ready)
+        await conn.send(encode_message(CLIENT_READY))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.options.ready_timeout_s):
                 while True:
@@ -199,9 +206,7 @@ class PipecatWs(WsStage):
             timeout_ns=int(o.answer_timeout_s * 1e9),
             silence_peak=0 if o.streams_silence else -1,
         )
-        proto = PipecatWsProtocol(
-            conn.url, input_rate=o.input_rate, output_rate=o.output_rate, watch=watch
-        )
+        proto = self._protocol(conn.url, watch)
         # What the bot sent before the turn's audio (a greeting on connect) is not its reply,
         # unless this turn is the greeting (a call's expect_greeting).
         proto.turn_start_ns = conn.t_open_ns if self.accept_from_open else self.clock.now_ns()
@@ -211,6 +216,12 @@ class PipecatWs(WsStage):
         finally:
             if not self.keep_call:
                 await self._drop()  # the call hangs up: the next turn is a new call
+
+    def _protocol(self, url: str, watch: ReplyWatch) -> PipecatWsProtocol:
+        """The sans-I/O protocol of one turn (a subclass over another wire format: its own)."""
+        return PipecatWsProtocol(
+            url, input_rate=self.input_rate, output_rate=self.output_rate, watch=watch
+        )
 
     async def _call(
         self, conn: WsConn, proto: PipecatWsProtocol, audio: AsyncIterable[bytes]

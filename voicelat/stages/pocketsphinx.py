@@ -19,8 +19,16 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar
 
-from voicelat.core.events import Connected, Done, Failed, Final, Partial, RequestSent, StageEvent
-from voicelat.core.events import StageName as _StageName
+from voicelat.core.measure.events import (
+    Connected,
+    Done,
+    Failed,
+    Final,
+    Partial,
+    RequestSent,
+    StageEvent,
+)
+from voicelat.core.measure.events import StageName as _StageName
 from voicelat.stages.options import parse_options
 from voicelat.stages.worker import WorkerProcess, WorkerStage
 

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from voicelat.core.events import StageEvent, StageName
+from voicelat.core.measure.events import StageEvent, StageName
 from voicelat.stages._ws import WsConn, WsOptions, WsStage, plain_url
 from voicelat.stages.options import OptionProblem, parse_options
 from voicelat.stages.protocols.twilio import FRAME_MS, RATE, TwilioProtocol

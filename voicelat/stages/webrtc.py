@@ -31,6 +31,14 @@ its codec, so a reply is never at a "wrong" rate: it is decoded and resampled.
 the reply is over after ``reply_idle_ms`` without sound (:class:`ReplyWatch`). A bot that is
 down, refuses the offer, never connects, hangs up or never answers fails the turn with the
 reason; the run goes on. aiortc is imported only when the stage is used (extra ``webrtc``).
+
+**Under a network profile** (``media_network``, set by the engine from ``--network``), each
+call's media goes through its own impaired UDP relay (``stages/media_relay.py``): the offer and
+the answer name only the relay's addresses, so RTP, STUN, DTLS and SCTP cross it both ways and
+a profile's loss, delay and jitter reach the packets aiortc's jitter buffer and decoder see.
+Per turn the stage reports ``webrtc_lost_frames`` (reply frames the decoder never got: gaps in
+the decoded frames' RTP timestamps, what a browser's jitter buffer would conceal; aiortc
+conceals nothing, so the sink hears each as a gap) and the relay's ``media_*`` tallies.
 """
 
 from __future__ import annotations
@@ -48,13 +56,16 @@ from typing import Any, ClassVar, Self
 import httpx
 import numpy as np
 
-from voicelat.core import jsontext
-from voicelat.core.clock import Clock
-from voicelat.core.errors import StageError
-from voicelat.core.events import Audio, Connected, Done, Failed, Span, StageEvent, StageName
-from voicelat.core.secrets import excerpt
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import StageError
+from voicelat.core.base.network import NetworkProfile
+from voicelat.core.base.secrets import excerpt
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import Audio, Connected, Done, Failed, Span, StageEvent, StageName
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.http import error_message
+from voicelat.stages.media_relay import MediaRelay, SdpProblem
+from voicelat.stages.media_relay import host_candidate as host_candidate_of
 from voicelat.stages.options import OptionProblem, parse_options, read_secret
 from voicelat.stages.pipecat_ws import NS_PER_MS, AgentOptions
 from voicelat.stages.protocols.pipecat_ws import (
@@ -209,6 +220,11 @@ class _Call:
         self.t_open_ns = 0
         self.used = False
         self.pc_id: str | None = None
+        #: The call's media relay (under a network profile), else None.
+        self.relay: MediaRelay | None = None
+        #: Reply frames never decoded while listening (gaps in the frames' RTP timestamps).
+        self.lost_frames = 0
+        self._next_pts: int | None = None
         self._reader: asyncio.Task[None] | None = None
 
     def read(self, track: Any) -> None:
@@ -227,8 +243,19 @@ class _Call:
             # bot encoder + network + jitter buffer + Opus decode + aiortc's thread hop.
             t = self.clock.now_ns()
             self.ready.set()
+            self._count_gap(frame)
             if self.listening:
                 self.items.put_nowait(_Frame(t, frame))
+
+    def _count_gap(self, frame: Any) -> None:
+        """Frames lost before ``frame`` (its RTP timestamp past the one expected: aiortc's
+        jitter buffer skipped them, lost on the network or too late), while listening."""
+        pts, samples = frame.pts, frame.samples
+        if not isinstance(pts, int) or not samples:
+            return
+        if self.listening and self._next_pts is not None and pts > self._next_pts:
+            self.lost_frames += round((pts - self._next_pts) / samples)
+        self._next_pts = pts + samples
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -237,6 +264,8 @@ class _Call:
                 await self._reader
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.pc.close(), 2.0)
+        if self.relay is not None:
+            self.relay.close()
 
 
 def _drain(items: asyncio.Queue[Any]) -> None:
@@ -257,6 +286,9 @@ class WebRTC:
     keep_call: bool = False
     #: A fresh call's first turn hears everything since the peer connected (its greeting).
     accept_from_open: bool = False
+    #: The run's network profile for the media path (the engine sets it before
+    #: ``__aenter__``; None: the media goes straight to the bot's candidate).
+    media_network: NetworkProfile | None = None
 
     @property
     def call_open(self) -> bool:
@@ -291,6 +323,8 @@ class WebRTC:
         #: The current turn's call: the answer's ``pc_id`` (the example bot's traces'
         #: ``conversation.id``).
         self.call_id: str | None = None
+        self._calls = 0  # calls opened: each media relay draws its own seeded sequence
+        self._figures: dict[str, int | None] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -325,6 +359,7 @@ class WebRTC:
             "jitter_buffer_packets": o.jitter_buffer_packets,
             "reply_idle_ms": o.reply_idle_ms,
             "rtvi": o.rtvi,
+            "media_network": self.media_network.name if self.media_network else None,
         }
 
     async def _hang_up(self) -> None:
@@ -373,11 +408,21 @@ class WebRTC:
                 connected.set()
 
         await pc.setLocalDescription(await pc.createOffer())  # gathers the host candidates
+        offer = pc.localDescription.sdp
+        if self.media_network is not None:
+            call.relay = self._media_relay(offer)
+            offer = call.relay.offer(offer)
         t1 = now()
-        answer = await self._post_offer(pc.localDescription.sdp)
+        answer = await self._post_offer(offer)
         t2 = now()
         call.pc_id = answer.get("pc_id") if isinstance(answer.get("pc_id"), str) else None
-        await pc.setRemoteDescription(aiortc.RTCSessionDescription(answer["sdp"], answer["type"]))
+        sdp = answer["sdp"]
+        if call.relay is not None:
+            try:
+                sdp = call.relay.connect(sdp)
+            except SdpProblem as exc:
+                raise CallRefused(f"the answer from {self.options.url}: {exc}") from None
+        await pc.setRemoteDescription(aiortc.RTCSessionDescription(sdp, answer["type"]))
         self._set_jitter_buffer(pc)
         async with asyncio.timeout(self.options.timeout_s):
             await connected.wait()
@@ -389,6 +434,17 @@ class WebRTC:
             Span("offer", t1, t2),
             Span("connect", t2, now()),
         ]
+
+    def _media_relay(self, offer: str) -> MediaRelay:
+        """The call's media relay, standing between our host candidate and the bot's."""
+        assert self.media_network is not None
+        self._calls += 1
+        try:
+            caller = host_candidate_of(offer)
+        except SdpProblem as exc:
+            raise CallRefused(f"cannot relay the media under --network: {exc}") from None
+        seed = self.media_network.seed * 1000 + self._calls
+        return MediaRelay(self.media_network, caller, seed=seed)
 
     def _open_channel(self, call: _Call) -> None:
         """The data channel Pipecat's clients open (the bot only listens for one): RTVI
@@ -485,6 +541,7 @@ class WebRTC:
         first_use = not call.used
         call.used = True
         self.call_id = call.pc_id
+        mark, lost = (call.relay.mark() if call.relay else None), call.lost_frames
         yield Connected(call.t_open_ns if cold else self.clock.now_ns(), cold=cold)
         if first_use:  # a call's later turns (call mode) reuse the peer: its spans once
             for span in call.spans:
@@ -493,8 +550,18 @@ class WebRTC:
             async for event in self._turn(call, audio):
                 yield event
         finally:
+            # The turn's media figures, before a hang-up stops the relay.
+            self._figures = {"webrtc_lost_frames": call.lost_frames - lost}
+            if call.relay is not None and mark is not None:
+                self._figures.update(call.relay.figures_since(mark))
             if not self.keep_call:
                 await self._hang_up()
+
+    def turn_figures(self) -> dict[str, int | None]:
+        """The last turn's media figures (``webrtc_lost_frames``, the relay's ``media_*``),
+        once: the engine records them with the turn."""
+        figures, self._figures = self._figures, {}
+        return figures
 
     async def end_call(self) -> None:
         """The call is over: hang up (the next turn opens a new call)."""

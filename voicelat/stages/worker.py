@@ -33,8 +33,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, ClassVar, Self
 
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.errors import StageError
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.clock import Clock, MonotonicClock
 
 #: A message as the loop received it: (arrival stamp in ns, the worker's tuple).
 Stamped = tuple[int, tuple[Any, ...]]

@@ -26,9 +26,9 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from voicelat.core.clock import Clock
-from voicelat.core.errors import StageError
-from voicelat.core.events import (
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import (
     Audio,
     Connected,
     Done,

@@ -26,7 +26,9 @@ from typing import Any
 
 import pytest
 
-from voicelat.core.budget import (
+from voicelat.core.base.contract import E2E, SEGMENTS
+from voicelat.core.base.turn import Turn
+from voicelat.core.judge.budget import (
     METRICS,
     NS_PER_MS,
     PERCENTILE_KEYS,
@@ -34,10 +36,8 @@ from voicelat.core.budget import (
     evaluate_budget,
     parse_budget,
 )
-from voicelat.core.contract import E2E, SEGMENTS
-from voicelat.core.gate import headline_text, waterfall_compact, waterfall_lines
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.turn import Turn
+from voicelat.core.judge.gate import headline_text, waterfall_compact, waterfall_lines
+from voicelat.core.summaries.run_summary import RunSummary
 
 __all__ = ["LatencySummary", "Millis", "Percentiles", "assert_latency", "voicelat_run"]
 
@@ -85,7 +85,7 @@ class LatencySummary:
     @classmethod
     def from_run_dir(cls, path: Path | str) -> LatencySummary:
         """Read a run directory written by ``voicelat run`` / ``voicelat ci``."""
-        from voicelat.core.errors import VoicelatError
+        from voicelat.core.base.errors import VoicelatError
         from voicelat.files.results import load_run
 
         run = load_run(Path(path))
@@ -258,7 +258,7 @@ def voicelat_run(tmp_path_factory: pytest.TempPathFactory) -> RunFactory:
         workers: int = 1,
         out: Path | str | None = None,
     ) -> LatencySummary:
-        from voicelat.core.errors import VoicelatError
+        from voicelat.core.base.errors import VoicelatError
         from voicelat.engine.job import execute_run
         from voicelat.engine.progress import stderr_progress
         from voicelat.engine.request import LoadRequest, PlanRequest, RunRequest

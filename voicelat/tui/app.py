@@ -21,12 +21,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
-from voicelat.core.clock import now_ns
-from voicelat.core.stats import PERCENTILES
-from voicelat.core.turn import Turn
+from voicelat.core.base.stats import PERCENTILES
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.clock import now_ns
 from voicelat.tui.model import (
     SORT_KEYS,
     SORT_LABELS,
+    RunEnded,
     RunEvent,
     RunModel,
     TurnFinished,
@@ -38,9 +39,9 @@ from voicelat.tui.render import (
     TURN_COLUMNS,
     band_caption,
     band_view,
-    segment_table,
     shows_live,
     spans_table,
+    stats_view,
     status_line,
     title_line,
     turn_cells,
@@ -259,7 +260,9 @@ class VoicelatApp(App[None]):
         pane.update(band_view(self.model, self.percentile, with_caption=False))
 
     def _refresh_stats(self) -> None:
-        self.query_one("#segments", Static).update(segment_table(self.model.segment_dists()))
+        self.query_one("#segments", Static).update(
+            stats_view(self.model.segment_dists(), self.model.instrument)
+        )
         self.query_one("#spans", Static).update(spans_table(self.model.span_dists()))
 
     def _refresh_turn(self) -> None:
@@ -290,6 +293,7 @@ class VoicelatApp(App[None]):
             return
         got = False
         added: list[int] = []
+        ended = False
         for _ in range(MAX_EVENTS_PER_POLL):
             try:
                 event = controller.events.get_nowait()
@@ -298,6 +302,7 @@ class VoicelatApp(App[None]):
             got = True
             newest = len(self.model.turns) - 1
             self.model.apply(event)
+            ended = ended or isinstance(event, RunEnded)
             if isinstance(event, TurnFinished):
                 added.append(len(self.model.turns) - 1)
                 # Follow the run: keep the cursor on the newest turn unless the user moved it.
@@ -307,7 +312,8 @@ class VoicelatApp(App[None]):
             for pos in added:
                 self._append_row(pos)
             self._refresh_waterfall()
-            self._refresh_stats()
+        if added or ended:
+            self._refresh_stats()  # the run's end brings its error bar
         # A redraw throttle, not a measurement: it needs no measuring clock.
         now = time.monotonic()
         if got or (self.model.live is not None and now - self._cursor_at >= 1 / CURSOR_HZ):

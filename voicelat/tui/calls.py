@@ -3,8 +3,10 @@
 The same lanes as report.html's picture (``report/call_svg.py``): the caller's speech and the
 agent's audio at the ear on the call's clock, one character per step of time, each turn's
 wait (its e2e) as a dotted run with its milliseconds under it. Speech during a reply
-(``core/bargein.py``) marks the caller's lane in its own colour (``▓``), and an interruption's
-stop at the ear ("stop 240" or "never stopped") is written under it.
+(``core/calls/bargein.py``) marks the caller's lane in its own colour (``▓``), and an
+interruption's stop at the ear ("stop 240" or "never stopped") is written under it. Under the
+lanes, the words turn by turn (``call_words_text``): what the caller said (a fixture's
+transcript or a simulated caller's line) and what the agent answered where the turn has it.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from collections.abc import Sequence
 from rich.console import Group
 from rich.text import Text
 
-from voicelat.core.display import fmt_ms
-from voicelat.core.turn import Turn
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.turn import Turn
+from voicelat.core.calls.call import CALL_ID, CALL_TURN
 from voicelat.report.call_svg import CallLanes, call_lanes, calls_from_turns
 
-__all__ = ["call_timeline_text", "calls_view"]
+__all__ = ["call_timeline_text", "call_words_text", "calls_view"]
 
 USER_STYLE = "bold blue"
 AGENT_STYLE = "bold green"
@@ -77,6 +80,45 @@ def call_timeline_text(lanes: CallLanes, width: int = 72) -> Text:
     return out
 
 
+def _clip(text: str, most: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= most else one[: max(0, most - 1)] + "…"
+
+
+def call_words_text(call_id: str, turns: Sequence[Turn], width: int = 72) -> Text:
+    """One line per turn of ``call_id``, in call order: its index, the caller's words, the
+    agent's (where the turn carries the reply text: an agent's turns do not) and its e2e, each
+    line cut to ``width``. Empty when no turn has words (nothing to say)."""
+    mine = sorted(
+        (t for t in turns if t.extra.get(CALL_ID) == call_id),
+        key=lambda t: int(t.extra.get(CALL_TURN) or 0),
+    )
+    out = Text()
+    for t in mine:
+        if not t.expected and not t.reply:
+            continue
+        head = f"{int(t.extra.get(CALL_TURN) or 0):>3}. "
+        wait = f"  {fmt_ms(t.e2e_ns)} ms" if t.ok and t.e2e_ns is not None else "  failed"
+        room = max(10, width - len(head) - len(wait))
+        said_words = " ".join((t.expected or "").split())
+        reply_words = " ".join((t.reply or "").split())
+        quotes = 2 + (5 if reply_words else 0)  # “…” and, with a reply, “ → “…”
+        if len(said_words) + len(reply_words) + quotes > room:  # each gets a share, both kept
+            text_room = max(2, room - quotes)
+            keep = max(text_room // 2, text_room - len(reply_words)) if reply_words else text_room
+            said_words = _clip(said_words, keep)
+            reply_words = _clip(reply_words, text_room - len(said_words))
+        said = f"“{said_words}”" if said_words else "(no words)"
+        answer = f" → “{reply_words}”" if reply_words else ""
+        if out:
+            out.append("\n")
+        out.append(head, style="dim")
+        out.append(said, style=USER_STYLE)
+        out.append(answer, style=AGENT_STYLE)
+        out.append(wait, style="yellow" if t.ok else FAILED_STYLE)
+    return out
+
+
 def calls_view(turns: Sequence[Turn], width: int = 72, most: int = 6) -> Group | None:
     """Each call's timeline (the first ``most``), or None for a run of single turns."""
     records = calls_from_turns(turns)
@@ -88,6 +130,9 @@ def calls_view(turns: Sequence[Turn], width: int = 72, most: int = 6) -> Group |
         if r.greeting_ns is not None:
             head += f", greeting after {fmt_ms(r.greeting_ns)} ms"
         parts += [Text(head, style="bold"), call_timeline_text(call_lanes(r, turns), width)]
+        words = call_words_text(r.call_id, turns, width)
+        if words:
+            parts.append(words)
     if len(records) > most:
         parts.append(Text(f"{len(records) - most} more call(s): voicelat view --html", style="dim"))
     return Group(*parts)

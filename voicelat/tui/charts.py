@@ -4,7 +4,7 @@ The e2e distribution (a histogram on its side, P50/P90/P99 and the budget marked
 the run (one column per turn, failed turns a red cross), the per-fixture table and every
 combination of a comparison as stacked P50 bars. They take the data of
 :mod:`voicelat.report.chartdata`, so the terminal and the HTML show the same numbers, and the
-colours of :mod:`voicelat.core.palette`, so a segment is one colour in both. No Textual here:
+colours of :mod:`voicelat.core.base.palette`, so a segment is one colour in both. No Textual here:
 each is tested by printing it to a rich ``Console`` of a known width.
 """
 
@@ -19,15 +19,15 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from voicelat.core.display import fmt_ms
-from voicelat.core.palette import (
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.palette import (
     BUDGET_COLOUR,
     FAILED_COLOUR,
     POINT_COLOUR,
     ordered_segments,
     segment_colour,
 )
-from voicelat.core.turn import Turn
+from voicelat.core.base.turn import Turn
 from voicelat.report.chartdata import (
     Accuracy,
     Bin,

@@ -18,8 +18,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from voicelat.core.display import fmt_ms
-from voicelat.core.turn import Turn
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.turn import Turn
 from voicelat.report.chartdata import accuracy
 from voicelat.report.comparison import (
     UNTRUSTED_MARK,

@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
-from voicelat.core.display import fmt_ms
+from voicelat.core.base.display import fmt_ms
 from voicelat.report.endpointing import TradeOff, curve_text, cut_turn_lines
 
 

@@ -38,8 +38,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from voicelat.core.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
-from voicelat.core.run_summary import RunSummary
+from voicelat.core.base.errors import EXIT_INTERRUPTED, EXIT_OK, VoicelatError
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.tui.model import NS_PER_MS, RunEnded, RunEvent, RunModel, SetupLine
 from voicelat.tui.protocol import ARGV_ENV, SummaryWritten, decode
 
@@ -242,6 +242,18 @@ class ChildRun:
             return "interrupted", "stopped; finished turns and the summary are saved"
         return "failed", self._error_line(returncode)
 
+    def _instrument(self) -> dict[str, Any] | None:
+        """The ``instrument`` section of the summary the child wrote (the run's error bar,
+        for the percentiles pane); None without one. Read here, on this reader thread, once
+        the child has exited: never on the loop that measured."""
+        if self.summary_path is None:
+            return None
+        try:
+            section = json.loads(self.summary_path.read_text()).get("instrument")
+        except (OSError, ValueError, AttributeError):
+            return None  # no summary, or not one: the pane shows no error bar
+        return section if isinstance(section, dict) else None
+
     def _error_line(self, returncode: int) -> str:
         """The child's one-line error, or the last line it printed, or how it ended."""
         lines = list(self.stderr_tail)
@@ -263,7 +275,7 @@ class ChildRun:
 
     def _finish(self, status: str, message: str | None, returncode: int | None) -> None:
         self.status, self.message, self.returncode = status, message, returncode
-        self.events.put(RunEnded(status, message))
+        self.events.put(RunEnded(status, message, self._instrument()))
         self._done.set()
 
 

@@ -18,24 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicelat.core.base.contract import E2E
+from voicelat.core.base.display import NS_PER_MS as NS_PER_MS
+from voicelat.core.base.display import fmt_ms as core_fmt_ms
+from voicelat.core.base.display import round_to_total as round_to_total
+from voicelat.core.base.stats import PERCENTILES, Band, Distribution
+from voicelat.core.base.turn import Turn
+
 # Re-exported: the screen's modules (and their tests) import these from here.
-from voicelat.core.budget import BudgetVerdict as BudgetVerdict
-from voicelat.core.budget import crossing_segment as crossing_segment
-from voicelat.core.budget import judge as judge
-from voicelat.core.budget import lenient_budget
-from voicelat.core.contract import E2E
-from voicelat.core.display import NS_PER_MS as NS_PER_MS
-from voicelat.core.display import fmt_ms as core_fmt_ms
-from voicelat.core.display import round_to_total as round_to_total
-from voicelat.core.run_summary import RunSummary
-from voicelat.core.stats import PERCENTILES, Band, Distribution
-from voicelat.core.summary import (
+from voicelat.core.judge.budget import BudgetVerdict as BudgetVerdict
+from voicelat.core.judge.budget import crossing_segment as crossing_segment
+from voicelat.core.judge.budget import judge as judge
+from voicelat.core.judge.budget import lenient_budget
+from voicelat.core.summaries.run_summary import RunSummary
+from voicelat.core.summaries.summary import (
     headline_turns,
     segment_distributions,
     span_distributions,
     waterfall,
 )
-from voicelat.core.turn import Turn
 from voicelat.files.results import LoadedRun
 
 #: Milestones the runner reports live, in the order they happen on a normal turn.
@@ -97,6 +98,9 @@ class RunEnded:
 
     status: str
     message: str | None = None
+    #: The summary's ``instrument`` section (the run's error bar), read from the summary the
+    #: child wrote; not compared (an event is the status, whatever the machine measured).
+    instrument: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +147,7 @@ def fmt_ms(ns: float | int | None) -> str:
 
 
 # -- budget ------------------------------------------------------------------------------------
-# The judging itself is core's (voicelat.core.budget), the one the gate uses; these read the
+# The judging itself is core's (voicelat.core.judge.budget), the one the gate uses; these read the
 # run's raw [budget] table the way the screen needs.
 def e2e_budget_ns(budget: Mapping[str, Any], p: int) -> float | None:
     """The pipeline's e2e limit at percentile ``p`` (``[budget.e2e] pNN_ms``), in ns."""
@@ -241,6 +245,9 @@ class RunModel:
     live_mode: bool = False
     setup_log: deque[str] = field(default_factory=lambda: deque(maxlen=8))
     started: str | None = None
+    #: The summary's ``instrument`` section: the run's error bar (None: not known yet, or a
+    #: run from before calibration existed).
+    instrument: Mapping[str, Any] | None = None
 
     @classmethod
     def from_loaded(cls, run: LoadedRun) -> RunModel:
@@ -265,6 +272,7 @@ class RunModel:
                 else None
             ),
             started=s.run.started,
+            instrument=inst if isinstance(inst := s.extra.get("instrument"), Mapping) else None,
         )
 
     # -- live updates --------------------------------------------------------------------------
@@ -290,6 +298,8 @@ class RunModel:
             self.status = event.status
             self.message = event.message
             self.live = None
+            if event.instrument is not None:
+                self.instrument = event.instrument
         elif isinstance(event, SetupLine):
             text = event.text.strip()
             if text:

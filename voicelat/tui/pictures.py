@@ -19,9 +19,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from voicelat.core.display import fmt_ms
-from voicelat.core.palette import ordered_segments
-from voicelat.core.turn import Turn
+from voicelat.core.base.display import fmt_ms
+from voicelat.core.base.palette import ordered_segments
+from voicelat.core.base.turn import Turn
 from voicelat.tui.charts import legend, run_charts
 from voicelat.tui.render import DIM, Waterfall
 

@@ -11,7 +11,7 @@ the runner's observer, one line per call::
     {"event": "turn_finished", "total": 6, "turn": {... voicelat.files.results.turn_to_json ...}}
     {"event": "summary", "path": "runs/.../summary.json"}
 
-``seen_ns`` is the child's measuring clock (:class:`voicelat.core.clock.MonotonicClock`,
+``seen_ns`` is the child's measuring clock (:class:`voicelat.core.measure.clock.MonotonicClock`,
 ``time.perf_counter_ns``) when the milestone was reported. That clock is system-wide
 (CLOCK_MONOTONIC), so the TUI process can place the turn's t0 on its own clock and move a
 "now" cursor without asking the measuring process anything.
@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from voicelat.core import jsontext
-from voicelat.core.clock import Clock, MonotonicClock
-from voicelat.core.plan import PlannedTurn
-from voicelat.core.turn import Turn
+from voicelat.core.base import jsontext
+from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.turn import Turn
+from voicelat.core.measure.clock import Clock, MonotonicClock
 from voicelat.files.fixtures import Fixture
 from voicelat.files.results import SUMMARY_FILE, turn_from_json, turn_to_json
 from voicelat.tui.model import NS_PER_MS, MilestoneSeen, RunEvent, TurnFinished, TurnStarted

@@ -16,11 +16,11 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from voicelat.core.contract import SEGMENTS, milestone_names
-from voicelat.core.display import fmt_ms as core_fmt_ms
-from voicelat.core.palette import SEGMENT_COLOURS, ordered_segments, segment_colour
-from voicelat.core.stats import Band, Distribution
-from voicelat.core.turn import Turn
+from voicelat.core.base.contract import SEGMENTS, milestone_names
+from voicelat.core.base.display import fmt_ms as core_fmt_ms
+from voicelat.core.base.palette import SEGMENT_COLOURS, ordered_segments, segment_colour
+from voicelat.core.base.stats import Band, Distribution
+from voicelat.core.base.turn import Turn
 from voicelat.report.text import provider_clock
 from voicelat.tui.model import (
     LIVE_MILESTONES,
@@ -36,7 +36,7 @@ from voicelat.tui.model import (
     round_to_total,
 )
 
-#: One colour per segment, the HTML reports' too (voicelat.core.palette), so a segment keeps its
+#: One colour per segment, the HTML reports' too (voicelat.core.base.palette), so a segment keeps its
 #: colour in every picture; unknown names get the palette's fallback colour.
 SEGMENT_STYLES: dict[str, str] = dict(SEGMENT_COLOURS)
 OVER_STYLE = "bold red"
@@ -459,6 +459,36 @@ def segment_table(dists: Mapping[str, Distribution]) -> Table:
             end_section=name == shown[-1],
         )
     return table
+
+
+def instrument_text(section: object) -> Text | None:
+    """The run's error bar under the percentiles: "± instrument error P99 x ms" (its P50 and
+    reference turns after), "uncalibrated" and why, or None for a run with no ``instrument``
+    section (a live run until its summary is written, a run from before calibration). The
+    P99 first: it is what a difference between two figures has to exceed."""
+    if not isinstance(section, Mapping):
+        return None
+    p50, p99 = section.get("error_p50_ns"), section.get("error_p99_ns")
+    if section.get("status") != "calibrated" or not isinstance(p99, int | float):
+        why = section.get("reason") or "no reason given"
+        return Text(f"± instrument error: uncalibrated ({why})", style="yellow")
+    out = Text("± instrument error P99 ", style="bold")
+    out.append(f"{core_fmt_ms(p99, decimals=1)} ms", style="bold")
+    detail = [f"P50 {core_fmt_ms(p50, decimals=1)} ms"] if isinstance(p50, int | float) else []
+    if isinstance(turns := section.get("turns"), int):
+        detail.append(f"{turns} reference turns")
+    if detail:
+        out.append(f" ({', '.join(detail)})", style=DIM)
+    if warning := section.get("reason"):
+        out.append(f"; WARNING: {warning}", style="yellow")
+    return out
+
+
+def stats_view(dists: Mapping[str, Distribution], instrument: object = None) -> RenderableType:
+    """The percentiles pane's table, with the run's error bar under it when it has one."""
+    table = segment_table(dists)
+    line = instrument_text(instrument)
+    return table if line is None else Group(table, line)
 
 
 def spans_table(spans: Mapping[str, Mapping[str, Distribution]]) -> RenderableType:

@@ -2,7 +2,7 @@
 
 A complete voicelat LLM stage in one module, using only voicelat's public pieces: the stage
 contract (``voicelat.stages.base``), option parsing (``voicelat.stages.options``), the stage
-events (``voicelat.core.events``), the clock seam and an SSE decoder (``voicelat.core``).
+events (``voicelat.core.measure.events``), the clock seam and an SSE decoder (``voicelat.core``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any, ClassVar, Self
 
 import httpx
 
-from voicelat.core.clock import Clock
-from voicelat.core.errors import StageError
-from voicelat.core.events import (
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.clock import Clock
+from voicelat.core.measure.events import (
     Connected,
     Delta,
     Done,
@@ -26,7 +26,7 @@ from voicelat.core.events import (
     StageEvent,
     StageName,
 )
-from voicelat.core.sse import SSEDecoder
+from voicelat.core.measure.sse import SSEDecoder
 from voicelat.stages.base import MONOTONIC
 from voicelat.stages.options import OptionProblem, parse_options, read_secret
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.content import Transcriber
 from voicelat.emulate.exchange import WsExchange
 

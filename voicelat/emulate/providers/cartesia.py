@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.base import Emulator, Route, b64
 from voicelat.emulate.content import SPEAKER_CONTENT, Speaker, pcm_chunks, words
 from voicelat.emulate.dist import Dist, Fixed

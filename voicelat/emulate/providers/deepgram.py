@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.base import Emulator, Route
 from voicelat.emulate.content import (
     SPEAKER_CONTENT,

@@ -35,7 +35,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.base import Emulator, Route, b64
 from voicelat.emulate.content import SPEAKER_CONTENT, Speaker, pcm_chunks
 from voicelat.emulate.dist import Dist, Fixed

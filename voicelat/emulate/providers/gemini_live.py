@@ -9,7 +9,10 @@ context (``EmulatorServer(ssl=...)``) for it; voicelat's stage also speaks plain
    as proto3 JSON allows and the SDK mixes them); an unknown model closes 1008 with the
    service's reason; otherwise ``{"setupComplete": {}}``.
 2. ``realtimeInput.audio`` (``audio/pcm;rate=16000`` only: another rate closes 1007) goes
-   through an energy VAD (20 ms frames). Automatic activity detection: once
+   through an energy VAD (20 ms frames). Automatic activity detection: the user's speech
+   starts once ``prefixPaddingMs`` (default 0: the first loud frame) of it has been heard, as
+   the service documents the setting (shorter speech, ended by 200 ms of quiet, is dropped:
+   no turn, no interruption); once
    ``silenceDurationMs`` (default 500) of silence after speech has been received, plus latency
    ``vad_stop``, the turn ends (mark ``endpoint_decided``; nothing is sent, as on the Developer
    API, unless ``content.voice_activity`` sends ``voiceActivity`` ACTIVITY_START/END like
@@ -18,10 +21,17 @@ context (``EmulatorServer(ssl=...)``) for it; voicelat's stage also speaks plain
 3. The reply, from the end of the turn: the first ``modelTurn`` audio part (24 kHz) after
    ``first_audio``, then one every ``audio_chunk`` (``chunk_ms`` each), each followed by an
    ``outputTranscription`` word; then ``generationComplete`` and ``turnComplete`` with
-   ``usageMetadata``.
-4. Speech during a reply (with ``START_OF_ACTIVITY_INTERRUPTS``, the default) drops the rest
-   (at once, or ``cancel_stop`` ms later): ``{"serverContent": {"interrupted": true}}`` then
-   ``turnComplete``.
+   ``usageMetadata``. With ``content.assume_playback`` (the default) ``turnComplete`` waits
+   for the audio's real-time playback from its first part, as the service's reference says of
+   a model that "assumes realtime playback" (a delay between ``generation_complete`` and
+   ``turn_complete``): the parts go out faster than real time, so the user still hears the
+   reply after its last part, and can interrupt it.
+4. Speech during a reply, up to its ``turnComplete`` (with ``START_OF_ACTIVITY_INTERRUPTS``,
+   the default), heard by the automatic VAD on the input stream (or an ``activityStart``),
+   drops the rest (at once, or ``cancel_stop`` ms later: the audio keeps flowing that long):
+   ``{"serverContent": {"interrupted": true}}``, no ``generationComplete`` if it had not gone
+   out, then ``turnComplete``. The response's truth is ``cancel_ns`` (the interruption
+   decided), ``stop_after_ms`` and ``last_audio_ns`` (the stop).
 5. Many turns per session, each its own reply. ``clientContent`` text turns join the context
    and ``turnComplete`` asks for a reply; ``responseModalities: ["TEXT"]`` replies with text
    parts; ``inputAudioTranscription`` sends ``inputTranscription`` (the fixture's transcript)
@@ -49,7 +59,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.base import Route, b64
 from voicelat.emulate.content import (
     SPEAKER_CONTENT,
@@ -99,6 +109,9 @@ class _Live:
     model: str = ""
     automatic: bool = True
     silence_ms: float = 500.0
+    prefix_ms: float = 0.0
+    """``prefixPaddingMs``: speech heard this long before its start is committed (shorter
+    speech is no turn and interrupts nothing: a backchannel may pass)."""
     interrupts: bool = True
     text: bool = False
     """``generationConfig.responseModalities`` is ``TEXT``: the reply is text parts."""
@@ -139,6 +152,7 @@ class GeminiLiveEmulator(SpeakingEmulator):
         "greeting": "",
         "vad_threshold_dbfs": -40.0,
         "voice_activity": False,
+        "assume_playback": True,
         "error_reason": "Internal error encountered.",
         **SPEAKER_CONTENT,
         **TRANSCRIBER_CONTENT,
@@ -237,6 +251,9 @@ class GeminiLiveEmulator(SpeakingEmulator):
         silence = _get(detection, "silenceDurationMs")
         if isinstance(silence, int | float) and not isinstance(silence, bool):
             s.silence_ms = float(silence)
+        prefix = _get(detection, "prefixPaddingMs")
+        if isinstance(prefix, int | float) and not isinstance(prefix, bool):
+            s.prefix_ms = max(0.0, float(prefix))
         s.interrupts = _get(config, "activityHandling") != "NO_INTERRUPTION"
         modalities = _get(_obj(_get(setup, "generationConfig")), "responseModalities") or []
         s.text = [str(m).upper() for m in modalities] == ["TEXT"]
@@ -345,10 +362,12 @@ class GeminiLiveEmulator(SpeakingEmulator):
         vad.feed(pcm)
         if not s.automatic:
             return
-        if not s.in_turn and vad.heard_speech:
+        if not s.in_turn and vad.heard_speech and vad.speech_ms >= s.prefix_ms:
             self._speech_started(x, s, out, t)
             if self.content["voice_activity"]:
                 out.at(t, {"voiceActivity": {"voiceActivityType": "ACTIVITY_START"}})
+        elif not s.in_turn and vad.heard_speech and not vad.in_speech:
+            vad.reset()  # speech too short to commit (under prefixPaddingMs): not a turn
         elif s.in_turn and vad.silence_ms >= s.silence_ms:
             t_end = t + round(x.sample("vad_stop") * 1e6)
             x.truth.mark("endpoint_decided", t_end)
@@ -402,6 +421,9 @@ class GeminiLiveEmulator(SpeakingEmulator):
         else:
             t_end = self._audio_parts(x, out, tag, reply, pcm, t_first, truth)
         out.at(t_end, {"serverContent": {"generationComplete": True}}, tag=tag)
+        if self.content["assume_playback"] and not s.text and pcm:
+            # The model waits for the reply's playback (from its first part) to end the turn.
+            t_end = max(t_end, t_first + len(pcm) // 2 * 1_000_000_000 // OUT_RATE)
         # ~25 audio tokens a second of reply (the service's rate), a fixed prompt.
         out_tokens = max(1, len(pcm) // 2 * 25 // OUT_RATE)
         usage = {

@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from voicelat.core.clock import now_ns
-from voicelat.core.errors import ConfigError
+from voicelat.core.base.errors import ConfigError
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.base import Emulator, Route, b64, bearer_key
 from voicelat.emulate.content import (
     SPEAKER_CONTENT,

@@ -57,7 +57,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from voicelat.core.clock import now_ns
+from voicelat.core.measure.clock import now_ns
 from voicelat.emulate.base import Route, b64, bearer_key
 from voicelat.emulate.content import (
     SPEAKER_CONTENT,

@@ -3,8 +3,8 @@
 AssemblyAI wants 50-1000 ms of audio per binary message (it closes the socket with 3007
 otherwise), so frames are grouped into ``chunk_bytes`` messages and the last, shorter group
 is padded with silence. ``Turn`` messages with a non-empty ``transcript`` (only finalized
-words) are :class:`~voicelat.core.events.Partial`; ``end_of_turn: true`` is both
-:class:`~voicelat.core.events.EndOfTurn` and :class:`~voicelat.core.events.Final` (with
+words) are :class:`~voicelat.core.measure.events.Partial`; ``end_of_turn: true`` is both
+:class:`~voicelat.core.measure.events.EndOfTurn` and :class:`~voicelat.core.measure.events.Final` (with
 ``wait_formatted``, the ``turn_is_formatted`` copy is the Final). At the end of the audio an
 open turn is closed with ``ForceEndpoint``. When the server already ended the turn, the
 request ends with the audio; audio that went out after that end of turn (the client kept
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from voicelat.core.events import EndOfTurn, Final, Partial, RequestSent, StageEvent
+from voicelat.core.measure.events import EndOfTurn, Final, Partial, RequestSent, StageEvent
 from voicelat.stages.protocols.base import Send, WsProtocol, json_object, json_text
 
 __all__ = ["TERMINATE", "AssemblyAIProtocol", "LeftoverTurn", "words_end_ms"]

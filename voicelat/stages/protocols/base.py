@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from voicelat.core import jsontext
-from voicelat.core.events import Done, Failed, RequestSent, StageEvent, TextSent
+from voicelat.core.base import jsontext
+from voicelat.core.measure.events import Done, Failed, RequestSent, StageEvent, TextSent
 
 __all__ = ["In", "Send", "WsProtocol", "json_object", "json_text"]
 
@@ -43,7 +43,7 @@ def json_text(obj: Any) -> str:
 def json_object(message: str | bytes) -> dict[str, Any] | None:
     """A text message's JSON object; None for a binary message, bad JSON or another value.
 
-    A message nested too deeply to parse raises :class:`~voicelat.core.jsontext.TooDeep`:
+    A message nested too deeply to parse raises :class:`~voicelat.core.base.jsontext.TooDeep`:
     it is no message a provider sends (a hostile or broken server), and the driver fails the
     request with a reason naming the stage rather than skip it and wait for a read timeout.
     """

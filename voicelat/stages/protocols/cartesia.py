@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from voicelat.core.events import Audio, ProviderTiming, StageEvent, TextSent
+from voicelat.core.measure.events import Audio, ProviderTiming, StageEvent, TextSent
 from voicelat.stages.protocols.base import Send, WsProtocol, json_object, json_text
 
 __all__ = ["CartesiaProtocol", "CartesiaVoice"]

@@ -1,10 +1,10 @@
 """Deepgram's websocket protocols (PROTOCOLS.md §3), sans-I/O: live ``/v1/listen`` (STT) and
 Aura ``/v1/speak`` (TTS).
 
-**STT.** Interim ``Results`` are :class:`~voicelat.core.events.Partial` (the request's
+**STT.** Interim ``Results`` are :class:`~voicelat.core.measure.events.Partial` (the request's
 finalized text plus the interim), ``is_final`` segments are
-:class:`~voicelat.core.events.Final`, and ``speech_final`` or ``UtteranceEnd`` (only after
-words of this request) is :class:`~voicelat.core.events.EndOfTurn`. At the end of the audio
+:class:`~voicelat.core.measure.events.Final`, and ``speech_final`` or ``UtteranceEnd`` (only after
+words of this request) is :class:`~voicelat.core.measure.events.EndOfTurn`. At the end of the audio
 the client sends ``Finalize`` (or ``CloseStream``) and the request ends on the result marked
 ``from_finalize`` (or ``Metadata``); when the last result was a ``speech_final`` with nothing
 after it there is nothing to flush and the request ends with the audio.
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from voicelat.core.events import (
+from voicelat.core.measure.events import (
     Audio,
     Done,
     EndOfTurn,

@@ -13,7 +13,7 @@ import binascii
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from voicelat.core.events import Audio, StageEvent, TextSent
+from voicelat.core.measure.events import Audio, StageEvent, TextSent
 from voicelat.stages.protocols.base import Send, WsProtocol, json_object, json_text
 
 __all__ = ["ElevenLabsProtocol", "init_message"]

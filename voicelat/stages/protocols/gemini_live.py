@@ -21,7 +21,7 @@ import binascii
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from voicelat.core.events import (
+from voicelat.core.measure.events import (
     Audio,
     Delta,
     Done,

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
-from voicelat.core import jsontext
-from voicelat.core.errors import StageError
-from voicelat.core.events import (
+from voicelat.core.base import jsontext
+from voicelat.core.base.errors import StageError
+from voicelat.core.measure.events import (
     Audio,
     Delta,
     Done,
@@ -145,7 +145,9 @@ def frame_classes() -> dict[str, Any]:
         )
     # A private pool: pipecat's own frames_pb2 may be loaded in the same process.
     pool = descriptor_pool.DescriptorPool()
-    file = pool.Add(fdp)
+    pool.Add(fdp)
+    # Held so the pool's file outlives this call (Add's return value differs across runtimes).
+    file = pool.FindFileByName(fdp.name)
     return {
         name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"pipecat.{name}"))
         for name in [*(m for m, _ in _MESSAGES), "Frame"]

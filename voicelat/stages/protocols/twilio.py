@@ -30,8 +30,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from voicelat.audio.mulaw import mulaw_to_pcm16, pcm16_to_mulaw
-from voicelat.core.events import Audio, Done, Failed, Interrupted, StageEvent
-from voicelat.core.secrets import excerpt
+from voicelat.core.base.secrets import excerpt
+from voicelat.core.measure.events import Audio, Done, Failed, Interrupted, StageEvent
 from voicelat.stages.protocols.base import Send, WsProtocol, json_object, json_text
 
 __all__ = ["FRAME_MS", "RATE", "TwilioProtocol"]

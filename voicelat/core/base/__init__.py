@@ -1,0 +1,1 @@
+"""The core's base layer (docs/ARCHITECTURE.md, "The core's layers")."""

@@ -1,0 +1,1 @@
+"""The core's judge layer (docs/ARCHITECTURE.md, "The core's layers")."""

@@ -1,0 +1,1 @@
+"""The core's measure layer (docs/ARCHITECTURE.md, "The core's layers")."""

@@ -1,0 +1,1 @@
+"""The core's summaries layer (docs/ARCHITECTURE.md, "The core's layers")."""

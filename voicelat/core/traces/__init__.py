@@ -1,0 +1,1 @@
+"""The core's traces layer (docs/ARCHITECTURE.md, "The core's layers")."""
