@@ -184,6 +184,9 @@ def test_a_live_barge_in_ranking_without_a_scenario_is_refused(tmp_path: Path) -
         inputs=[tmp_path / "a.toml", tmp_path / "b.toml"],
         matrix=None,
         rank_by="barge_in_stop",
+        confidence=0.95,
+        resamples=2000,
+        seed=0,
         scenario=None,
     )
     with pytest.raises(ConfigError, match="give --scenario"):

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.cli.compare_progress import CompareLines
 from voicelat.core.base.errors import EXIT_OK, ConfigError, InfraError
-from voicelat.core.judge.ranking import BARGE_IN_KEYS, check_same_fixtures
-from voicelat.engine.comparison import Ranking, comparison_scores
+from voicelat.core.judge.ranking import check_same_fixtures
+from voicelat.engine.comparison import Ranking, check_live_rank_key, comparison_scores
 from voicelat.engine.progress import stderr_progress as _info
 
 if TYPE_CHECKING:
@@ -191,11 +191,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _compare_live(args: argparse.Namespace) -> int:
-    if args.rank_by in BARGE_IN_KEYS and getattr(args, "scenario", None) is None:
-        raise ConfigError(
-            f"--rank-by {args.rank_by} ranks whole calls' interruptions: give --scenario "
-            "with interrupt or backchannel steps (docs/BARGE_IN.md)"
-        )
+    check_live_rank_key(_ranking(args), getattr(args, "scenario", None))
     from voicelat.engine.compare import (
         CompareRequest,
         live_comparison_document,

@@ -42,6 +42,7 @@ __all__ = [
     "SavedRuns",
     "barge_in_figures",
     "check_currencies",
+    "check_live_rank_key",
     "check_rank_key",
     "combination_sample",
     "comparison_document",
@@ -208,6 +209,15 @@ def barge_in_figures(summaries: Mapping[str, RunSummary]) -> dict[str, BargeInFi
         for name, s in summaries.items()
         if s.calls is not None and s.calls.barge_in is not None
     }
+
+
+def check_live_rank_key(ranking: Ranking, scenario: Path | None) -> None:
+    """Refuse a barge-in ranking of a comparison that runs no calls (before it measures)."""
+    if ranking.rank_by in BARGE_IN_KEYS and scenario is None:
+        raise ConfigError(
+            f"--rank-by {ranking.rank_by} ranks whole calls' interruptions: give --scenario "
+            "with interrupt or backchannel steps (docs/BARGE_IN.md)"
+        )
 
 
 def check_rank_key(ranking: Ranking, summaries: Mapping[str, RunSummary]) -> None:
