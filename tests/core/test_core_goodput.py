@@ -143,3 +143,30 @@ def test_the_comparison_page_draws_the_fronts() -> None:
 def test_an_unscored_comparison_has_no_such_section() -> None:
     doc = {"name": "t", "combinations": [{"name": "a", "status": "ok", "n": 1}]}
     assert "Price, quality" not in comparison_text(doc)
+
+
+def test_what_a_cost_leaves_out_is_said_under_the_table() -> None:
+    combo = {
+        "name": "local",
+        "status": "ok",
+        "rank": 1,
+        "n": 4,
+        "e2e": {"p50": {"ns": 900 * MS}},
+        "scores": {
+            "cost": {
+                "currency": "USD",
+                "per_turn": 0.0,
+                "per_minute": 0.0,
+                "unpriced": ["llm (openai)"],
+                "missing": [],
+            }
+        },
+    }
+    doc = {"name": "x", "combinations": [combo]}
+    note = "local: cost leaves out, not priced: llm (openai)"
+    assert note in comparison_text(doc).splitlines()
+    md = comparison_markdown(doc).splitlines()
+    assert f"- {note}" in md and md[md.index(f"- {note}") - 1] == ""
+    from voicelat.report.comparison_html import comparison_html
+
+    assert f"<p><small>{note}</small></p>" in comparison_html(doc)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from synthetic_turns import synthetic_turns
 
 from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export import Exporter, ExportFanout, ExportObserver, LoopLagSink
 
 
@@ -18,7 +18,7 @@ class Recording:
         self.delay_s = delay_s
         self.turns: list[int] = []
         self.threads: set[int] = set()
-        self.summary: Mapping[str, Any] | None = None
+        self.summary: RunSummary | None = None
         self.closed = 0
 
     def on_turn(self, turn: Turn) -> None:
@@ -26,7 +26,7 @@ class Recording:
         self.threads.add(threading.get_ident())
         self.turns.append(turn.index)
 
-    def close(self, summary: Mapping[str, Any] | None) -> None:
+    def close(self, summary: RunSummary | None) -> None:
         self.closed += 1
         self.summary = summary
 
@@ -60,7 +60,8 @@ def test_submit_never_waits_for_a_slow_exporter() -> None:
     fan.close({"counts": {"turns": 40}})
     assert slow.turns == list(range(40))  # all of them, in order
     assert slow.threads and threading.get_ident() not in slow.threads
-    assert slow.summary == {"counts": {"turns": 40}} and slow.closed == 1
+    assert slow.summary is not None and slow.closed == 1
+    assert slow.summary.counts.turns == 40
 
 
 def test_a_failing_exporter_warns_once_and_the_others_carry_on() -> None:
@@ -121,3 +122,23 @@ def test_observer_forwards_and_queues() -> None:
     assert seen == [("started", "p"), ("milestone", "endpoint"), ("finished", 0)]
     assert rec.turns == [0]
     ExportObserver(None, fan).turn_finished(turn, 1)  # no inner observer: fine
+
+
+def test_every_exporter_receives_the_summary_typed() -> None:
+    """A run's outcome holds the summary.json document; the fan-out types it once, so an
+    exporter reads attributes, not string keys."""
+    got: list[object] = []
+
+    class Keeps:
+        def on_turn(self, turn: Turn) -> None:
+            pass
+
+        def close(self, summary: RunSummary | None) -> None:
+            got.append(summary)
+
+    fan = ExportFanout([Keeps()])
+    fan.close({"counts": {"turns": 40, "failed": 2}, "instrument": {"status": "calibrated"}})
+    (summary,) = got
+    assert isinstance(summary, RunSummary)
+    assert summary.counts.turns == 40 and summary.counts.failed == 2
+    assert summary.extra["instrument"] == {"status": "calibrated"}

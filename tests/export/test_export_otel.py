@@ -12,6 +12,7 @@ from otlp_sink import attributes as _attrs
 from otlp_sink import otlp_receiver
 
 from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export import ExportFanout, ExportOptions, build_exporters
 from voicelat.export.otel import SCHEMA_URL, OtelExporter, otlp_urls, signal_urls, wall_ns
 from voicelat.files.results import load_run
@@ -201,7 +202,9 @@ def test_a_calibrated_run_exports_its_instrument_error_as_a_gauge() -> None:
 
     def exported(summary: dict[str, Any]) -> dict[str, Any]:
         with otlp_receiver() as sink:
-            OtelExporter(sink.url, pipeline=pipeline, warn=lambda _: None).close(summary)
+            # The exporter receives the typed summary (the fan-out types a summary.json once).
+            typed = RunSummary.from_json(summary)
+            OtelExporter(sink.url, pipeline=pipeline, warn=lambda _: None).close(typed)
         return {
             m.name: m
             for req in sink.metrics

@@ -20,7 +20,6 @@ report); 130 interrupted (finished turns and their summaries are kept).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +29,12 @@ from voicelat.cli.args import confidence, non_negative_int, positive_int
 from voicelat.cli.compare_progress import CompareLines
 from voicelat.core.base.errors import EXIT_OK, ConfigError, InfraError
 from voicelat.core.judge.ranking import check_same_fixtures
-from voicelat.engine.comparison import Ranking, with_scores
+from voicelat.engine.comparison import Ranking, check_live_rank_key, comparison_scores
 from voicelat.engine.progress import stderr_progress as _info
 
 if TYPE_CHECKING:
+    from voicelat.core.judge.comparison_doc import ComparisonDoc
+
     _SubParsers = argparse._SubParsersAction[Any]
 else:
     _SubParsers = Any
@@ -92,11 +93,34 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
         "--out", "-o", type=Path, help="output directory (default: runs/<time>-compare-<name>)"
     )
     _add_scenario_argument(p)
+    _add_ranking_arguments(p)
+    _add_network_argument(p)
+    p.add_argument(
+        "--score",
+        choices=("off", "wer", "all"),
+        default="off",
+        help="after every combination is measured (never during): wer scores each reply's WER "
+        "(Whisper), all adds DNSMOS; needs [output] save_audio = true (default off: priced "
+        "only, when the pipelines have [cost])",
+    )
+    p.add_argument(
+        "--tui",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the ranking in the terminal UI at the end (default: when stdout is a terminal)",
+    )
+    p.set_defaults(func=cmd_compare)
+    return p
+
+
+def _add_ranking_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rank-by",
-        choices=("p50", "p90"),
+        choices=("p50", "p90", "barge_in_stop", "false_barge_in"),
         default="p50",
-        help="the e2e percentile that orders the ranking (default p50)",
+        help="what orders the ranking: the e2e percentile (default p50), or with --scenario "
+        "calls that interrupt, the barge-in stop at the ear P50 (barge_in_stop) or the false "
+        "barge-in rate on backchannels and noise (false_barge_in), e2e P50 breaking ties",
     )
     p.add_argument(
         "--confidence",
@@ -110,15 +134,6 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=non_negative_int, default=0, help="bootstrap seed: same input, same verdicts"
     )
-    _add_network_argument(p)
-    p.add_argument(
-        "--tui",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show the ranking in the terminal UI at the end (default: when stdout is a terminal)",
-    )
-    p.set_defaults(func=cmd_compare)
-    return p
 
 
 def _add_scenario_argument(p: argparse.ArgumentParser) -> None:
@@ -176,6 +191,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _compare_live(args: argparse.Namespace) -> int:
+    check_live_rank_key(_ranking(args), getattr(args, "scenario", None))
     from voicelat.engine.compare import (
         CompareRequest,
         live_comparison_document,
@@ -183,6 +199,7 @@ def _compare_live(args: argparse.Namespace) -> int:
         plan_comparison,
         prepare_comparison,
         read_summaries,
+        score_comparison,
     )
     from voicelat.engine.request import PlanRequest
 
@@ -210,10 +227,11 @@ def _compare_live(args: argparse.Namespace) -> int:
         f"fixtures; {what} ({len(setup.schedule)} turns); results -> {setup.out}"
     )
     measure_comparison(setup, runs, CompareLines(setup.schedule, len(runs)), _info)
+    score_comparison(runs, getattr(args, "score", "off"), _info)
     summaries = read_summaries(runs)
-    check_same_fixtures({k: s.get("fixture_set_sha256") for k, s in summaries.items()})
-    with_scores(summaries, {r.combo.name: r.run_dir for r in runs})
-    doc = live_comparison_document(_ranking(args), setup, runs, summaries)
+    check_same_fixtures({k: s.fixture_set_sha256 for k, s in summaries.items()})
+    scores = comparison_scores({r.combo.name: r.run_dir for r in runs})
+    doc = live_comparison_document(_ranking(args), setup, runs, summaries, scores)
     return _finish(args, doc, setup.out)
 
 
@@ -221,18 +239,20 @@ def _ranking(args: argparse.Namespace) -> Ranking:
     return Ranking(args.rank_by, args.confidence, args.resamples, args.seed)
 
 
-def _finish(args: argparse.Namespace, doc: dict[str, Any], out: Path) -> int:
+def _finish(args: argparse.Namespace, doc: ComparisonDoc, out: Path) -> int:
     from voicelat.cli.view import comparison_page, load_comparison
+    from voicelat.files.comparison import write_comparison
     from voicelat.report.comparison import comparison_markdown, comparison_text
 
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / COMPARISON_JSON, json.dumps(doc, indent=2) + "\n")
-    _write(out / COMPARISON_MD, comparison_markdown(doc))
+    write_comparison(out, doc)
+    data = doc.to_json()  # the reports render the document's JSON shape
+    _write(out / COMPARISON_MD, comparison_markdown(data))
     # Read back as `voicelat view OUT` reads it: the page and the screen show the same turns.
     loaded = load_comparison(out)
     _write(out / REPORT_HTML, comparison_page(loaded))
     print()
-    print(comparison_text(doc))
+    print(comparison_text(data))
     print()
     print(f"reports: {out / COMPARISON_MD}, {out / REPORT_HTML}, {out / COMPARISON_JSON}")
     print(f"open it again: voicelat view {out}")
@@ -242,12 +262,12 @@ def _finish(args: argparse.Namespace, doc: dict[str, Any], out: Path) -> int:
         # The measurement is over: the UI cannot disturb a stamp any more.
         from voicelat.tui.compare import show_comparison
 
-        show_comparison(doc, loaded.runs)
-    if not any(c.get("status") == "ok" for c in doc["combinations"]):
-        first = doc["combinations"][0] if doc["combinations"] else {}
+        show_comparison(data, loaded.runs)
+    if not doc.ranked:
+        first = doc.combinations[0] if doc.combinations else None
         raise InfraError(
-            f"no combination produced a warm turn; {first.get('name', '?')}: "
-            f"{first.get('failure') or first.get('status')} (reports in {out})"
+            f"no combination produced a warm turn; {first.name if first else '?'}: "
+            f"{(first.failure or first.status) if first else '?'} (reports in {out})"
         )
     return EXIT_OK
 
@@ -261,9 +281,15 @@ def _write(path: Path, text: str) -> None:
 # -- ranking runs that already exist --------------------------------------------------------------
 def _compare_saved(args: argparse.Namespace, dirs: Sequence[Path]) -> int:
     from voicelat.engine.compare import default_compare_out
-    from voicelat.engine.comparison import saved_comparison_document, saved_runs
+    from voicelat.engine.comparison import check_rank_key, saved_comparison_document, saved_runs
 
+    if getattr(args, "score", "off") != "off":
+        raise ConfigError(
+            "--score scores a comparison it measures; score existing runs with "
+            "`voicelat score RUN` first, then rank them"
+        )
     saved = saved_runs(dirs)
+    check_rank_key(_ranking(args), saved.summaries)
     out: Path = args.out or default_compare_out("runs")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"output directory {out} is not empty: choose another --out")

@@ -23,6 +23,7 @@ from typing import Any
 
 from voicelat.core.base.errors import EXIT_GATE_FAILED, EXIT_OK, ConfigError, InfraError
 from voicelat.core.base.version import __version__
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.core.traces.agent_trace import MAPPINGS, AgentSpan, suggest_mapping
 from voicelat.core.traces.trace_checks import CHECKS
 from voicelat.core.traces.traced import TracedImport, import_spans
@@ -170,7 +171,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         "argv": list(sys.argv),
     }
     summary = write_traced_run(args.out, imported, mapping=args.mapping, sources=sources, run=run)
-    _export(args, imported, summary.to_json())
+    _export(args, imported, summary)
     failed = sum(t.failed for t in imported.turns)
     print(
         f"imported {len(imported.turns)} turn(s) ({failed} without a time) from "
@@ -180,14 +181,14 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _export(args: argparse.Namespace, imported: TracedImport, summary: dict[str, Any]) -> None:
+def _export(args: argparse.Namespace, imported: TracedImport, summary: RunSummary) -> None:
     """The run's exporters on the imported turns: ``turns.csv`` always, OTLP on request. Not
     the environment's OTLP variables: an import must not send last week's calls by surprise."""
     from voicelat.export.base import ExportOptions
     from voicelat.export.registry import build_exporters
 
     options = ExportOptions(
-        pipeline=summary.get("pipeline") or {},
+        pipeline=dict(summary.pipeline),
         run_dir=args.out,
         csv=True,
         otlp_endpoint=args.otlp_endpoint,

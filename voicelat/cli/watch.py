@@ -152,7 +152,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         receiver.stop()
         watcher.tick(time.monotonic() + args.settle)  # what arrived is taken, settled or not
         _report(watcher, watcher.flush("final"))
-        summary = watcher.window_summary().to_json()
+        summary = watcher.window_summary()
         for exporter in exporters:
             exporter.close(summary)
     return EXIT_OK

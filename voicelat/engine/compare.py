@@ -28,6 +28,8 @@ from voicelat.core.base import jsontext
 from voicelat.core.base.errors import ConfigError, VoicelatError
 from voicelat.core.base.plan import PlannedTurn
 from voicelat.core.base.turn import Turn
+from voicelat.core.judge.comparison_doc import ComparisonDoc
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.engine.comparison import (
     Ranking,
     check_currencies,
@@ -64,6 +66,7 @@ __all__ = [
     "plan_comparison",
     "prepare_comparison",
     "read_summaries",
+    "score_comparison",
 ]
 
 
@@ -314,10 +317,12 @@ def measure_comparison(
         _stop_networks(runs)  # idempotent: each relay stopped once its summary is written
 
 
-def read_summaries(runs: Sequence[CombinationRun]) -> dict[str, dict[str, Any]]:
-    """Each combination's ``summary.json`` as written (priced), by combination name."""
+def read_summaries(runs: Sequence[CombinationRun]) -> dict[str, RunSummary]:
+    """Each combination's ``summary.json`` as written (priced, scored), typed, by name."""
     return {
-        r.combo.name: jsontext.loads((r.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        r.combo.name: RunSummary.from_json(
+            jsontext.loads((r.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        )
         for r in runs
     }
 
@@ -373,14 +378,22 @@ def _write_summary(
         r.writer.close()
     if setup.calls:
         write_calls(r.run_dir, r.runner.call_records)
-    summary = r.runner.summary(setup.plan, "failed" if r.setup_error else status, started_wall)
-    if r.setup_error:
-        summary["setup_error"] = r.setup_error
-    summary["comparison"] = {"name": setup.name, "combination": r.combo.name}
+    summary = RunSummary.from_json(
+        r.runner.summary(setup.plan, "failed" if r.setup_error else status, started_wall)
+    )
+    summary = replace(
+        summary,
+        extra={
+            **summary.extra,
+            **({"setup_error": r.setup_error} if r.setup_error else {}),
+            "comparison": {"name": setup.name, "combination": r.combo.name},
+        },
+    )
     write_summary(r.run_dir, summary)
     if r.network is not None:
-        # Stops its relay; the requested and realised impairment (and a miss) into the summary.
-        r.network.record(RunOutcome(r.run_dir, [], summary))
+        # Stops its relay; the requested and realised impairment (and a miss) into the
+        # summary, which it writes again (the network's section is the relay's to add).
+        r.network.record(RunOutcome(r.run_dir, [], summary.to_json()))
     _price(r.run_dir, progress)
 
 
@@ -395,6 +408,31 @@ def _price(run_dir: Path, progress: Progress) -> None:
         score_run(run_dir, "off")
     except (OSError, VoicelatError) as exc:
         progress(f"warning: {run_dir} not priced ({exc})")
+
+
+def score_comparison(runs: Sequence[CombinationRun], mode: str, progress: Progress) -> None:
+    """``compare --score wer|all``: score every combination's replies once the whole
+    comparison is measured (never while another combination still measures: Whisper and
+    DNSMOS take seconds a turn). One set of scorers serves all of them (each model loads
+    once); a combination that cannot be scored is a warning, the ranking stands without it."""
+    from voicelat.score.run import Scorers, score_run
+
+    if mode == "off":
+        return
+    scorers = Scorers(mode)
+    for r in runs:
+        if not (r.run_dir / TURNS_FILE).is_file():
+            continue
+        started = time.monotonic()
+        try:
+            outcome = score_run(r.run_dir, mode, scorers=scorers)
+        except (OSError, VoicelatError) as exc:
+            progress(
+                f"warning: {r.combo.name} not scored ({exc}); retry: voicelat score {r.run_dir}"
+            )
+            continue
+        took = time.monotonic() - started
+        progress(f"scored {r.combo.name}: {len(outcome.rows)} turn(s) in {took:.0f} s ({mode})")
 
 
 async def _drive(
@@ -518,8 +556,9 @@ def live_comparison_document(
     ranking: Ranking,
     setup: CompareSetup,
     runs: Sequence[CombinationRun],
-    summaries: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
+    summaries: Mapping[str, RunSummary],
+    scores: Mapping[str, Mapping[str, Any]] | None = None,
+) -> ComparisonDoc:
     """``comparison.json`` of an interleaved comparison that was just measured."""
     from voicelat.files.fixtures import fixture_set_hash
 
@@ -527,13 +566,14 @@ def live_comparison_document(
         combination_sample(r.combo.name, r.runner.turns, r.setup_error, summaries.get(r.combo.name))
         for r in runs
     ]
-    doc = comparison_document(
+    return comparison_document(
         ranking,
         name=setup.name,
         description=setup.description,
         source=setup.source,
         samples=samples,
         summaries=summaries,
+        scores=scores,
         run_dirs={r.combo.name: r.run_dir.name for r in runs},
         labels={r.combo.name: r.combo.labels for r in runs},
         excluded=setup.excluded,
@@ -556,7 +596,3 @@ def live_comparison_document(
         },
         interleaved=True,
     )
-    calls = {k: v["calls"] for k, v in summaries.items() if isinstance(v.get("calls"), dict)}
-    if calls:
-        doc["calls"] = calls  # a comparison of whole calls: each combination's call figures
-    return doc

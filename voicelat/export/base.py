@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from voicelat.core.base.errors import EXIT_INFRA, VoicelatError
 from voicelat.core.base.turn import Turn
+from voicelat.core.summaries.run_summary import RunSummary
 
 #: Entry-point group third-party exporters register under (``name = "pkg.mod:factory"``); the
 #: factory takes :class:`ExportOptions` and returns an :class:`Exporter` or ``None`` (not enabled
@@ -60,11 +61,12 @@ class MetricsPortInUse(ExportError):
 
 @runtime_checkable
 class Exporter(Protocol):
-    """Receives finished turns, then the run summary. Called on the export thread only."""
+    """Receives finished turns, then the run summary, typed (None: the run ended before it
+    had one). Called on the export thread only."""
 
     def on_turn(self, turn: Turn) -> None: ...
 
-    def close(self, summary: Mapping[str, Any] | None) -> None: ...
+    def close(self, summary: RunSummary | None) -> None: ...
 
 
 @runtime_checkable
@@ -132,7 +134,7 @@ class _Guarded:
             name = type(self.exporter).__name__
             self.warn(f"{name} stopped exporting ({what}: {type(exc).__name__}: {exc})")
 
-    def close(self, summary: Mapping[str, Any] | None) -> None:
+    def close(self, summary: RunSummary | None) -> None:
         if not self.failed:
             self.call("close", partial(self.exporter.close, summary))
             return
@@ -182,12 +184,18 @@ class ExportFanout:
         if self._exporters and not self._closed:
             self._queue.put(int(lag_ns))
 
-    def close(self, summary: Mapping[str, Any] | None, *, timeout_s: float = 30.0) -> None:
-        """Flush the queued turns, hand every exporter the summary, wait for the thread."""
+    def close(
+        self, summary: RunSummary | Mapping[str, Any] | None, *, timeout_s: float = 30.0
+    ) -> None:
+        """Flush the queued turns, hand every exporter the summary, wait for the thread.
+
+        ``summary`` may be the ``summary.json`` document (a run's outcome holds it so): it is
+        typed here, once, so every exporter receives a :class:`RunSummary`."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put((_STOP, summary))
+        typed = RunSummary.from_json(summary) if isinstance(summary, Mapping) else summary
+        self._queue.put((_STOP, typed))
         if self._thread is None:
             self._drain()  # never started: export what was queued, here
             return

@@ -45,6 +45,7 @@ from voicelat.core.base.version import __version__
 from voicelat.core.calls.bargein import BARGE_IN
 from voicelat.core.calls.call import CALL_CONNECTED, CALL_GREETING, CALL_ID
 from voicelat.core.judge.definitions import AGENT, CASCADE, S2S, kind_of
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export import genai_voice as gv
 from voicelat.export.base import ExportOptions, Warn, warn_stderr
 from voicelat.export.measures import (
@@ -286,7 +287,7 @@ class OtelExporter:
             self._export_metrics()
             self._last_metrics = now
 
-    def close(self, summary: Mapping[str, Any] | None) -> None:
+    def close(self, summary: RunSummary | None) -> None:
         self._calls.end_all()
         if not self._disabled:
             self._record_instrument(summary)
@@ -296,9 +297,9 @@ class OtelExporter:
         _shutdown(self._metric_exporter)
 
     # -- internals ---------------------------------------------------------------------------
-    def _record_instrument(self, summary: Mapping[str, Any] | None) -> None:
+    def _record_instrument(self, summary: RunSummary | None) -> None:
         """The summary's instrument error bar as a gauge (nothing when uncalibrated)."""
-        section = summary.get("instrument") if summary is not None else None
+        section = summary.extra.get("instrument") if summary is not None else None
         if not isinstance(section, Mapping) or section.get("status") != "calibrated":
             return
         base = {"voicelat.pipeline": str(self.pipeline.get("name") or "unnamed")}

@@ -26,6 +26,7 @@ from voicelat.core.base.contract import SEGMENTS
 from voicelat.core.base.turn import Turn
 from voicelat.core.calls.bargein import BARGE_IN
 from voicelat.core.calls.call import CALL_GREETING, CALL_TURN, index_label
+from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.export.base import ExportOptions, MetricsPortInUse
 from voicelat.export.measures import (
     FAILURE_STAGES,
@@ -218,7 +219,7 @@ class PrometheusExporter:
         self._probe_samples = True
         self.loop_lag.labels(self.pipeline).observe(seconds(lag_ns))
 
-    def close(self, summary: Mapping[str, Any] | None) -> None:
+    def close(self, summary: RunSummary | None) -> None:
         """Stop serving, after one more scrape when ``linger_s`` asks for it (called once the
         fan-out has handed over every turn, off the measuring loop)."""
         if self.linger_s > 0:

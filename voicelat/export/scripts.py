@@ -114,7 +114,7 @@ class TurnsCsvExporter:
             self._csv.writerow(turn_csv_row(turn))
             self._fh.flush()
 
-    def close(self, summary: Mapping[str, Any] | None) -> None:
+    def close(self, summary: RunSummary | None) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None

@@ -162,11 +162,75 @@ def _stats_line(doc: Mapping[str, Any]) -> str:
     st = doc.get("statistics") or {}
     level = float(st.get("level", 0.95))
     return (
-        f"ranked by e2e {str(st.get('rank_by', 'p50')).upper()}; n = warm measured turns; "
+        f"ranked by {_rank_by_text(str(st.get('rank_by', 'p50')))}; n = warm measured turns; "
         f"{level:.0%} percentile-bootstrap CIs ({st.get('resamples', '?')} resamples, "
         f"seed {st.get('seed', '?')}); 'vs best' = this minus #1, significant when its CI "
         f"excludes 0; fewer than {st.get('min_turns', '?')} turns: not tested"
     )
+
+
+#: ``--rank-by`` in words (the e2e percentiles read "e2e P50", "e2e P90").
+_RANK_BY_TEXT = {
+    "barge_in_stop": "barge-in stop at the ear P50 (then e2e P50; without one: last)",
+    "false_barge_in": "false barge-in rate (then e2e P50; without backchannels: last)",
+}
+
+
+def _rank_by_text(rank_by: str) -> str:
+    return _RANK_BY_TEXT.get(rank_by, f"e2e {rank_by.upper()}")
+
+
+def barge_in_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    """A whole-call comparison's interruptions per combination (empty when no combination
+    met an overlay): the stop at the ear, how many stopped, the false barge-in rate."""
+    combos = [c for c in doc.get("combinations", []) if isinstance(c.get("barge_in"), Mapping)]
+    if not combos:
+        return []
+    rows = [
+        [
+            "combination",
+            "stopped",
+            "stop at the ear P50 / P90 ms",
+            "never stopped",
+            "false barge-ins",
+            "false barge-in rate",
+        ]
+    ]
+    for c in combos:
+        b = c["barge_in"]
+        rate = b.get("false_barge_in_rate")
+        stop = (
+            "-"
+            if b.get("stop_p50_ns") is None
+            else f"{fmt_ms(b['stop_p50_ns'])} / {fmt_ms(b.get('stop_p90_ns'))}"
+        )
+        rows.append(
+            [
+                str(c["name"]),
+                f"{b.get('stopped', 0)}/{b.get('interrupts', 0)}",
+                stop,
+                str(b.get("never_stopped", 0)),
+                f"{b.get('false_barge_ins', 0)}/{b.get('backchannels', 0)}" + _by_kind(b),
+                "-" if rate is None else f"{rate:.0%}",
+            ]
+        )
+    return rows
+
+
+def _by_kind(b: Mapping[str, Any]) -> str:
+    """`` (backchannel 9/9, noise 3/3)`` when both kinds were met (which one it stopped on)."""
+    kinds = b.get("by_kind") or {}
+    if len(kinds) < 2:
+        return ""
+    return (
+        " (" + ", ".join(f"{k} {v.get('false', 0)}/{v.get('n', 0)}" for k, v in kinds.items()) + ")"
+    )
+
+
+BARGE_IN_TITLE = (
+    "Barge-in: interruptions stopped, the stop at the ear (onset to the last audible sample), "
+    "and false barge-ins (stopped or paused on a backchannel or noise)"
+)
 
 
 def _schedule_line(doc: Mapping[str, Any]) -> str:
@@ -197,9 +261,9 @@ def _table_text(rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
-def _scores_text(doc: Mapping[str, Any], table: Any) -> list[str]:
+def _scores_text(doc: Mapping[str, Any], table: Any, bullet: str | None = None) -> list[str]:
     """The price, quality and goodput table (report/fronts.py), when anything was scored."""
-    from voicelat.report.fronts import has_scores, scores_rows
+    from voicelat.report.fronts import cost_notes, has_scores, scores_rows
 
     if not has_scores(doc):
         return []
@@ -207,6 +271,10 @@ def _scores_text(doc: Mapping[str, Any], table: Any) -> list[str]:
         "",
         "Price, quality and goodput (goodput: turns meeting every criterion listed)",
         *table(scores_rows(doc)),
+        # Markdown: the notes as a list after a blank line (a line right after a table
+        # would read as one more row).
+        *([""] if bullet is not None and cost_notes(doc) else []),
+        *(f"{bullet or ''}{note}" for note in cost_notes(doc)),
     ]
 
 
@@ -230,6 +298,9 @@ def comparison_text(doc: Mapping[str, Any]) -> str:
             "Calls: the greeting, turn 1 and the later turns (e2e P50 / P90 ms, n), dead air P90"
         )
         lines.extend(_table_text(calls))
+    barge = barge_in_rows(doc)
+    if barge:
+        lines += ["", BARGE_IN_TITLE, *_table_text(barge)]
     if doc.get("excluded"):
         lines.append("")
         lines.append(f"excluded by the matrix: {', '.join(doc['excluded'])}")
@@ -285,7 +356,7 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
     lines += ["## Ranking", "", *_table_md(ranking_rows(doc)), ""]
     if untrusted(doc):
         lines += ["## Trust", "", *(f"- {line}" for line in trust_lines(doc)), ""]
-    scored = _scores_text(doc, _table_md)
+    scored = _scores_text(doc, _table_md, bullet="- ")
     if scored:
         lines += ["## Price, quality and goodput", *scored, ""]
     seg = segment_rows(doc)
@@ -298,6 +369,12 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
             *_table_md(seg),
             "",
         ]
+    calls = call_rows(doc)
+    if calls:
+        lines += ["## Calls", "", *_table_md(calls), ""]
+    barge = barge_in_rows(doc)
+    if barge:
+        lines += ["## Barge-in", "", BARGE_IN_TITLE + ".", "", *_table_md(barge), ""]
     lines += ["## Runs", ""]
     for c in doc.get("combinations", []):
         stages = c.get("stages") or {}
@@ -317,7 +394,10 @@ def comparison_markdown(doc: Mapping[str, Any]) -> str:
 
 
 __all__ = [
+    "BARGE_IN_TITLE",
     "UNTRUSTED_MARK",
+    "barge_in_rows",
+    "call_rows",
     "comparison_markdown",
     "comparison_text",
     "e2e_cell",

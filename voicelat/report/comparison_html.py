@@ -32,6 +32,9 @@ from voicelat.report.chartdata import (
     turn_points,
 )
 from voicelat.report.comparison import (
+    BARGE_IN_TITLE,
+    barge_in_rows,
+    call_rows,
     comparison_text,
     ranking_rows,
     segment_rows,
@@ -301,6 +304,7 @@ def comparison_html(
         + _table_html(ranking_rows(doc), classes)
         + "".join(f'<p class="warn">{escape(line)}</p>' for line in trust_lines(doc))
         + fronts_html(doc, _table_html)
+        + _calls_html(doc)
         + legend_html(_segments_of(combos))
         + "<h2>Every combination at P50</h2><p><small>The P50 band's mean composition per "
         "combination, in rank order (bars sum to the band's mean e2e); the black tick is the "
@@ -337,6 +341,21 @@ __all__ = [
     "shared_scale_ns",
     "waterfall_svg",
 ]
+
+
+def _calls_html(doc: Mapping[str, Any]) -> str:
+    """A whole-call comparison's call figures and interruptions (nothing for single turns)."""
+    calls, barge = call_rows(doc), barge_in_rows(doc)
+    out = ""
+    if calls:
+        out += (
+            "<h2>Calls</h2><p><small>The greeting, turn 1 and the later turns (e2e P50 / P90 ms, "
+            "n), dead air P90.</small></p>" + _table_html(calls)
+        )
+    if barge:
+        out += f"<h2>Barge-in</h2><p><small>{escape(BARGE_IN_TITLE)}.</small></p>"
+        out += _table_html(barge)
+    return out
 
 
 def _segments_of(combos: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:

@@ -73,6 +73,20 @@ def scores_rows(doc: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
+def cost_notes(doc: Mapping[str, Any]) -> list[str]:
+    """What a cost column leaves out, per combination: the stages without a price (their
+    share is not in the figure) and the measures no turn reported (the turns left empty)."""
+    out: list[str] = []
+    for c in doc.get("combinations", []):
+        cost = _scores(c).get("cost") or {}
+        unpriced, missing = cost.get("unpriced") or [], cost.get("missing") or []
+        if unpriced:
+            out.append(f"{c.get('name', '')}: cost leaves out, not priced: {', '.join(unpriced)}")
+        if missing:
+            out.append(f"{c.get('name', '')}: cost left empty where {'; '.join(missing)}")
+    return out
+
+
 def front_points(doc: Mapping[str, Any], axis: str) -> dict[str, tuple[float, float]]:
     """(e2e P50 ms, y) per combination; y is the cost per turn (``cost``), the reply WER
     (``wer``) or 5 - DNSMOS OVRL (``mos``, so lower is better on both axes)."""
@@ -158,8 +172,9 @@ def fronts_html(doc: Mapping[str, Any], table: Any) -> str:
         "the line are the Pareto front: no other combination is both faster and cheaper (or "
         "better scored). DNSMOS is a model's opinion, not listeners'.</small></p>"
         + str(table(scores_rows(doc)))
+        + "".join(f"<p><small>{escape(n)}</small></p>" for n in cost_notes(doc))
         + svgs
     )
 
 
-__all__ = ["front_points", "front_svg", "fronts_html", "has_scores", "scores_rows"]
+__all__ = ["cost_notes", "front_points", "front_svg", "fronts_html", "has_scores", "scores_rows"]

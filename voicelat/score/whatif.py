@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from voicelat.audio.endpointers_replay import first_endpoints_ns
-from voicelat.core.base import jsontext
 from voicelat.core.base.errors import ConfigError, VoicelatError
 from voicelat.core.base.turn import Turn
+from voicelat.core.judge.comparison_doc import CombinationDoc
 from voicelat.core.judge.whatif import (
     ASSUMPTIONS,
     CHUNKER_KEYS,
@@ -81,25 +81,25 @@ class TTSCell:
 def tts_cells(compare_dir: Path, name: str) -> list[TTSCell]:
     """The cells of a compare run whose TTS is ``name``: its label, else the combination's
     name, else its stage name."""
-    doc_path = compare_dir / "comparison.json"
+    from voicelat.files.comparison import read_comparison
+
     try:
-        doc = jsontext.loads(doc_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        combos = read_comparison(compare_dir).combinations
+    except VoicelatError as exc:
         raise ConfigError(
             f"--compare {compare_dir}: no readable comparison.json ({exc}): give the directory "
             "`voicelat compare` wrote"
         ) from None
-    combos = [c for c in doc.get("combinations") or [] if isinstance(c, dict)]
 
-    def tts_of(c: dict[str, Any]) -> tuple[str, str]:
-        stage = ((c.get("stages") or {}).get("tts") or {}).get("stage", "")
-        return str((c.get("labels") or {}).get("tts", "")), str(stage)
+    def tts_of(c: CombinationDoc) -> tuple[str, str]:
+        stage = (c.stages.get("tts") or {}).get("stage", "")
+        return c.labels.get("tts", ""), str(stage)
 
     # The matrix label first, then the combination's name (a compare of pipeline files labels
     # a TTS by its stage), then the stage name.
     picked = (
         [c for c in combos if tts_of(c)[0] == name]
-        or [c for c in combos if str(c.get("name")) == name]
+        or [c for c in combos if c.name == name]
         or [c for c in combos if tts_of(c)[1] == name]
     )
     if not picked:
@@ -110,18 +110,18 @@ def tts_cells(compare_dir: Path, name: str) -> list[TTSCell]:
         )
     cells: list[TTSCell] = []
     for c in picked:
-        where = str(c.get("run_dir") or "")
+        where = c.run_dir
         found = next(
             (d for d in (compare_dir / where, Path(where)) if (d / "turns.jsonl").is_file()), None
         )
         if not where or found is None:
-            raise ConfigError(f"--compare {compare_dir}: cell {c.get('name')} has no turns.jsonl")
+            raise ConfigError(f"--compare {compare_dir}: cell {c.name} has no turns.jsonl")
         try:
             run = load_run(found)
         except VoicelatError as exc:
-            raise ConfigError(f"--compare {compare_dir}: cell {c.get('name')}: {exc}") from None
+            raise ConfigError(f"--compare {compare_dir}: cell {c.name}: {exc}") from None
         out = _pipeline(run.summary or {}, "output")
-        cells.append(TTSCell(str(c.get("name")), run.turns, float(out.get("latency_ms", 0))))
+        cells.append(TTSCell(c.name, run.turns, float(out.get("latency_ms", 0))))
     return cells
 
 

@@ -31,6 +31,7 @@ from voicelat.core.base.display import fmt_ms
 from voicelat.core.base.errors import ConfigError
 from voicelat.core.base.stats import bootstrap_ci, bootstrap_diff, percentile
 from voicelat.core.judge.compare import MIN_COMPARE_TURNS, NOT_RESOLVABLE, resolvable
+from voicelat.core.summaries.run_summary import BargeInSummary
 
 RANK_PERCENTILES: tuple[int, ...] = (50, 90)
 NOT_SIGNIFICANT = "not significant"
@@ -266,9 +267,14 @@ def rank_combinations(
     resamples: int = 2000,
     seed: int = 0,
     min_turns: int = MIN_COMPARE_TURNS,
+    key: Mapping[str, float] | None = None,
 ) -> list[Ranked]:
     """Rank by e2e at percentile ``by`` (ties: the other percentiles, then the name).
 
+    ``key`` (combination name -> a figure, lower is better) ranks by that figure first, such
+    as each run's barge-in stop P50 or false barge-in rate (:func:`barge_in_key`): the
+    combinations that have one come first, in its order, the rest after them by e2e; e2e
+    and "vs best" (this minus #1, at e2e) are computed as ever.
     Every bootstrap uses ``seed``, so the same results always give the same verdicts.
     """
     if by not in percentiles:
@@ -276,7 +282,14 @@ def rank_combinations(
     measured = [(s, e2e) for s in samples if (e2e := _values(s.rows, E2E))]
     unranked = [_unranked(s) for s in samples if not _values(s.rows, E2E)]
     order = [by, *(p for p in percentiles if p != by)]
-    measured.sort(key=lambda m: (*(percentile(m[1], p) for p in order), m[0].name))
+    first = key or {}
+
+    def sort_key(m: tuple[CombinationSample, list[float]]) -> tuple[Any, ...]:
+        figure = first.get(m[0].name)
+        head = (0, figure) if figure is not None else (1, 0.0)
+        return (*head, *(percentile(m[1], p) for p in order), m[0].name)
+
+    measured.sort(key=sort_key)
     boot = _Bootstrap(level, resamples, seed, min_turns)
     best = measured[0][1] if measured else []
     best_instrument = measured[0][0].instrument_ns if measured else None
@@ -285,6 +298,110 @@ def rank_combinations(
         for i, (s, e2e) in enumerate(measured)
     ]
     return ranked + unranked
+
+
+#: ``--rank-by`` keys besides the e2e percentiles: a whole-call comparison's barge-in figures.
+BARGE_IN_KEYS: tuple[str, ...] = ("barge_in_stop", "false_barge_in")
+
+
+def barge_in_key(rank_by: str, barge_in: Mapping[str, BargeInFigures]) -> dict[str, float]:
+    """Each combination's figure for ranking by ``rank_by`` (one of :data:`BARGE_IN_KEYS`):
+    its interruptions' stop at the ear P50 (ns), or its false barge-in rate; a combination
+    whose run has no such figure (no measured interruption, no backchannel) is left out."""
+    if rank_by not in BARGE_IN_KEYS:
+        raise ValueError(f"rank key {rank_by!r} must be one of {BARGE_IN_KEYS}")
+    out: dict[str, float] = {}
+    for name, b in barge_in.items():
+        value = b.stop_p50_ns if rank_by == "barge_in_stop" else b.false_barge_in_rate
+        if value is not None:
+            out[name] = float(value)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class BargeInFigures:
+    """What a comparison shows of one combination's interruptions (its summary's
+    ``calls.barge_in``): how many were measured and stopped, the stop at the ear P50/P90
+    (ns), the backchannels and noises it met and how many of them it stopped or paused on."""
+
+    interrupts: int = 0
+    stopped: int = 0
+    never_stopped: int = 0
+    stop_p50_ns: int | None = None
+    stop_p90_ns: int | None = None
+    backchannels: int = 0
+    false_barge_ins: int = 0
+    false_barge_in_rate: float | None = None
+    #: "backchannel" / "noise" -> (met, false barge-ins on them).
+    by_kind: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "interrupts": self.interrupts,
+            "stopped": self.stopped,
+            "never_stopped": self.never_stopped,
+            "stop_p50_ns": self.stop_p50_ns,
+            "stop_p90_ns": self.stop_p90_ns,
+            "backchannels": self.backchannels,
+            "false_barge_ins": self.false_barge_ins,
+            "false_barge_in_rate": self.false_barge_in_rate,
+            "by_kind": {k: {"n": n, "false": f} for k, (n, f) in self.by_kind.items()},
+        }
+
+    @classmethod
+    def of(cls, b: BargeInSummary) -> BargeInFigures:
+        """The figures of a run's typed ``calls.barge_in`` section."""
+
+        def ns(v: float | None) -> int | None:
+            return None if v is None else round(v)
+
+        return cls(
+            interrupts=b.interrupts_measured,
+            stopped=b.stopped,
+            never_stopped=b.never_stopped,
+            stop_p50_ns=ns(b.stop.p50) if b.stop.n else None,
+            stop_p90_ns=ns(b.stop.p90) if b.stop.n else None,
+            backchannels=b.backchannels,
+            false_barge_ins=b.false_barge_ins,
+            false_barge_in_rate=b.false_barge_in_rate,
+            by_kind={
+                k: (int(v.get("n", 0)), int(v.get("false", 0)))
+                for k, v in b.by_kind.items()
+                if v.get("n")
+            },
+        )
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BargeInFigures:
+        def count(k: str) -> int:
+            v = data.get(k)
+            return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+        def ns(k: str) -> int | None:
+            v = data.get(k)
+            return round(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+        rate = data.get("false_barge_in_rate")
+        kinds = data.get("by_kind")
+        return cls(
+            interrupts=count("interrupts"),
+            stopped=count("stopped"),
+            never_stopped=count("never_stopped"),
+            stop_p50_ns=ns("stop_p50_ns"),
+            stop_p90_ns=ns("stop_p90_ns"),
+            backchannels=count("backchannels"),
+            false_barge_ins=count("false_barge_ins"),
+            false_barge_in_rate=(
+                float(rate)
+                if isinstance(rate, int | float) and not isinstance(rate, bool)
+                else None
+            ),
+            by_kind={
+                str(k): (int(v.get("n") or 0), int(v.get("false") or 0))
+                for k, v in (kinds.items() if isinstance(kinds, Mapping) else ())
+                if isinstance(v, Mapping)
+            },
+        )
 
 
 def check_same_fixtures(fixture_sets: Mapping[str, str | None]) -> None:
@@ -306,16 +423,19 @@ def check_same_fixtures(fixture_sets: Mapping[str, str | None]) -> None:
 
 
 __all__ = [
+    "BARGE_IN_KEYS",
     "FAILED",
     "NOT_SIGNIFICANT",
     "NO_WARM_TURNS",
     "OK",
     "RANK_PERCENTILES",
     "TOO_FEW",
+    "BargeInFigures",
     "CombinationSample",
     "Estimate",
     "Ranked",
     "VsBest",
+    "barge_in_key",
     "check_same_fixtures",
     "rank_combinations",
 ]
