@@ -1,4 +1,4 @@
-"""comparison.json typed (core/comparison_doc.py): a document voicelat wrote reads back to the
+"""comparison.json typed (core/judge/comparison_doc.py): a document voicelat wrote reads back to the
 same JSON, its typed fields are what the file says, and what is not a comparison is refused."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A comparison directory (``voicelat compare`` wrote it): ``comparison.json`` written and read
-back, typed (core/comparison_doc.py: the one place it is JSON), and the turns of each
+back, typed (core/judge/comparison_doc.py: the one place it is JSON), and the turns of each
 combination's run directory, for ``voicelat view``, the reports and the TUI."""
 
 from __future__ import annotations
