@@ -50,6 +50,7 @@ from voicelat.core.calls.call import (
     gap_ns,
 )
 from voicelat.core.calls.conversation import Conversation
+from voicelat.core.measure.clock import Clock
 from voicelat.core.measure.recorder import TurnRecorder
 from voicelat.engine.agent_turn import AgentTurnEngine
 from voicelat.engine.cascade_turn import CascadeTurnEngine
@@ -522,33 +523,8 @@ class CallEngine:
         )
         side: list[asyncio.Task[None]] = []  # the words session and its judge
 
-        async def judge(w: OverlayWords) -> None:
-            """The VAD triggered: stop once the words hold one outside the list (or none came
-            in time: stop anyway, the reason kept); only listed words: the reply goes on."""
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(w.decided.wait(), taking.words_timeout_ms / 1000)
-            ov.words = w.transcript
-            if w.verdict is None:
-                ov.words_verdict = "fallback"
-                ov.words_fallback = f"no words within {taking.words_timeout_ms} ms"
-            else:
-                ov.words_verdict = "fallback" if w.verdict == "fallback" else w.verdict
-                ov.words_fallback = w.reason
-            if ov.words_verdict != "ignored" and not measured.done():
-                stop()
-
         def stop() -> None:
-            """Interrupted: the reply's LLM stream and TTS request are cancelled, the sink
-            flushed (the order a real agent does it in)."""
-            ov.detected_ns = clock.now_ns()
-            ov.last_byte_ns = sink.last_arrival_ns
-            for task in held:
-                task.cancel()
-            ov.cancel_ns = clock.now_ns()
-            sink.cancel()
-            ov.stopped = True
-            plan.rec.flag("barge_in:stopped")
-            plan.rec.extra(INTERRUPTED, True)
+            _stop_reply(ov, held, sink, plan.rec, clock)
 
         def tap(k: int, frame: bytes) -> None:
             if k == 0 and pacer.t0_ns is not None:
@@ -563,7 +539,8 @@ class CallEngine:
                     return
                 ov.vad_ns = clock.now_ns()
                 words.close()
-                side.append(asyncio.create_task(judge(words)))
+                judged = _judge_words(ov, words, taking.words_timeout_ms, measured, stop)
+                side.append(asyncio.create_task(judged))
 
         pacer = TappedPacer(tap, clock)
         nxt: asyncio.Task[list[tuple[Step, Turn]]] | None = None
@@ -895,3 +872,46 @@ def _with_lead_silence(inp: TurnInput, lead_ns: int) -> TurnInput:
 def _silence_input(rate: int, ms: int) -> TurnInput:
     """An input of ``ms`` of silence and no speech (a greeting's or a silence step's line)."""
     return replace(TurnInput.live("(line)", rate), frames=[silence_frame(rate)] * (ms // FRAME_MS))
+
+
+async def _judge_words(
+    ov: OverlayRun,
+    words: OverlayWords,
+    timeout_ms: int,
+    measured: asyncio.Task[Any],
+    stop: Callable[[], None],
+) -> None:
+    """The barge-in VAD triggered with ``ignore_words``: stop once the overlay's words hold one
+    outside the list (or none came within ``timeout_ms``: stop anyway, the reason kept); only
+    listed words: the reply goes on."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(words.decided.wait(), timeout_ms / 1000)
+    ov.words = words.transcript
+    if words.verdict is None:
+        ov.words_verdict = "fallback"
+        ov.words_fallback = f"no words within {timeout_ms} ms"
+    else:
+        ov.words_verdict = words.verdict
+        ov.words_fallback = words.reason
+    if ov.words_verdict != "ignored" and not measured.done():
+        stop()
+
+
+def _stop_reply(
+    ov: OverlayRun,
+    held: list[asyncio.Task[None]],
+    sink: SimulatedSink,
+    rec: TurnRecorder,
+    clock: Clock,
+) -> None:
+    """Interrupted: the reply's LLM stream and TTS request are cancelled, the sink flushed
+    (the order a real agent does it in)."""
+    ov.detected_ns = clock.now_ns()
+    ov.last_byte_ns = sink.last_arrival_ns
+    for task in held:
+        task.cancel()
+    ov.cancel_ns = clock.now_ns()
+    sink.cancel()
+    ov.stopped = True
+    rec.flag("barge_in:stopped")
+    rec.extra(INTERRUPTED, True)
