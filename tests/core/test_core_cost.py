@@ -94,6 +94,16 @@ def test_a_priced_measure_nobody_reported_leaves_the_cost_empty_with_the_reason(
     assert llm.missing == ("llm output_token: not reported by the provider nor seen by voicelat",)
 
 
+def test_a_stream_without_usage_is_priced_by_its_counted_deltas_labelled_received() -> None:
+    # llama.cpp's server streams no usage: its content deltas (one token each) are counted.
+    turn = _turn(figures={"llm_tokens": None, "llm_chunks": 150})
+    usage = turn_usage(turn, "llm")
+    assert usage["output_token"].quantity == 150 and usage["output_token"].source == "received"
+    assert usage["input_token"].source == "reported"  # what was reported stays reported
+    (llm,) = [s for s in turn_cost(turn, parse_prices(PRICES), CASCADE).stages if s.kind == "llm"]
+    assert llm.amount == pytest.approx(1000 * 1e-6 + 150 * 4e-6)
+
+
 def test_realtime_usage_is_billed_by_modality_with_cached_tokens_apart() -> None:
     turn = _turn(
         figures={

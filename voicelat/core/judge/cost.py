@@ -307,7 +307,13 @@ def turn_usage(turn: Turn, kind: str) -> dict[str, Usage]:
         # they have a price of their own.
         put("input_token", _fig(turn, "llm_prompt_tokens"), "reported")
         put("cached_input_token", _fig(turn, "llm_cached_tokens"), "reported")
-        put("output_token", _fig(turn, "llm_tokens"), "reported")
+        tokens = _fig(turn, "llm_tokens")
+        if tokens is not None:
+            put("output_token", tokens, "reported")
+        else:
+            # A stream that reports no usage (llama.cpp's server ignores stream_options): its
+            # content deltas counted, one token each as llama.cpp and OpenAI stream them.
+            put("output_token", _fig(turn, "llm_chunks"), "received")
     elif kind == "tts":
         chars = _fig(turn, "tts_usage_characters")
         if chars is not None:
