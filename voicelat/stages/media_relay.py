@@ -77,6 +77,11 @@ class Scheduled:
             heapq.heappush(self._heap, (due_ns, next(self._seq), item))
             self._cond.notify()
 
+    def pending(self) -> int:
+        """Items not yet handed to ``send`` (in flight on the impaired path)."""
+        with self._cond:
+            return len(self._heap)
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -263,8 +268,13 @@ class MediaRelay:
                 out[f"media_{name}_late_p50_ns"] = late[len(late) // 2] if late else None
         return out
 
+    def in_flight(self) -> int:
+        """Datagrams the relay has taken in and not yet sent on (still "on the wire")."""
+        return self._sched.pending()
+
     def close(self) -> None:
-        """Stop relaying: both sockets closed (their readers end), the sender stopped."""
+        """Stop relaying: both sockets closed (their readers end), the sender stopped; what is
+        still in flight is dropped (a hang-up waits for it first: :meth:`in_flight`)."""
         self._closed = True
         self._sched.close()
         for sock in (self._toward_bot, self._toward_caller):
