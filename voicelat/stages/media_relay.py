@@ -32,6 +32,7 @@ import contextlib
 import heapq
 import itertools
 import re
+import select
 import socket
 import threading
 import time
@@ -170,6 +171,7 @@ class MediaRelay:
         self.lock = threading.Lock()
         self._link_free = {"up": 0, "down": 0}
         self._closed = False
+        self._busy = {"up": False, "down": False}
         self._toward_bot = self._bind(caller[0])  # stands in for voicelat
         self._toward_caller = self._bind(caller[0])  # stands in for the bot
         self._sched = Scheduled(self._send)
@@ -211,15 +213,19 @@ class MediaRelay:
             except OSError:
                 return
             now = _now()
-            if self._closed:
-                return
-            if name == "up":
-                # Only voicelat's own candidate goes up, once the bot's is known.
-                if addr[:2] != self.caller or self.bot is None:
-                    continue
-                self._forward(name, data, now, self._toward_bot, self.bot)
-            else:
-                self._forward(name, data, now, self._toward_caller, self.caller)
+            self._busy[name] = True  # taken from the socket, not yet queued (in_flight)
+            try:
+                if self._closed:
+                    return
+                if name == "up":
+                    # Only voicelat's own candidate goes up, once the bot's is known.
+                    if addr[:2] != self.caller or self.bot is None:
+                        continue
+                    self._forward(name, data, now, self._toward_bot, self.bot)
+                else:
+                    self._forward(name, data, now, self._toward_caller, self.caller)
+            finally:
+                self._busy[name] = False
 
     def _send(self, item: tuple[socket.socket, tuple[str, int], bytes, int, int, str]) -> None:
         sock, dst, data, sent, due, name = item
@@ -269,7 +275,12 @@ class MediaRelay:
         return out
 
     def in_flight(self) -> int:
-        """Datagrams the relay has taken in and not yet sent on (still "on the wire")."""
+        """Datagrams still "on the wire": waiting in a socket for its reader, being impaired,
+        or queued until due (0 twice a poll apart: nothing left to cross; a reader between
+        ``recvfrom`` and setting its busy mark is covered by the second look)."""
+        with contextlib.suppress(OSError, ValueError):  # closed sockets: nothing waits there
+            unread = select.select([self._toward_bot, self._toward_caller], [], [], 0)[0]
+            return self._sched.pending() + len(unread) + sum(self._busy.values())
         return self._sched.pending()
 
     def close(self) -> None:

@@ -274,8 +274,10 @@ class _Call:
             # disconnect) came too late for the turn's trace wait: every turn `untraced`.
             # Let them cross first (the profile's delay and jitter: a bounded wait, between
             # turns, off every stamp).
-            deadline = asyncio.get_running_loop().time() + RELAY_DRAIN_S
-            while self.relay.in_flight() and asyncio.get_running_loop().time() < deadline:
+            loop = asyncio.get_running_loop()
+            deadline, quiet = loop.time() + RELAY_DRAIN_S, 0
+            while quiet < 2 and loop.time() < deadline:
+                quiet = 0 if self.relay.in_flight() else quiet + 1
                 await asyncio.sleep(0.005)
             self.relay.close()
 
