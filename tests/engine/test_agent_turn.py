@@ -18,7 +18,7 @@ import pytest
 
 import voicelat.engine.agent_turn as agent_turn
 from tests.engine.test_runner import _pipeline, fixtures_dir
-from voicelat.core.base.errors import InfraError
+from voicelat.core.base.errors import ConfigError, InfraError
 from voicelat.core.base.plan import plan_turns
 from voicelat.core.measure.clock import Clock, MonotonicClock
 from voicelat.core.measure.events import Audio, Done, StageEvent, StageName
@@ -231,3 +231,78 @@ def test_traces_for_a_pipeline_starts_the_receiver_for_the_run() -> None:
 
     with socket.socket() as s:  # stopped with the run: the port is free again
         assert s.connect_ex(("127.0.0.1", source.port)) != 0
+
+
+def _agent_file(tmp_path: Path, name: str, traces: str, wait_ms: int = 2000) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        f'[pipeline]\nname = "{name}"\n[agent]\nstage = "twilio"\nurl = "ws://127.0.0.1:1/ws"\n'
+        f'traces = "{traces}"\ntrace_port = 0\ntrace_wait_ms = {wait_ms}\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_a_comparison_reads_its_traced_agents_spans(
+    tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`voicelat compare` on a traced agent (`compare agent-twilio.toml --network lan,4g`) ran
+    every turn `untraced`: only `voicelat run` opened the trace receiver. Each traced
+    combination gets one while the turns run (shared by those naming the same settings), a
+    black-box one none, and it is stopped afterwards."""
+    import socket
+
+    import voicelat.engine.compare as compare
+    from voicelat.engine.request import PlanRequest
+    from voicelat.engine.trace_receiver import TraceReceiver
+
+    seen: dict[str, Any] = {}
+
+    async def drive(runs: Sequence[compare.CombinationRun], *_: Any) -> None:
+        for r in runs:
+            source = r.runner.trace_source
+            ok = source is None or socket.create_connection(("127.0.0.1", source.port)).close()
+            seen[r.combo.name] = (source, ok)
+
+    monkeypatch.setattr(compare, "_drive", drive)
+    traced = _agent_file(tmp_path, "traced", "pipecat")
+    request = compare.CompareRequest(
+        pipelines=(traced, _agent_file(tmp_path, "black", "none")),
+        fixtures_dir=fixtures_dir,
+        plan=PlanRequest(turns=1, warmup=0),
+        out_dir=tmp_path / "cmp",
+        network="lan,4g",
+    )
+    setup = compare.plan_comparison(request)
+    runs = compare.prepare_comparison(setup, progress=lambda _: None)
+    compare.measure_comparison(setup, runs, _Quiet(), progress=lambda _: None)
+    sources = {name: s for name, (s, _) in seen.items()}
+    assert set(sources) == {"traced @ lan", "traced @ 4g", "black @ lan", "black @ 4g"}
+    assert isinstance(sources["traced @ lan"], TraceReceiver)
+    assert sources["traced @ 4g"] is sources["traced @ lan"]  # one receiver, one port
+    assert sources["traced @ lan"].mapping == "pipecat"
+    assert sources["black @ lan"] is None and sources["black @ 4g"] is None
+    with socket.socket() as s:  # stopped with the comparison
+        assert s.connect_ex(("127.0.0.1", sources["traced @ lan"].port)) != 0
+
+    other = compare.CompareRequest(
+        pipelines=(traced, _agent_file(tmp_path, "slow", "pipecat", wait_ms=500)),
+        fixtures_dir=fixtures_dir,
+        plan=PlanRequest(turns=1, warmup=0),
+        out_dir=tmp_path / "cmp2",
+    )
+    setup = compare.plan_comparison(other)
+    runs = compare.prepare_comparison(setup, progress=lambda _: None)
+    with pytest.raises(ConfigError, match=r"combination slow: .*same trace_port 0"):
+        compare.measure_comparison(setup, runs, _Quiet(), progress=lambda _: None)
+
+
+class _Quiet:
+    def start(self) -> None:
+        return None
+
+    def skip(self, slot: Any) -> None:
+        return None
+
+    def __call__(self, slot: Any, combo: str, turn: Any) -> None:
+        return None

@@ -24,6 +24,7 @@ from voicelat.core.base.errors import InfraError
 from voicelat.core.base.network import Direction, NetworkProfile, builtin_profile
 from voicelat.core.base.plan import plan_turns
 from voicelat.core.base.turn import Turn
+from voicelat.core.measure.clock import MonotonicClock
 from voicelat.engine.network import NetworkRun
 from voicelat.engine.runner import Runner, RunOutcome
 from voicelat.engine.stageset import AgentStageSet, StageSet
@@ -105,6 +106,39 @@ def test_the_relay_impairs_each_way_on_real_sockets() -> None:
         assert figures["media_down_lost"] == 100 - len(got)
         assert 15 <= figures["media_down_lost"] <= 45  # 30 % of 100, seeded
         assert 20 * MS <= (figures["media_down_delay_p50_ns"] or 0) < 25 * MS
+    finally:
+        relay.close()
+        for s in (caller, bot):
+            s.close()
+
+
+async def test_a_hang_up_crosses_the_relay_before_it_stops() -> None:
+    """The peer connection's close sends the hang-up (DTLS close_notify, RTCP BYE) into the
+    relay and the call then stopped it: the datagrams still on the impaired path were dropped,
+    so the bot saw the call end only at its ICE consent timeout (~30 s), after the turn's
+    trace wait: every traced turn under a network profile came out `untraced`."""
+    from voicelat.stages.webrtc import _Call
+
+    caller, bot = _udp(), _udp()
+    relay = MediaRelay(
+        NetworkProfile("t", up=Direction(delay_ms=40), down=Direction(delay_ms=40)),
+        caller.getsockname(),
+        seed=1,
+    )
+    relay.connect(f"a=candidate:x 1 udp 1 127.0.0.1 {bot.getsockname()[1]} typ host\r\n")
+
+    class Peer:
+        async def close(self) -> None:
+            caller.sendto(b"close_notify", relay.as_bot)  # as aiortc's DTLS transport does
+
+    call = _Call(Peer(), None, MonotonicClock())
+    call.relay = relay
+    try:
+        await call.close()
+        assert relay.in_flight() == 0
+        bot.settimeout(0.2)
+        data, _ = bot.recvfrom(100)  # it had arrived before the relay stopped
+        assert data == b"close_notify"
     finally:
         relay.close()
         for s in (caller, bot):

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -346,7 +346,10 @@ def _measure(
     started_wall = time.time()
     status = "complete"
     setup.out.mkdir(parents=True, exist_ok=True)
-    with stack_for(stacked or combos[0].pipeline, progress) as stack_info:
+    with (
+        stack_for(stacked or combos[0].pipeline, progress) as stack_info,
+        _trace_receivers(runs, progress),
+    ):
         for r in runs:
             r.runner.stack_info = stack_info
             r.writer = TurnsWriter(r.run_dir)
@@ -367,6 +370,34 @@ def _measure(
                     f"interrupted: {kept} finished turn(s) kept, summaries written under "
                     f"{setup.out}"
                 )
+
+
+@contextlib.contextmanager
+def _trace_receivers(runs: Sequence[CombinationRun], progress: Progress) -> Iterator[None]:
+    """The agent combinations' trace receivers while the comparison lasts, as ``voicelat run``
+    opens one (engine/job.py ``traces_for``): without them a traced agent's turns were all
+    ``untraced``. One receiver per ``[agent]`` trace setting, shared by the combinations that
+    name it (``--network lan,4g`` repeats one pipeline); the turns run one at a time, so each
+    turn's window holds only its own call's spans."""
+    from voicelat.engine.job import traces_for
+
+    by_port: dict[int, tuple[Any, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        for r in runs:
+            p = r.runner.pipeline
+            if p.agent is None or p.agent_traces.mapping == "none":
+                continue
+            t = p.agent_traces
+            if t.port not in by_port:
+                by_port[t.port] = (t, stack.enter_context(traces_for(p, progress)))
+            elif by_port[t.port][0] != t:
+                raise ConfigError(
+                    f"combination {r.combo.name}: its [agent] traces settings differ from "
+                    f"another combination's on the same trace_port {t.port}; give it its own "
+                    "trace_port"
+                )
+            r.runner.trace_source = by_port[t.port][1]
+        yield
 
 
 def _write_summary(

@@ -32,6 +32,7 @@ import contextlib
 import heapq
 import itertools
 import re
+import select
 import socket
 import threading
 import time
@@ -76,6 +77,11 @@ class Scheduled:
         with self._cond:
             heapq.heappush(self._heap, (due_ns, next(self._seq), item))
             self._cond.notify()
+
+    def pending(self) -> int:
+        """Items not yet handed to ``send`` (in flight on the impaired path)."""
+        with self._cond:
+            return len(self._heap)
 
     def close(self) -> None:
         with self._cond:
@@ -165,6 +171,7 @@ class MediaRelay:
         self.lock = threading.Lock()
         self._link_free = {"up": 0, "down": 0}
         self._closed = False
+        self._busy = {"up": False, "down": False}
         self._toward_bot = self._bind(caller[0])  # stands in for voicelat
         self._toward_caller = self._bind(caller[0])  # stands in for the bot
         self._sched = Scheduled(self._send)
@@ -206,15 +213,19 @@ class MediaRelay:
             except OSError:
                 return
             now = _now()
-            if self._closed:
-                return
-            if name == "up":
-                # Only voicelat's own candidate goes up, once the bot's is known.
-                if addr[:2] != self.caller or self.bot is None:
-                    continue
-                self._forward(name, data, now, self._toward_bot, self.bot)
-            else:
-                self._forward(name, data, now, self._toward_caller, self.caller)
+            self._busy[name] = True  # taken from the socket, not yet queued (in_flight)
+            try:
+                if self._closed:
+                    return
+                if name == "up":
+                    # Only voicelat's own candidate goes up, once the bot's is known.
+                    if addr[:2] != self.caller or self.bot is None:
+                        continue
+                    self._forward(name, data, now, self._toward_bot, self.bot)
+                else:
+                    self._forward(name, data, now, self._toward_caller, self.caller)
+            finally:
+                self._busy[name] = False
 
     def _send(self, item: tuple[socket.socket, tuple[str, int], bytes, int, int, str]) -> None:
         sock, dst, data, sent, due, name = item
@@ -263,8 +274,18 @@ class MediaRelay:
                 out[f"media_{name}_late_p50_ns"] = late[len(late) // 2] if late else None
         return out
 
+    def in_flight(self) -> int:
+        """Datagrams still "on the wire": waiting in a socket for its reader, being impaired,
+        or queued until due (0 twice a poll apart: nothing left to cross; a reader between
+        ``recvfrom`` and setting its busy mark is covered by the second look)."""
+        with contextlib.suppress(OSError, ValueError):  # closed sockets: nothing waits there
+            unread = select.select([self._toward_bot, self._toward_caller], [], [], 0)[0]
+            return self._sched.pending() + len(unread) + sum(self._busy.values())
+        return self._sched.pending()
+
     def close(self) -> None:
-        """Stop relaying: both sockets closed (their readers end), the sender stopped."""
+        """Stop relaying: both sockets closed (their readers end), the sender stopped; what is
+        still in flight is dropped (a hang-up waits for it first: :meth:`in_flight`)."""
         self._closed = True
         self._sched.close()
         for sock in (self._toward_bot, self._toward_caller):

@@ -83,6 +83,9 @@ _JITTER_CAPACITY = 16
 #: After RTVI ``bot-stopped-speaking`` the reply ends this long after its last sound: the
 #: message outruns the audio (the RTP path is ~100 ms on loopback, docs/AGENTS.md).
 _END_MARK_GRACE_NS = 300 * NS_PER_MS
+#: How long a hang-up waits for the media relay to deliver what is still in flight (the
+#: hang-up's own datagrams among them): above any built-in profile's delay plus jitter.
+RELAY_DRAIN_S = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,6 +268,17 @@ class _Call:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.pc.close(), 2.0)
         if self.relay is not None:
+            # pc.close() has just sent the hang-up (DTLS close_notify, RTCP BYE) into the
+            # relay: closing it now dropped them, so the bot only saw the call end at its ICE
+            # consent timeout, ~30 s on, and its turn and conversation spans (ended by the
+            # disconnect) came too late for the turn's trace wait: every turn `untraced`.
+            # Let them cross first (the profile's delay and jitter: a bounded wait, between
+            # turns, off every stamp).
+            loop = asyncio.get_running_loop()
+            deadline, quiet = loop.time() + RELAY_DRAIN_S, 0
+            while quiet < 2 and loop.time() < deadline:
+                quiet = 0 if self.relay.in_flight() else quiet + 1
+                await asyncio.sleep(0.005)
             self.relay.close()
 
 
