@@ -28,7 +28,7 @@ def _every_option_set() -> argparse.Namespace:
     argv += ["--otlp-endpoint", "http://127.0.0.1:4318", "--metrics-port", "9464"]
     argv += ["--metrics-linger", "2.5", "--workers", "2", "--ray", "127.0.0.1:6390"]
     argv += ["--calibrate", "full", "--network", "4g"]
-    argv += ["--frozen", "rec", "--caller-cache", "cache"]
+    argv += ["--frozen", "rec", "--caller-cache", "cache", "--region", "eu-west"]
     return build_parser().parse_args(argv)
 
 
@@ -68,11 +68,13 @@ def test_every_run_option_changes_the_request() -> None:
     assert (r.workers, r.ray, r.calibrate, r.network) == (2, "127.0.0.1:6390", "full", "4g")
     assert r.exports.metrics_port == 9464 and r.exports.metrics_linger_s == 2.5
     assert r.save_audio and r.scenario == Path("scenarios/short.toml")
+    assert r.region == "eu-west"
     closed = build_parser().parse_args(["run", "--concurrency", "4"])
     assert request_from_args(closed).load.load().concurrency == 4
 
 
-def test_defaults_give_the_default_request() -> None:
+def test_defaults_give_the_default_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VOICELAT_REGION", raising=False)
     args = build_parser().parse_args(["run"])
     assert request_from_args(args) == RunRequest()
 
@@ -87,3 +89,41 @@ def test_open_loop_options_without_a_rate_are_refused_when_the_run_starts() -> N
         LoadRequest(arrival="constant").load()
     with pytest.raises(ConfigError, match="add --rate R"):
         LoadRequest(arrival_seed=3).load()
+
+
+def test_the_region_comes_from_the_flag_else_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VOICELAT_REGION", "us-east")
+    assert request_from_args(build_parser().parse_args(["run"])).region == "us-east"
+    flagged = build_parser().parse_args(["run", "--region", "eu-west"])
+    assert request_from_args(flagged).region == "eu-west"  # the flag wins
+    monkeypatch.setenv("VOICELAT_REGION", "us east")
+    with pytest.raises(ConfigError, match="VOICELAT_REGION: region label 'us east' may hold only"):
+        request_from_args(build_parser().parse_args(["run"]))
+
+
+@pytest.mark.parametrize("command", ["run", "ci"])
+@pytest.mark.parametrize("label", ["eu west", "x" * 41, "", "eu/west"])
+def test_a_bad_region_label_is_one_line_exit_2(
+    command: str, label: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from voicelat.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main([command, f"--region={label}"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--region" in err[0] and "region label" in err[0], err
+
+
+def test_a_bad_region_in_the_environment_is_one_line_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from voicelat.cli.main import main
+
+    monkeypatch.setenv("VOICELAT_REGION", "eu west")
+    code = main(["run", "--no-tui", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("voicelat: error: VOICELAT_REGION")
+    assert not (tmp_path / "out").exists()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from voicelat.core.base.region import check_region
+
 
 def _number(value: str, kind: type[int] | type[float]) -> float:
     try:
@@ -12,6 +14,14 @@ def _number(value: str, kind: type[int] | type[float]) -> float:
     except ValueError:
         what = "an integer" if kind is int else "a number"
         raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
+
+
+def region_label(value: str) -> str:
+    """``--region``: a short label of letters, digits, '.', '_' and '-' (core/base/region.py)."""
+    try:
+        return check_region(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_int(value: str) -> int:

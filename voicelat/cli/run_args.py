@@ -12,6 +12,7 @@ from voicelat.cli.args import (
     non_negative_int,
     positive_int,
     ray_address,
+    region_label,
     worker_count,
 )
 
@@ -95,6 +96,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="run under a network impairment: a built-in (lan, broadband, 4g, 3g-bad, "
         "transatlantic, phone) or a TOML file with a [network] table; overrides the "
         "pipeline's [network] (docs/NETWORK.md)",
+    )
+    p.add_argument(
+        "--region",
+        type=region_label,
+        default=None,
+        metavar="LABEL",
+        help="where this profiler runs (e.g. eu-west; default: $VOICELAT_REGION): recorded on "
+        "every turn and in the summary; turns from several regions read together get a "
+        "per-region table (a Ray node's own VOICELAT_REGION labels its workers' turns; "
+        "docs/NETWORK.md)",
     )
     p.add_argument(
         "--save-audio",

@@ -224,6 +224,7 @@ def execute_run(
         argv=list(request.argv),
         calls=calls,
         callers=callers,
+        region=request.region,
     )
     try:
         runner.validate()
@@ -401,6 +402,7 @@ def _pool(
         "observer": runner.observer,
         "argv": list(argv),
         "stack_info": stack_info,
+        "region": runner.region,
     }
     if ray:
         from voicelat.engine.ray_workers import RayPool

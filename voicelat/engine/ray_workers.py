@@ -54,6 +54,7 @@ from typing import Any
 
 from voicelat.core.base.errors import ConfigError, InfraError
 from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.region import REGION_ENV, check_region
 from voicelat.core.base.turn import Turn
 from voicelat.core.measure.schedule import Load
 from voicelat.engine.probes import loop_kind
@@ -194,6 +195,8 @@ def worker_env(pipeline: Pipeline) -> dict[str, str]:
     tables = [pipeline.stt, pipeline.llm, pipeline.tts, pipeline.s2s or {}]
     names = {v for t in tables for k, v in t.items() if k.endswith("_env") and isinstance(v, str)}
     names |= {n for n in os.environ if n.startswith("VOICELAT_")}
+    # A node keeps its own region label (RayWorker.where): the run's is applied by the parent.
+    names.discard(REGION_ENV)
     return {n: os.environ[n] for n in sorted(names) if n in os.environ}
 
 
@@ -248,9 +251,11 @@ class RayWorker:
         self._go: asyncio.Future[int] | None = None
 
     async def where(self) -> dict[str, Any]:
-        """This worker's node id and pid."""
+        """This worker's node id, pid and region label: its node's ``VOICELAT_REGION`` (the
+        raylet's environment, read before :meth:`run` sets the job's variables)."""
         ray = import_ray()
-        return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+        node = ray.get_runtime_context().get_node_id()
+        return {"node": node, "pid": os.getpid(), "region": os.environ.get(REGION_ENV)}
 
     async def clock(self) -> int:
         """This worker's clock (a round trip of :func:`clock_offset`)."""
@@ -421,6 +426,7 @@ class RayPool(ShardedRun):
             ) from None
         for report, info in zip(self.reports, where, strict=True):
             report.node, report.pid = info["node"], info["pid"]
+            report.region = self._node_region(report, info.get("region"))
             samples = []
             for _ in range(OFFSET_PINGS):
                 before = self._clock.now_ns()
@@ -429,8 +435,23 @@ class RayPool(ShardedRun):
             report.clock_offset_ns, report.clock_offset_uncertainty_ns = clock_offset(samples)
         self._say(
             f"ray: {len(actors)} worker(s) on {len({r.node for r in self.reports})} node(s): "
-            + ", ".join(f"w{r.index}@{(r.node or '')[:8]} (pid {r.pid})" for r in self.reports)
+            + ", ".join(
+                f"w{r.index}@{(r.node or '')[:8]} (pid {r.pid}{', ' + r.region if r.region else ''})"
+                for r in self.reports
+            )
         )
+
+    def _node_region(self, report: WorkerReport, label: object) -> str | None:
+        """A node's region label, checked; a bad one is said and the run's label used. The
+        label this process has itself is inherited (a cluster ``ray.init`` started here), not
+        the node's own: the run's ``--region`` wins over it."""
+        if not isinstance(label, str) or not label or label == os.environ.get(REGION_ENV):
+            return None
+        try:
+            return check_region(label)
+        except ValueError as exc:
+            self._say(f"warning: {report.where()}: {REGION_ENV} ignored: {exc}")
+            return None
 
     def _collect(
         self, ray: Any, actors: list[_Actor], writer: TurnsWriterThread, total: int

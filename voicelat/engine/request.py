@@ -105,6 +105,9 @@ class RunRequest:
     frozen: Path | None = None
     #: ``--caller-cache DIR``: where a simulated caller keeps its rendered lines.
     caller_cache: Path | None = None
+    #: ``--region LABEL`` (else ``VOICELAT_REGION``): where the profiler runs, on every turn
+    #: and in the summary's ``run`` (docs/NETWORK.md, "Regions"); None: not recorded.
+    region: str | None = None
     #: The command line the run records in its summary.
     argv: tuple[str, ...] = ()
     pipeline: Pipeline | None = None

@@ -31,6 +31,7 @@ from typing import Any
 
 from voicelat.core.base.errors import InfraError, only_interrupts
 from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.region import REGION
 from voicelat.core.base.turn import Turn
 from voicelat.core.base.version import __version__
 from voicelat.core.calls.call import CallRecord, calls_section
@@ -142,6 +143,9 @@ class Runner:
     #: The instrument error bar's reference passes (``engine/calibrate.py``'s Calibration:
     #: ``before()`` the measured turns, ``after()`` them, its ``section()`` in the summary).
     calibration: Any = None
+    #: ``--region LABEL``: where this profiler runs, recorded on every turn
+    #: (``extra["region"]``) and in the summary's ``run`` (docs/NETWORK.md, "Regions").
+    region: str | None = None
 
     def __post_init__(self) -> None:
         #: Each fixture's prepared input, by fixture id (:meth:`load_inputs`).
@@ -216,6 +220,7 @@ class Runner:
         total = len(plan)
 
         def done(turn: Turn) -> None:
+            turn = self.stamp(turn)
             writer.write(turn)
             self.record(turn)
             self.observer.turn_finished(turn, total)
@@ -386,8 +391,16 @@ class Runner:
         turn = await self.turn_engine().run(planned, stages, self.inputs[planned.fixture])
         if extra:
             turn = replace(turn, extra={**turn.extra, **extra})
+        turn = self.stamp(turn)
         self.record(turn)
         return turn
+
+    def stamp(self, turn: Turn) -> Turn:
+        """``turn`` with this run's region on it (as it is unless the run has one; a turn that
+        already names one, a Ray node's, keeps it)."""
+        if self.region is None or REGION in turn.extra:
+            return turn
+        return replace(turn, extra={**turn.extra, REGION: self.region})
 
     def record(self, turn: Turn) -> None:
         """Keep a finished turn: in ``turns`` (and the summary they accumulate) and, in a run of
@@ -417,7 +430,8 @@ class Runner:
                     "python": sys.version.split()[0],
                     "platform": platform.platform(),
                     "stack": self.stack_info,
-                },
+                }
+                | ({REGION: self.region} if self.region is not None else {}),
                 pipeline=self.pipeline.to_json(),
                 fixtures=[f.to_json() for f in self.fixtures],
                 stages=(

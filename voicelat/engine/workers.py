@@ -50,6 +50,7 @@ from typing import Any, cast
 
 from voicelat.core.base.errors import InfraError
 from voicelat.core.base.plan import PlannedTurn
+from voicelat.core.base.region import REGION
 from voicelat.core.base.turn import Turn
 from voicelat.core.calls.call import CALL_ID, CallRecord
 from voicelat.core.measure.clock import MonotonicClock
@@ -119,6 +120,8 @@ class WorkerReport:
     cpu_s: float | None = None
     #: ``--scenario``: the worker's finished calls (``CallRecord.to_json()`` each).
     calls: list[dict[str, Any]] = field(default_factory=list)
+    #: Ray: the label of the worker's node (its raylet's ``VOICELAT_REGION``); None: the run's.
+    region: str | None = None
 
     def where(self) -> str:
         """``worker 1 (pid 1234)``, with its node under Ray."""
@@ -145,6 +148,8 @@ class WorkerReport:
                 "node": self.node,
                 "clock_offset_ns": self.clock_offset_ns,
                 "clock_offset_uncertainty_ns": self.clock_offset_uncertainty_ns,
+                # The node's own label (None: its turns carry the run's).
+                "region": self.region,
             }
             if self.node is not None
             else {}
@@ -331,6 +336,8 @@ class ShardedRun:
     session_stages: StageFactory | None = None
     #: ``--scenario``: the run's calls, dealt whole to the workers (round-robin).
     calls: Sequence[PlannedCall] = ()
+    #: ``--region LABEL``: on every worker's turns, unless its (Ray) node has its own.
+    region: str | None = None
 
     def __post_init__(self) -> None:
         #: The most recent turns; ``turns.summary`` accumulates every worker's (bounded).
@@ -400,7 +407,13 @@ class ShardedRun:
             extra["node"] = node
         if isinstance(extra.get("session"), int):
             extra["session"] = extra["session"] * self.workers + k
+        if (region := self.region_of(k)) is not None:
+            extra[REGION] = region
         return dataclasses.replace(turn, extra=extra)
+
+    def region_of(self, k: int) -> str | None:
+        """Worker ``k``'s region: its node's label, else the run's."""
+        return self.reports[k].region or self.region
 
     def fail_lost(
         self, jobs: list[WorkerJob], writer: TurnsWriterThread, total: int, record: bool = True
@@ -428,6 +441,8 @@ class ShardedRun:
                 rec.extra("worker", job.index)
                 if report.node is not None:
                     rec.extra("node", report.node)
+                if (region := self.region_of(job.index)) is not None:
+                    rec.extra(REGION, region)
                 turn = rec.finish()
                 writer.write(turn)
                 self._keep(turn)
@@ -476,7 +491,12 @@ class ShardedRun:
         # The parent's runner only builds the document: the turns' accumulated summary (every
         # worker's turns, merged as they came), every worker's loop lag.
         runner = Runner(
-            self.pipeline, self.fixtures, self.out_dir, argv=self.argv, stack_info=self.stack_info
+            self.pipeline,
+            self.fixtures,
+            self.out_dir,
+            argv=self.argv,
+            stack_info=self.stack_info,
+            region=self.region,
         )
         runner.turns = self.turns
         for r in self.reports:

@@ -37,6 +37,7 @@ def summary_table(summary: SummaryLike, run_dir: str | None = None) -> str:
     lines.extend(provider_lines(s))
     lines.extend(_count_lines(s))
     lines.extend(call_lines(s))
+    lines.extend(region_lines(s.extra.get("regions")))
     lines.extend(caller_lines(s.extra.get("caller")))
     lines.extend(cost_lines(s.extra.get("cost")))
     lines.extend(quality_lines(s.extra.get("quality")))
@@ -77,6 +78,33 @@ def instrument_summary_line(section: object) -> str | None:
         f"{section.get('mode')}{'; P99 ms by kind: ' + per if per else ''}){clock}"
         + (f"; WARNING: {warning}" if warning else "")
     )
+
+
+def region_lines(section: object) -> list[str]:
+    """Turns measured from several regions (the summary's ``regions``, core/summaries/regions.py):
+    one row per region, e2e P50/P90/P99 and each segment's P50, so two places read as one table."""
+    if not isinstance(section, Mapping) or not section:
+        return []
+    rows = {k: v for k, v in section.items() if isinstance(v, Mapping)}
+    segs: list[str] = []
+    for r in rows.values():
+        p50s = r.get("segments_p50_ns")
+        segs += [s for s in (p50s if isinstance(p50s, Mapping) else ()) if s not in segs]
+    width = max([16, *(len(k) + 2 for k in rows)])
+    widths = {s: max(8, len(s) + 2) for s in segs}
+    head = "".join(f"{s:>{widths[s]}}" for s in segs)
+    lines = [
+        "By region (e2e over each region's headline turns; segments at P50)",
+        f"  {'region':<{width}}{'n':>6}{'failed':>7}{'P50 ms':>8}{'P90 ms':>8}{'P99 ms':>8}{head}",
+    ]
+    for name, r in rows.items():
+        e2e = DistSummary.from_json(r.get("e2e"))
+        p50s = r.get("segments_p50_ns")
+        seg = p50s if isinstance(p50s, Mapping) else {}
+        cells = "".join(fmt_ms(v, width=8) for v in (e2e.p50, e2e.p90, e2e.p99))
+        cells += "".join(fmt_ms(seg.get(s), width=widths[s]) for s in segs)
+        lines.append(f"  {name:<{width}}{e2e.n:>6}{r.get('failed', 0):>7}{cells}")
+    return lines
 
 
 def call_lines(s: RunSummary) -> list[str]:

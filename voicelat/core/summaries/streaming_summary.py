@@ -37,6 +37,7 @@ from voicelat.core.base.stats import PERCENTILES, Band, band_width, percentile_b
 from voicelat.core.base.turn import HANGOVER_UNSTATED, Turn
 from voicelat.core.measure.schedule import from_intended_ns
 from voicelat.core.summaries.diagnostics import MachineSample, TrustTally
+from voicelat.core.summaries.regions import RegionTally
 from voicelat.core.summaries.run_summary import RunSummary
 from voicelat.core.summaries.sketch import EXACT_CAP, RELATIVE_ERROR, LogHistogram, ValueStream
 from voicelat.core.summaries.summary import EXACT_QUANTILES, FIGURES, SummaryParts, assemble
@@ -197,6 +198,8 @@ class SummaryAccumulator:
         self.loop_lag = self._stream()
         self.bands = _Bands(exact_cap, relative_error)
         self.trust = TrustTally(cap=exact_cap)
+        #: Per-region counts and streams (the ``regions`` section: core/summaries/regions.py).
+        self.regions = RegionTally(self._stream)
 
     def _stream(self) -> ValueStream:
         return ValueStream(self.exact_cap, self.relative_error)
@@ -225,6 +228,7 @@ class SummaryAccumulator:
         if turn.failed and turn.failure_reason:
             self._fail(f"{turn.failure_stage}: {turn.failure_reason}", str(turn.failure_stage))
         self.trust.add(turn)
+        self.regions.add(turn)
         if turn.headline:
             self._headline(turn)
 
@@ -277,6 +281,7 @@ class SummaryAccumulator:
         self.loop_lag.merge(other.loop_lag)
         self.bands.merge(other.bands)
         self.trust.merge(other.trust)
+        self.regions.merge(other.regions)
 
     # -- the summary ---------------------------------------------------------------------------
     def _all_streams(self) -> dict[str, ValueStream]:
@@ -335,6 +340,7 @@ class SummaryAccumulator:
             schedule_lag=self.schedule_lag.distribution(),
             trust=self.trust.assess(lags.quantile(99) if lags.n else None, machine, stages),
             quantiles=self.quantiles(lags),
+            regions=self.regions.section(),
         )
 
     def summarize(

@@ -14,6 +14,7 @@ from voicelat.core.base.turn import HANGOVER_UNSTATED, Turn
 from voicelat.core.measure.provider_clock import PROVIDER_KEYS
 from voicelat.core.measure.schedule import from_intended_ns
 from voicelat.core.summaries.diagnostics import MachineSample, assess_trust
+from voicelat.core.summaries.regions import regions_section
 from voicelat.core.summaries.run_summary import (
     SCHEMA_VERSION,
     Counts,
@@ -199,6 +200,8 @@ class SummaryParts:
     trust: Mapping[str, Any]
     #: How exact the percentiles are: ``{"mode": "exact"}``, or the histogram's relative error.
     quantiles: Mapping[str, Any] = field(default_factory=lambda: dict(EXACT_QUANTILES))
+    #: Per-region percentiles when the turns come from several regions (core/summaries/regions.py).
+    regions: Mapping[str, Any] | None = None
 
 
 #: The ``quantiles`` section of a summary whose percentiles come from every value.
@@ -237,6 +240,7 @@ def summarize(
         e2e_from_intended=e2e_from_intended(head),
         schedule_lag=Distribution.of(schedule_lags),
         trust=assess_trust(turns, loop_lag_ns, machine=machine, stages=stages),
+        regions=regions_section(turns),
     )
     return assemble(
         parts, run=run, pipeline=pipeline, fixtures=fixtures, stages=stages, budget=budget
@@ -272,7 +276,8 @@ def assemble(
         schedule_lag=_saved(parts.schedule_lag),
         trust=Trust.from_json(parts.trust),
         budget=dict(budget or {}),
-        extra={"quantiles": dict(parts.quantiles)},
+        extra={"quantiles": dict(parts.quantiles)}
+        | ({"regions": dict(parts.regions)} if parts.regions is not None else {}),
     )
 
 
