@@ -48,14 +48,18 @@ class LocalRayCluster:
     port: int = PORT
     temp_dir: Path = TEMP_DIR
     started: list[str] = field(default_factory=list)
+    #: Node k's ``VOICELAT_REGION`` (its raylet's environment: its actors' region label).
+    regions: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
         """The head's GCS address (``--ray`` takes it)."""
         return f"127.0.0.1:{self.port}"
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, k: int | None = None) -> dict[str, str]:
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+        if k is not None and k < len(self.regions):
+            env["VOICELAT_REGION"] = self.regions[k]
         if self.pythonpath is not None:
             env["PYTHONPATH"] = str(self.pythonpath)
         # Without this a raylet's workers are Python processes that resolve `voicelat` from
@@ -83,7 +87,7 @@ class LocalRayCluster:
         for k in range(self.nodes):
             proc = subprocess.run(
                 [_ray_bin(), *self._args(k)],
-                env=self._env(),
+                env=self._env(k),
                 capture_output=True,
                 text=True,
                 timeout=120,

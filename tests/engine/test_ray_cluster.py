@@ -39,7 +39,8 @@ MS = 1_000_000
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalRayCluster]:
-    c = LocalRayCluster(pythonpath=ROOT)
+    # Each node labelled by its raylet's VOICELAT_REGION (docs/NETWORK.md, "Regions").
+    c = LocalRayCluster(pythonpath=ROOT, regions=("eu-west", "us-east"))
     try:
         yield c.start()
     finally:
@@ -89,8 +90,13 @@ async def test_a_run_over_two_ray_nodes_is_one_result_with_every_turn_once(
     nodes = _cluster_nodes(cluster.address)
     assert len(nodes) == 2 and {t["extra"]["node"] for t in turns} == nodes
     assert {t["extra"]["worker"] for t in turns} == {0, 1}
+    # each node's turns carry its own region label, and the summary has a row per region
+    by_node = {t["extra"]["node"]: t["extra"].get("region") for t in turns}
+    assert sorted(by_node.values()) == ["eu-west", "us-east"]
+    assert {r: v["turns"] for r, v in summary["regions"].items()} == {"eu-west": 3, "us-east": 3}
     workers = summary["run"]["workers"]
     assert {w["node"] for w in workers} == nodes
+    assert {w["node"]: w["region"] for w in workers} == by_node
     assert [w["turns_returned"] for w in workers] == [3, 3]
     assert all(w["turns_lost"] == 0 and w["exitcode"] == 0 for w in workers)
     assert os.getpid() not in {w["pid"] for w in workers}
