@@ -199,16 +199,7 @@ def execute_run(
     pipeline, fixtures = resolve_inputs(request)
     out_dir = request.out_dir or default_out_dir(pipeline)
     load = request.load.load()
-    calls: Sequence[Any] = ()
-    if request.scenario is not None:
-        fixtures, calls, plan = _plan_calls(request, request.scenario, load, pipeline)
-    else:
-        plan = plan_turns(
-            [f.id for f in fixtures],
-            repeat=request.plan.repeat,
-            turns=request.plan.turns,
-            warmup=request.plan.warmup,
-        )
+    fixtures, calls, plan = _plan(request, fixtures, load, pipeline)
     from voicelat.engine.network import open_network
     from voicelat.export import ExportObserver, open_exports
 
@@ -262,6 +253,17 @@ def execute_run(
         if network is not None:
             network.record(done)  # stops the relay; its realised impairment in the summary
         exports.close(done.summary if done is not None else None)
+
+
+def _plan(
+    request: RunRequest, fixtures: list[Fixture], load: Load, pipeline: Pipeline
+) -> tuple[list[Fixture], Sequence[Any], list[PlannedTurn]]:
+    """The run's fixtures, calls (``--scenario``; else none) and planned turns."""
+    if request.scenario is not None:
+        return _plan_calls(request, request.scenario, load, pipeline)
+    p = request.plan
+    ids = [f.id for f in fixtures]
+    return fixtures, (), plan_turns(ids, repeat=p.repeat, turns=p.turns, warmup=p.warmup)
 
 
 def _plan_calls(
