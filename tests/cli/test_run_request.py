@@ -103,7 +103,7 @@ def test_the_region_comes_from_the_flag_else_the_environment(
         request_from_args(build_parser().parse_args(["run"]))
 
 
-@pytest.mark.parametrize("command", ["run", "ci"])
+@pytest.mark.parametrize("command", ["run", "ci", "compare"])
 @pytest.mark.parametrize("label", ["eu west", "x" * 41, "", "eu/west"])
 def test_a_bad_region_label_is_one_line_exit_2(
     command: str, label: str, capsys: pytest.CaptureFixture[str]

@@ -117,3 +117,17 @@ def device_latency(value: str) -> str | float:
     if not 0 < seconds < 2:
         raise argparse.ArgumentTypeError(f"{value} s is not a device latency (0 < s < 2)")
     return seconds
+
+
+def add_region_argument(p: argparse.ArgumentParser) -> None:
+    """``--region LABEL`` (``run``, ``ci``, ``compare``; docs/NETWORK.md, "Regions")."""
+    p.add_argument(
+        "--region",
+        type=region_label,
+        default=None,
+        metavar="LABEL",
+        help="where this profiler runs (e.g. eu-west; default: $VOICELAT_REGION): recorded on "
+        "every turn and in the summary; turns from several regions read together get a "
+        "per-region table (a Ray node's own VOICELAT_REGION labels its workers' turns; "
+        "docs/NETWORK.md)",
+    )

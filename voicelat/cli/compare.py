@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from voicelat.cli.args import confidence, non_negative_int, positive_int
+from voicelat.cli.args import add_region_argument, confidence, non_negative_int, positive_int
 from voicelat.cli.compare_progress import CompareLines
 from voicelat.core.base.errors import EXIT_OK, ConfigError, InfraError
 from voicelat.core.judge.ranking import check_same_fixtures
@@ -95,6 +95,7 @@ def add_parser(subparsers: _SubParsers) -> argparse.ArgumentParser:
     _add_scenario_argument(p)
     _add_ranking_arguments(p)
     _add_network_argument(p)
+    add_region_argument(p)
     p.add_argument(
         "--score",
         choices=("off", "wer", "all"),
@@ -158,7 +159,6 @@ def _add_network_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--network",
         metavar="P1,P2,...",
-        default=None,
         help="a network axis: every combination under each profile (built-ins or [network] "
         "files, comma-separated), interleaved, each through its own relay (docs/NETWORK.md)",
     )
@@ -213,6 +213,7 @@ def _compare_live(args: argparse.Namespace) -> int:
         network=getattr(args, "network", None),
         argv=tuple(sys.argv),
         caller_cache=getattr(args, "caller_cache", None),
+        region=getattr(args, "region", None),
     )
     setup = plan_comparison(request)
     measured = sum(not p.warmup for p in setup.plan)

@@ -8,28 +8,17 @@ line reads a flag by name. A new run option is one field on ``RunRequest`` and o
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
 
-from voicelat.core.base.errors import ConfigError
-from voicelat.core.base.region import REGION_ENV, check_region
-from voicelat.engine.request import ExportRequest, LoadRequest, PlanRequest, RunRequest
+from voicelat.engine.request import (
+    ExportRequest,
+    LoadRequest,
+    PlanRequest,
+    RunRequest,
+    region_from,
+)
 
-__all__ = ["region_from", "request_from_args"]
-
-
-def region_from(flag: str | None) -> str | None:
-    """``--region`` (checked by its argparse type), else ``VOICELAT_REGION`` (checked here:
-    ``ConfigError``, exit 2, naming the variable), else None."""
-    if flag is not None:
-        return flag
-    value = os.environ.get(REGION_ENV)
-    if not value:
-        return None
-    try:
-        return check_region(value)
-    except ValueError as exc:
-        raise ConfigError(f"{REGION_ENV}: {exc}") from None
+__all__ = ["request_from_args"]
 
 
 def request_from_args(args: argparse.Namespace, argv: Sequence[str] = ()) -> RunRequest:

@@ -8,11 +8,11 @@ import argparse
 from pathlib import Path
 
 from voicelat.cli.args import (
+    add_region_argument,
     bounded_seconds,
     non_negative_int,
     positive_int,
     ray_address,
-    region_label,
     worker_count,
 )
 
@@ -97,7 +97,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "transatlantic, phone) or a TOML file with a [network] table; overrides the "
         "pipeline's [network] (docs/NETWORK.md)",
     )
-    _add_region_argument(p)
+    add_region_argument(p)
     p.add_argument(
         "--save-audio",
         action="store_true",
@@ -112,19 +112,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     # Internal: `run --tui` starts the measuring run as a child process with this flag and
     # reads its observer calls as JSON lines on the child's stdout (voicelat.tui.protocol).
     p.add_argument("--events", choices=("jsonl",), default=None, help=argparse.SUPPRESS)
-
-
-def _add_region_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--region",
-        type=region_label,
-        default=None,
-        metavar="LABEL",
-        help="where this profiler runs (e.g. eu-west; default: $VOICELAT_REGION): recorded on "
-        "every turn and in the summary; turns from several regions read together get a "
-        "per-region table (a Ray node's own VOICELAT_REGION labels its workers' turns; "
-        "docs/NETWORK.md)",
-    )
 
 
 def _add_caller_arguments(p: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ from voicelat.engine.comparison import (
     comparison_document,
 )
 from voicelat.engine.progress import Progress, stderr_progress
-from voicelat.engine.request import PlanRequest
+from voicelat.engine.request import PlanRequest, region_from
 from voicelat.files.matrix import (
     Combination,
     Slot,
@@ -88,6 +88,8 @@ class CompareRequest:
     argv: tuple[str, ...] = ()
     #: ``--caller-cache DIR``: a simulated caller's clips (docs/CALLER.md).
     caller_cache: Path | None = None
+    #: ``--region LABEL`` (None: ``VOICELAT_REGION``, else none): on every combination's turns.
+    region: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class CompareSetup:
     #: The plan as asked (``--repeat``, ``--warmup``: comparison.json's schedule says them).
     asked: PlanRequest = field(default_factory=PlanRequest)
     caller_cache: Path | None = None
+    region: str | None = None
 
 
 @dataclass
@@ -146,6 +149,7 @@ def plan_comparison(request: CompareRequest) -> CompareSetup:
     from voicelat.files.fixtures import default_fixtures_dir, load_fixtures
     from voicelat.stages.base import load_stage_class
 
+    region = region_from(request.region)  # a bad VOICELAT_REGION: exit 2, before anything
     if request.matrix is not None:
         matrix = load_matrix(request.matrix)
         combos, name, description = matrix.combinations, matrix.name, matrix.description
@@ -171,13 +175,15 @@ def plan_comparison(request: CompareRequest) -> CompareSetup:
         schedule = _call_schedule(len(combos), calls)
         return CompareSetup(
             *head, fixtures, plan, schedule, out, tuple(calls), request.argv, p,
-            request.caller_cache,
+            request.caller_cache, region,
         )  # fmt: skip
     fixtures = load_fixtures(request.fixtures_dir or default_fixtures_dir())
     ids = [f.id for f in fixtures]
     plan = plan_turns(ids, repeat=p.repeat, turns=p.turns, warmup=p.warmup)
     schedule = make_schedule(len(combos), ids, repeat=p.repeat, turns=p.turns, warmup=p.warmup)
-    return CompareSetup(*head, fixtures, plan, list(schedule), out, argv=request.argv, asked=p)
+    return CompareSetup(
+        *head, fixtures, plan, list(schedule), out, argv=request.argv, asked=p, region=region
+    )
 
 
 def default_compare_out(name: str) -> Path:
@@ -273,7 +279,7 @@ def prepare_comparison(
                 pipeline, callers = _callers(setup, pipeline, run_dir, progress, bool(runs))
                 runner = Runner(
                     pipeline, setup.fixtures, run_dir, argv=argv, calls=setup.calls,
-                    callers=callers,
+                    callers=callers, region=setup.region,
                 )  # fmt: skip
                 runs.append(CombinationRun(c, runner, run_dir, network=net))
                 runner.validate()
@@ -555,7 +561,7 @@ async def _one_call_everywhere(
             r.runner.load_inputs(r.stages.input_rate)
 
         def done(turn: Turn, k: int = k, r: CombinationRun = r) -> None:
-            turn = replace(turn, extra={**turn.extra, "combination": r.combo.name})
+            turn = r.runner.stamp(replace(turn, extra={**turn.extra, "combination": r.combo.name}))
             r.runner.record(turn)
             assert r.writer is not None
             r.writer.write(turn)

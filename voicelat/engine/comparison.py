@@ -172,6 +172,10 @@ def comparison_document(
                 trust=trust_of(s),
                 scores=scored.get(r.name),
                 barge_in=barge_in.get(r.name),
+                # Where its run was measured from (--region): the table's region column.
+                extra={"region": s.run.extra["region"]}
+                if s is not None and s.run.extra.get("region")
+                else {},
             )
         )
     calls = {k: s.calls for k, s in summaries.items() if s.calls is not None}

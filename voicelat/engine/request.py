@@ -10,15 +10,31 @@ one line in ``cli/request.py``'s ``request_from_args``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from voicelat.core.base.errors import ConfigError
+from voicelat.core.base.region import REGION_ENV, check_region
 from voicelat.core.measure.schedule import Arrival, Load
 from voicelat.files.fixtures import Fixture
 from voicelat.files.pipeline import Pipeline
 
-__all__ = ["ExportRequest", "LoadRequest", "PlanRequest", "RunRequest"]
+__all__ = ["ExportRequest", "LoadRequest", "PlanRequest", "RunRequest", "region_from"]
+
+
+def region_from(flag: str | None) -> str | None:
+    """``--region`` (checked by its argparse type), else ``VOICELAT_REGION`` (checked here:
+    ``ConfigError``, exit 2, naming the variable), else None."""
+    if flag is not None:
+        return flag
+    value = os.environ.get(REGION_ENV)
+    if not value:
+        return None
+    try:
+        return check_region(value)
+    except ValueError as exc:
+        raise ConfigError(f"{REGION_ENV}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,9 @@ def ranking_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                 vs_cell(c, 90),
             ]
         )
+    if any(c.get("region") for c in doc.get("combinations", [])):  # runs from several regions
+        for row, c in zip(rows, [{"region": "region"}, *doc["combinations"]], strict=True):
+            row.insert(2, str(c.get("region") or "-"))
     return rows
 
 
