@@ -9,7 +9,7 @@ What runs, each in its own process, on loopback: ``voicelat serve openai --profi
 (the providers), bench/emulated_pipecat_bot.py (the example Pipecat bot, its pipecat-ws route,
 tracing on, its STT/LLM/TTS Pipecat's OpenAI services on the emulator), ``voicelat watch
 --metrics-port`` and ``voicelat run -p agent-pipecat-ws --concurrency N --turns BIG`` (stopped
-with SIGINT at ``--seconds``: run has no duration option). The bot's OTLP exporter points at a
+with SIGTERM at ``--seconds``: run has no duration option). The bot's OTLP exporter points at a
 tee in this process: each POST body goes on to watch unchanged (watch's status and body come
 back to the bot) and is appended to ``OUT/spans.pb`` as the collector's file exporter writes
 with ``format: proto`` (length-prefixed ExportTraceServiceRequest bodies), which
@@ -177,6 +177,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--seconds", type=float, default=600.0)
     p.add_argument("--concurrency", type=int, default=5)
+    p.add_argument(
+        "--window", type=float, default=300.0, help="watch's rolling window (its default 300)"
+    )
     p.add_argument("--out", type=Path, default=None, help="keep everything here (default: tmp)")
     args = p.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="watch-bot-soak-"))
@@ -193,7 +196,14 @@ def main() -> None:
         emu_url = _first_line(emu, "openai ", "the emulator").split()[1].removesuffix("/v1")
         metrics_port = _free_port()
         watch_cmd = [PY, "-m", "voicelat", "watch", "--port", "0", "--out", str(out / "watch")]
-        watch_cmd += ["--metrics-port", str(metrics_port), "--every", "60", "--window", "3600"]
+        watch_cmd += [
+            "--metrics-port",
+            str(metrics_port),
+            "--every",
+            "60",
+            "--window",
+            str(args.window),
+        ]
         watch = _start(watch_cmd, out / "watch.log", env)
         procs.append(watch)
         watch_url = _first_line(watch, "watching ", "voicelat watch").split()[1]
@@ -216,8 +226,15 @@ def main() -> None:
         while time.monotonic() - t0 < args.seconds and run.poll() is None:
             time.sleep(max(0.0, t0 + 10 * len(samples) - time.monotonic()))
             samples.append((round(time.monotonic() - t0), _rss_mb(watch.pid)))
-        run.send_signal(signal.SIGINT)
-        run.wait(timeout=120)
+            (out / "rss.json").write_text(json.dumps(samples))  # kept if the bench dies
+        # SIGTERM, not SIGINT: a job started in the background (nohup, `&` in a script) has
+        # SIGINT ignored, and voicelat stops on SIGTERM the same way (cli/signals.py).
+        run.send_signal(signal.SIGTERM)
+        try:
+            run.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            print("voicelat run did not stop in 60 s after SIGTERM: killed")
+            run.kill()
         # The last calls' turns: the bot's exporter (50 ms batches), then watch's settle (5 s).
         time.sleep(10)
         scraped = _scrape(metrics_url)
@@ -238,7 +255,7 @@ def main() -> None:
     finally:
         for proc in reversed(procs):
             if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signal.SIGTERM)
                 try:
                     proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:
