@@ -4,6 +4,8 @@ lines, the scenario steps and their mistakes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -157,7 +159,9 @@ def test_the_timelines_mark_the_overlays_and_the_stop() -> None:
     from voicelat.tui.calls import call_timeline_text
 
     ms = 1_000_000
-    cut = _stopped(240 * ms)  # onset at 1000 ns, stopped 240 ms later
+    # Onset at 1000 ns, stopped 240 ms later; detected at 120 ms, the VAD's trigger at 80 ms
+    # of it (ignore_words: the words took the other 40).
+    cut = dataclasses.replace(_stopped(240 * ms), vad_ns=1000 + 80 * ms)
     t0 = 0
     turn = Turn(index=0, fixture="f", t0_ns=t0,
                 milestones={"speech_start": 0, "speech_end": 10, "output_first_audible": 500},
@@ -178,3 +182,8 @@ def test_the_timelines_mark_the_overlays_and_the_stop() -> None:
         stops = [e for e in svg.iter() if e.get("class") == "stop"]
         assert [s.get("data-ns") for s in stops] == [str(240 * ms)]
         assert "stop 240" in call_timeline_text(lanes).plain
+        # Each stop's waterfall, the detection split into its VAD and words parts, in both.
+        fall = "stop 240 ms = detection 120 (vad 80 + words 40) + cancel 0 + drain+flush 120"
+        assert f"turn 1 {fall}" in call_timeline_text(lanes, width=120).plain
+        titles = [e.text or "" for e in svg.iter() if e.tag.endswith("title")]
+        assert any(fall in title for title in titles), titles

@@ -71,6 +71,22 @@ class Overlay:
     stop_ns: int | None = None
     never_stopped: bool = False
     false_barge_in: bool = False
+    #: The stop's waterfall (segment, ns), summing to ``stop_ns``; with ``ignore_words`` the
+    #: detection's ``vad``/``words`` split in ``detection_parts``.
+    segments: tuple[tuple[str, int], ...] = ()
+    detection_parts: tuple[tuple[str, int], ...] = ()
+
+    def waterfall(self) -> str:
+        """``detection 290 (vad 205 + words 85) + cancel 0 + drain 0 + flush 8`` (ms), or ""
+        when there is no stop to split."""
+        parts = dict(self.detection_parts)
+        out = []
+        for name, ns in self.segments:
+            text = f"{name} {fmt_ms(ns)}"
+            if name == "detection" and parts:
+                text += " (" + " + ".join(f"{k} {fmt_ms(v)}" for k, v in parts.items()) + ")"
+            out.append(text)
+        return " + ".join(out)
 
 
 @dataclass(frozen=True)
@@ -150,6 +166,8 @@ def _overlays(record: CallRecord, turns: Sequence[Turn]) -> tuple[Overlay, ...]:
                 o.stop_ns,
                 o.never_stopped,
                 bool(o.false_barge_in),
+                tuple(o.segments.items()),
+                tuple(o.detection_parts.items()),
             )
             for o in record.overlays
             if o.onset_ns is not None
@@ -171,9 +189,18 @@ def _overlays(record: CallRecord, turns: Sequence[Turn]) -> tuple[Overlay, ...]:
                 stop if isinstance(stop, int) else None,
                 bool(b.get("never_stopped")),
                 bool(b.get("false_barge_in")),
+                _ns_items(b.get("segments")),
+                _ns_items(b.get("detection_parts")),
             )
         )
     return tuple(out)
+
+
+def _ns_items(value: object) -> tuple[tuple[str, int], ...]:
+    """A saved ``{segment: ns}`` mapping, in its order (anything else: none)."""
+    if not isinstance(value, dict):
+        return ()
+    return tuple((str(k), v) for k, v in value.items() if isinstance(v, int))
 
 
 def _words(text: str, most: int = 120) -> str:
@@ -270,6 +297,8 @@ def _overlay_svg(o: Overlay, x: Callable[[int], float], duration_ns: int) -> str
     tip = f"{o.kind} during turn {o.turn}'s reply"
     if o.false_barge_in:
         tip += ": a false barge-in (the agent stopped or paused)"
+    if o.waterfall():
+        tip += f"; stop {fmt_ms(o.stop_ns)} ms = {o.waterfall()}"
     out = (
         f'<rect class="overlay {o.kind}" data-turn="{o.turn}" data-start-ns="{o.start_ns}" '
         f'data-end-ns="{o.end_ns}" x="{x(o.start_ns):.2f}" y="{_USER_Y:.1f}" '

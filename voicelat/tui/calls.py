@@ -77,6 +77,10 @@ def call_timeline_text(lanes: CallLanes, width: int = 72) -> Text:
             stops[a + i] = ch
     if any(ch != " " for ch in stops):
         out.append("\n" + " " * _LABEL + "".join(stops), style="bold magenta")
+    for o in lanes.overlays:  # each stop's waterfall, under the timeline
+        if o.kind == "interrupt" and o.waterfall():
+            line = f"turn {o.turn} stop {fmt_ms(o.stop_ns)} ms = {o.waterfall()}"
+            out.append("\n" + " " * _LABEL + _clip(line, cols), style="magenta")
     return out
 
 
