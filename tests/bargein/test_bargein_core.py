@@ -5,7 +5,6 @@ lines, the scenario steps and their mistakes."""
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 
 import pytest
