@@ -40,7 +40,9 @@ async def _run(tmp_path: Path, url: str, stage: type = PipecatWs) -> Runner:
     return runner
 
 
-@pytest.mark.parametrize("interruptible", [True, False])
+# The stop over pipecat-ws is a third transport beside twilio and webrtc (both in CI below);
+# the never-stopped bot is the only one of its kind.
+@pytest.mark.parametrize("interruptible", [pytest.param(True, marks=pytest.mark.slow), False])
 async def test_a_pipecat_bot_is_interrupted_or_talks_over_the_caller(
     tmp_path: Path, interruptible: bool
 ) -> None:

@@ -70,7 +70,9 @@ async def test_an_interruption_stops_the_cascade_with_a_waterfall_that_sums(
     assert last.ok and calls[0].turns_completed == 3
 
 
+# The same two policies are compared in CI by tests/bargein/test_bargein_compare_e2e.py.
 @pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.parametrize(("min_speech_ms", "false_barge_in"), [(200, True), (900, False)])
 async def test_the_turn_taking_policy_decides_whether_mm_hmm_stops_the_reply(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, min_speech_ms: int, false_barge_in: bool

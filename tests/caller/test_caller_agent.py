@@ -56,6 +56,8 @@ def _scenario(tmp_path: Path, port: int) -> Path:
     return path
 
 
+# The caller with the example bot and its models runs in CI (tests/stack/test_agent_bot_profiled.py).
+@pytest.mark.slow
 def test_a_simulated_caller_talks_to_a_pipecat_bot_and_hears_it_by_stt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

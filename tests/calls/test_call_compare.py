@@ -25,7 +25,9 @@ def _pipeline(tmp_path: Path, name: str, port: int) -> Path:
     return path
 
 
+# compare --scenario runs in CI through the caller's and the barge-in compares.
 @pytest.mark.e2e
+@pytest.mark.slow
 async def test_compare_runs_each_call_on_every_combination_in_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

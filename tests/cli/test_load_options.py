@@ -81,7 +81,11 @@ def emulated_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
     ("args", "load"),
     [
         (["--concurrency", "2"], {"mode": "closed", "concurrency": 2, "sessions_opened": 2}),
-        (["--rate", "3", "--arrival", "constant"], {"mode": "open", "arrival": "constant"}),
+        pytest.param(  # the open loop's own tests are in tests/engine (workers, schedules)
+            ["--rate", "3", "--arrival", "constant"],
+            {"mode": "open", "arrival": "constant"},
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_a_loaded_run_reports_both_latencies_and_its_trust(

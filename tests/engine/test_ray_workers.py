@@ -131,7 +131,9 @@ def test_progress_shows_each_worker_by_node() -> None:
     assert pool.progress_line(10) == "ray: 7/10 turns; w0@1a2b3c4d 5/5, w1@ffee0011 2/5 lost"
 
 
+# The actor's protocol without Ray; CI's Ray step runs the same actors on a real cluster.
 @pytest.mark.e2e
+@pytest.mark.slow
 async def test_the_actor_runs_its_share_after_the_epoch_and_hands_back_every_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -184,6 +186,7 @@ def test_a_run_over_ray_goes_through_the_same_job_as_workers(
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 async def test_an_actor_runs_whole_calls_and_hands_back_their_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
