@@ -79,7 +79,7 @@ def test_every_run_option_reaches_the_child_unchanged() -> None:
     argv += ["--otlp-endpoint", "http://127.0.0.1:4318", "--metrics-port", "9464"]
     argv += ["--metrics-linger", "2.5", "--workers", "2", "--ray", "127.0.0.1:6390"]
     argv += ["--calibrate", "full", "--frozen", "rec", "--caller-cache", "cache"]
-    argv += ["--network", "4g", "--scenario", "scenarios/short.toml"]
+    argv += ["--network", "4g", "--scenario", "scenarios/short.toml", "--region", "eu-west"]
     args = parser.parse_args(argv)
     # Every run option is set to a non-default value above: an option added to
     # add_run_arguments fails this until it is added here (and so checked to be forwarded).
