@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import heapq
-import itertools
 import json
 import os
 import signal
@@ -52,6 +50,9 @@ from voicelat.core.base.network import (
     profile_from_json,
     tcp_stall_ns,
 )
+
+# One scheduler for both relays: this process's TCP/UDP one and the in-process WebRTC media one.
+from voicelat.stages.media_relay import Scheduled
 
 __all__ = ["RelayServer", "RelaySpec", "main"]
 
@@ -86,45 +87,6 @@ class _Directions:
         }
         self.tally = {"up": RealisedTally(), "down": RealisedTally()}
         self.lock = threading.Lock()
-
-
-class _Scheduled:
-    """Items due at given times, handed to ``send`` in due order by one thread."""
-
-    def __init__(self, send: Callable[[Any], None]) -> None:
-        self._send = send
-        self._heap: list[tuple[int, int, Any]] = []
-        self._seq = itertools.count()
-        self._cond = threading.Condition()
-        self._closed = False
-        _thread(self._run)
-
-    def at(self, due_ns: int, item: Any) -> None:
-        with self._cond:
-            heapq.heappush(self._heap, (due_ns, next(self._seq), item))
-            self._cond.notify()
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._closed:
-                    if not self._heap:
-                        self._cond.wait()
-                        continue
-                    left = self._heap[0][0] - _now()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left / 1e9)
-                if self._closed:
-                    return
-                _, _, item = heapq.heappop(self._heap)
-            with contextlib.suppress(OSError):  # the peer went away: its reader ends the stream
-                self._send(item)
 
 
 class RelayServer:
@@ -276,7 +238,7 @@ class _UdpRelay:
         self.server, self.sock, self.spec = server, sock, spec
         self.backs: dict[Any, socket.socket] = {}
         self.link_free = {"up": 0, "down": 0}
-        self.sched = _Scheduled(self._send)
+        self.sched = Scheduled(self._send)
 
     def _send(self, item: tuple[Callable[[bytes], Any], bytes, int, int, str]) -> None:
         send, data, sent, due, name = item
