@@ -208,27 +208,15 @@ async def test_calls_over_two_nodes_are_whole_on_one_actor_each_and_in_one_calls
     cluster: LocalRayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--ray --scenario``: calls dealt whole to the actors of two nodes, one calls.jsonl."""
-    from voicelat.core.base.plan import PlannedTurn
+    from tests.engine.test_ray_workers import two_calls
     from voicelat.core.calls.call import CALL_ID
-    from voicelat.engine.call import plan_calls
     from voicelat.files.results import read_calls
-    from voicelat.files.scenario import load_scenario
 
     monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "any-non-empty-key")
-    path = tmp_path / "two.toml"
-    path.write_text(
-        f'name = "two"\nfixtures = "{ROOT / "fixtures" / "calls"}"\n'
-        '[[step]]\nsay = "short_01_weather"\ngap_ms = 300\n'
-        '[[step]]\nsay = "short_02_tomorrow"\ngap_ms = 300\n',
-        encoding="utf-8",
-    )
-    loaded = load_scenario(path)
-    calls = plan_calls([loaded.scenario], repeat=2)
-    plan = [PlannedTurn(c.first_index + i, f, 0, False)
-            for c in calls for i, f in enumerate(c.scenario.fixture_ids())]  # fmt: skip
+    fixtures, calls, plan = two_calls(tmp_path)
     async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
         pool = RayPool(
-            _pipeline(em), list(loaded.fixtures.values()), tmp_path / "run", 2,
+            _pipeline(em), fixtures, tmp_path / "run", 2,
             address=cluster.address, calls=calls,
         )  # fmt: skip
         outcome = await asyncio.to_thread(pool.run, plan, Load(concurrency=2))

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,19 +186,12 @@ def test_a_run_over_ray_goes_through_the_same_job_as_workers(
         job.execute_run(request)
 
 
-@pytest.mark.e2e
-@pytest.mark.slow
-async def test_an_actor_runs_whole_calls_and_hands_back_their_records(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``--ray --scenario``: an actor's share is whole calls, as a worker process's is; its
-    result carries their records, which the parent makes global (one calls.jsonl)."""
+def two_calls(tmp_path: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    """Two calls of a two-turn scenario: their fixtures, the planned calls and their turns."""
     from voicelat.core.base.plan import PlannedTurn
-    from voicelat.core.calls.call import CALL_ID, CALL_TURN
     from voicelat.engine.call import plan_calls
     from voicelat.files.scenario import load_scenario
 
-    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "k")
     path = tmp_path / "two.toml"
     path.write_text(
         f'name = "two"\nfixtures = "{ROOT / "fixtures" / "calls"}"\n'
@@ -209,10 +203,22 @@ async def test_an_actor_runs_whole_calls_and_hands_back_their_records(
     calls = plan_calls([loaded.scenario], repeat=2)
     plan = [PlannedTurn(c.first_index + i, f, 0, False)
             for c in calls for i, f in enumerate(c.scenario.fixture_ids())]  # fmt: skip
+    return list(loaded.fixtures.values()), calls, plan
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+async def test_an_actor_runs_whole_calls_and_hands_back_their_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--ray --scenario``: an actor's share is whole calls, as a worker process's is; its
+    result carries their records, which the parent makes global (one calls.jsonl)."""
+    from voicelat.core.calls.call import CALL_ID, CALL_TURN
+
+    monkeypatch.setenv("VOICELAT_EMULATOR_KEY", "k")
+    fixtures, calls, plan = two_calls(tmp_path)
     async with Emulators(["openai"], profile=PROFILE, seed=1, thread=True) as em:
-        pool = RayPool(
-            _pipeline(em), list(loaded.fixtures.values()), tmp_path / "out", 1, calls=calls
-        )
+        pool = RayPool(_pipeline(em), fixtures, tmp_path / "out", 1, calls=calls)
         (job,) = pool.jobs(plan, Load())
         worker = RayWorker()
         run = asyncio.create_task(worker.run(job, {"VOICELAT_EMULATOR_KEY": "k"}))
