@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.calls.calls_helpers import CALLS
 
@@ -32,3 +33,16 @@ BACKCHANNEL_STEPS = (
     '[[step]]\nbackchannel = "bc_mmhmm"\nafter_ms = 500\n'
     '[[step]]\nsay = "short_03_thanks"\ngap_ms = 300\n'
 )
+
+
+async def run_call(pipeline: Any, loaded: Any, out: Path) -> Any:
+    """One call of the loaded scenario through ``pipeline`` (a Runner of its own): the outcome."""
+    from voicelat.core.base.plan import PlannedTurn
+    from voicelat.engine.call import plan_calls
+    from voicelat.engine.runner import Runner
+
+    runner = Runner(
+        pipeline, list(loaded.fixtures.values()), out, calls=plan_calls([loaded.scenario])
+    )
+    plan = [PlannedTurn(i, f, 0, False) for i, f in enumerate(loaded.scenario.fixture_ids())]
+    return await runner.run(plan)

@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bargein.bargein_helpers import MS, scenario
-from voicelat.core.base.plan import PlannedTurn
+from tests.bargein.bargein_helpers import MS, run_call, scenario
 from voicelat.core.calls.call import INTERRUPTING
 from voicelat.emulate import Emulators
-from voicelat.engine.call import plan_calls
-from voicelat.engine.runner import Runner
 from voicelat.files.pipeline import load_pipeline
 from voicelat.files.results import read_calls
 from voicelat.files.scenario import load_scenario
@@ -57,14 +54,7 @@ async def test_gemini_live_talks_through_a_backchannel_and_stops_for_an_interrup
             "base_url": f"ws://127.0.0.1:{em.servers[name].port}",
             "vad": {"silenceDurationMs": 500, "prefixPaddingMs": PREFIX_MS},
         }
-        runner = Runner(
-            replace(base, s2s=s2s),
-            list(loaded.fixtures.values()),
-            tmp_path / "run",
-            calls=plan_calls([loaded.scenario]),
-        )
-        plan = [PlannedTurn(i, f, 0, False) for i, f in enumerate(loaded.scenario.fixture_ids())]
-        outcome = await runner.run(plan)
+        outcome = await run_call(replace(base, s2s=s2s), loaded, tmp_path / "run")
         sessions = [s for s in em.truth.select(name) if s.responses]
     turns = sorted(outcome.turns, key=lambda t: t.index)
     assert len(turns) == 4 and all(t.ok for t in turns), [t.failure_reason for t in turns]

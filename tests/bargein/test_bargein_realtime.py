@@ -11,12 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bargein.bargein_helpers import INTERRUPT_STEPS, LONG_REPLY, MS, scenario
-from voicelat.core.base.plan import PlannedTurn
+from tests.bargein.bargein_helpers import INTERRUPT_STEPS, LONG_REPLY, MS, run_call, scenario
 from voicelat.core.calls.call import INTERRUPTING
 from voicelat.emulate import Emulators
-from voicelat.engine.call import plan_calls
-from voicelat.engine.runner import Runner
 from voicelat.files.pipeline import load_pipeline
 from voicelat.files.results import read_calls
 from voicelat.files.scenario import load_scenario
@@ -38,14 +35,7 @@ async def test_an_interruption_on_a_realtime_session_is_timed_against_the_emulat
     async with Emulators([name], profile=profile, seed=1, thread=True) as em:
         base = load_pipeline(ROOT / "pipelines" / "emulated-openai-realtime.toml")
         s2s = dict(base.s2s or {}) | {"base_url": f"ws://127.0.0.1:{em.servers[name].port}/v1"}
-        runner = Runner(
-            replace(base, s2s=s2s),
-            list(loaded.fixtures.values()),
-            tmp_path / "run",
-            calls=plan_calls([loaded.scenario]),
-        )
-        plan = [PlannedTurn(i, f, 0, False) for i, f in enumerate(loaded.scenario.fixture_ids())]
-        outcome = await runner.run(plan)
+        outcome = await run_call(replace(base, s2s=s2s), loaded, tmp_path / "run")
         sessions = [s for s in em.truth.select(name) if s.responses]
     turns = sorted(outcome.turns, key=lambda t: t.index)
     assert len(turns) == 3 and all(t.ok for t in turns), [t.failure_reason for t in turns]
